@@ -1,0 +1,1 @@
+"""Orchestration: the `dpcompare` CLI, the grid runner, reports and presets."""

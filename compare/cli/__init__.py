@@ -1,0 +1,1 @@
+"""The `dpcompare` command line: one module per subcommand (see :mod:`compare.cli.main`)."""

@@ -1,0 +1,453 @@
+"""Run configuration: frozen, validated, serialisable dataclasses and a stable config hash.
+
+A :class:`RunConfig` holds everything that defines a run's *result* (data, model, privacy,
+training, seed). Performance-only switches (engine, XLA, threads, physical chunk size) live in
+:class:`PerfSpec`: they may change speed, never the result beyond float tolerance, and they are
+not part of :attr:`RunConfig.config_hash`.
+
+Config files are YAML or JSON mappings with the sections ``data``, ``model``, ``privacy``,
+``train`` and the key ``seed`` (and optionally ``version``). Unknown keys are rejected.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from dpcore.errors import ConfigError
+
+CONFIG_VERSION = 1
+
+PRIVACY_MECHANISMS = ("none", "dpsgd-gaussian", "dpsgd-laplace", "ldp")
+SAMPLING_MODES = ("poisson", "shuffle")
+OPTIMIZERS = ("sgd", "adam")
+ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
+LDP_MECHANISM_NAMES = ("laplace", "gaussian", "dp_pix")
+ENGINES = ("reference", "fast")
+
+
+def _check_range(
+    key: str,
+    value: float | None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    valid: str,
+) -> None:
+    """Raise ConfigError naming ``key`` if ``value`` lies outside the described interval."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigError(f"{key}={value!r} is not a number; valid: {valid}")
+    bad = (
+        (low is not None and (value <= low if low_open else value < low))
+        or (high is not None and (value >= high if high_open else value > high))
+    )
+    if bad:
+        raise ConfigError(f"{key}={value!r} is out of range; valid: {valid}")
+
+
+def _check_choice(key: str, value: Any, choices: Iterable[str]) -> None:
+    choices = tuple(choices)
+    if value not in choices:
+        raise ConfigError(f"{key}={value!r} is not known; valid: {', '.join(choices)}")
+
+
+@dataclass(frozen=True)
+class DataSpec:
+    """Which data set, how it is loaded, and its optional local-DP perturbation.
+
+    Attributes:
+        name: registry name (``dpcompare datasets``), or ``medmnist:PATH`` for any MedMNIST npz.
+        path: explicit file or folder; overrides the lookup under the data root.
+        image_size: side length in pixels to resize to; ``None`` keeps the native size.
+        channels: 1 (grayscale) or 3 (RGB); ``None`` keeps the native channel count.
+        split_seed: seed of the train/test split for data sets that have no official split.
+        ldp_mechanism: local-DP mechanism applied to every image before training, or ``None``.
+        ldp_params: that mechanism's parameters (e.g. ``{"scale": 1.0}``).
+        train_limit: use only this many training examples (a seeded subset), ``None`` for all.
+        test_limit: use only this many test examples (a seeded subset), ``None`` for all.
+    """
+
+    name: str = "mnist5k"
+    path: str | None = None
+    image_size: int | None = None
+    channels: int | None = None
+    split_seed: int = 0
+    ldp_mechanism: str | None = None
+    ldp_params: dict[str, float] = field(default_factory=dict)
+    train_limit: int | None = None
+    test_limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"data.name={self.name!r} must be a non-empty data set name")
+        _check_range("data.image_size", self.image_size, low=1, valid="an integer >= 1 or null")
+        if self.channels not in (None, 1, 3):
+            raise ConfigError(f"data.channels={self.channels!r} is not valid; valid: 1, 3, null")
+        if self.ldp_mechanism is not None:
+            _check_choice("data.ldp_mechanism", self.ldp_mechanism, LDP_MECHANISM_NAMES)
+        _check_range("data.train_limit", self.train_limit, low=1, valid="an integer >= 1 or null")
+        _check_range("data.test_limit", self.test_limit, low=1, valid="an integer >= 1 or null")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Architecture of the classifier, identical in both backends.
+
+    Attributes:
+        name: registry name (``cnn4``, ``resnet18``, ``vgg11``, ``vgg16``, ``alexnet``,
+            ``textcnn``).
+        activation: ``relu``, ``tanh`` or ``tempered_sigmoid``.
+        tempered_scale: s in s * sigmoid(T * x) - o (tanh is s=2, T=2, o=1).
+        tempered_inverse_temperature: T in the formula above.
+        tempered_offset: o in the formula above.
+        width: multiplier of every layer's channel count (1.0 = the published width).
+    """
+
+    name: str = "cnn4"
+    activation: str = "relu"
+    tempered_scale: float = 2.0
+    tempered_inverse_temperature: float = 2.0
+    tempered_offset: float = 1.0
+    width: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError(f"model.name={self.name!r} must be a non-empty model name")
+        _check_choice("model.activation", self.activation, ACTIVATIONS)
+        _check_range("model.width", self.width, low=0, low_open=True, valid="a number > 0")
+
+
+@dataclass(frozen=True)
+class PrivacySpec:
+    """The privacy-defining settings of a run.
+
+    Attributes:
+        mechanism: ``none`` (non-private), ``dpsgd-gaussian``, ``dpsgd-laplace``, or ``ldp``
+            (local DP on the images, set in :class:`DataSpec`; training itself is non-private).
+        noise_multiplier: std of the Gaussian noise (or scale of the Laplace noise) divided by
+            the clip norm. Exactly one of ``noise_multiplier`` and ``target_epsilon`` is given
+            for DP-SGD mechanisms.
+        target_epsilon: epsilon to reach after the planned steps; the noise is calibrated to it.
+        max_grad_norm: per-example clip norm C (L2 for Gaussian, L1 for Laplace), > 0.
+        delta: target delta in (0, 1); ``None`` means 1/N rounded down to a power of ten.
+        sampling: ``poisson`` (each example joins each batch independently with probability q)
+            or ``shuffle`` (shuffled fixed-size batches).
+    """
+
+    mechanism: str = "none"
+    noise_multiplier: float | None = None
+    target_epsilon: float | None = None
+    max_grad_norm: float = 1.0
+    delta: float | None = None
+    sampling: str = "poisson"
+
+    def __post_init__(self) -> None:
+        _check_choice("privacy.mechanism", self.mechanism, PRIVACY_MECHANISMS)
+        _check_choice("privacy.sampling", self.sampling, SAMPLING_MODES)
+        _check_range(
+            "privacy.noise_multiplier", self.noise_multiplier, low=0, valid="a number >= 0"
+        )
+        _check_range(
+            "privacy.target_epsilon", self.target_epsilon, low=0, low_open=True,
+            valid="a number > 0",
+        )
+        _check_range(
+            "privacy.max_grad_norm", self.max_grad_norm, low=0, low_open=True, valid="a number > 0"
+        )
+        _check_range(
+            "privacy.delta", self.delta, low=0, high=1, low_open=True, high_open=True,
+            valid="a number in (0, 1)",
+        )
+        if self.is_dpsgd:
+            if (self.noise_multiplier is None) == (self.target_epsilon is None):
+                raise ConfigError(
+                    f"privacy.mechanism={self.mechanism!r} needs exactly one of "
+                    f"privacy.noise_multiplier and privacy.target_epsilon (got noise_multiplier="
+                    f"{self.noise_multiplier!r}, target_epsilon={self.target_epsilon!r})"
+                )
+            if self.target_epsilon is not None and math.isinf(self.target_epsilon):
+                raise ConfigError(
+                    "privacy.target_epsilon=inf is not a DP-SGD setting; "
+                    "use privacy.mechanism='none' for a non-private run"
+                )
+
+        elif self.noise_multiplier is not None or self.target_epsilon is not None:
+            raise ConfigError(
+                f"privacy.mechanism={self.mechanism!r} adds no gradient noise, but "
+                f"noise_multiplier={self.noise_multiplier!r} / target_epsilon="
+                f"{self.target_epsilon!r} is set; use mechanism dpsgd-gaussian or dpsgd-laplace"
+            )
+
+    @property
+    def is_dpsgd(self) -> bool:
+        """True for the mechanisms that clip and noise gradients."""
+        return self.mechanism in ("dpsgd-gaussian", "dpsgd-laplace")
+
+    def resolved_delta(self, n_train: int) -> float:
+        """The delta used for accounting: the configured one, else 1/N rounded down to 10^-k."""
+        if self.delta is not None:
+            return self.delta
+        return default_delta(n_train)
+
+
+def default_delta(n_train: int) -> float:
+    """1/N rounded down to a power of ten (N=60000 -> 1e-5; N=1000 -> 1e-3... then below 1/N).
+
+    The result is the largest 10^-k that is strictly below 1/N, so delta < 1/N always holds.
+    """
+    if n_train < 1:
+        raise ConfigError(f"cannot derive delta from a data set of {n_train} examples; need >= 1")
+    k = math.floor(math.log10(n_train)) + 1
+    return float(10.0 ** (-k))
+
+
+@dataclass(frozen=True)
+class TrainSpec:
+    """Optimisation settings.
+
+    Attributes:
+        epochs: number of passes, in expected examples (steps = ceil(epochs / q)); or ``None``.
+        steps: number of logical batches; exactly one of ``epochs`` and ``steps`` is given.
+        batch_size: expected logical batch size (Poisson) or fixed batch size (shuffle).
+        lr: learning rate.
+        optimizer: ``sgd`` or ``adam``.
+        momentum: SGD momentum in [0, 1).
+        ema_decay: decay of the exponential moving average of the weights used for evaluation,
+            in [0, 1); ``None`` evaluates the raw weights.
+    """
+
+    epochs: float | None = 1.0
+    steps: int | None = None
+    batch_size: int = 256
+    lr: float = 0.1
+    optimizer: str = "sgd"
+    momentum: float = 0.0
+    ema_decay: float | None = None
+
+    def __post_init__(self) -> None:
+        if (self.epochs is None) == (self.steps is None):
+            raise ConfigError(
+                f"exactly one of train.epochs and train.steps must be set "
+                f"(got epochs={self.epochs!r}, steps={self.steps!r})"
+            )
+        _check_range("train.epochs", self.epochs, low=0, low_open=True, valid="a number > 0")
+        _check_range("train.steps", self.steps, low=1, valid="an integer >= 1")
+        _check_range("train.batch_size", self.batch_size, low=1, valid="an integer >= 1")
+        _check_range("train.lr", self.lr, low=0, low_open=True, valid="a number > 0")
+        _check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
+        _check_range(
+            "train.momentum", self.momentum, low=0, high=1, high_open=True, valid="[0, 1)"
+        )
+        _check_range(
+            "train.ema_decay", self.ema_decay, low=0, high=1, high_open=True,
+            valid="[0, 1) or null",
+        )
+
+
+@dataclass(frozen=True)
+class PerfSpec:
+    """Performance-only switches: never part of the config hash, never change the result.
+
+    Attributes:
+        engine: ``reference`` (the library's documented DP path) or ``fast`` (a faster path that
+            computes the same clipped-and-noised update).
+        xla: compile with XLA where the backend supports it.
+        threads: intra-op threads, ``None`` for the framework default.
+        physical_batch_size: largest chunk of examples whose per-example gradients are held
+            in memory at once; a logical batch is processed in chunks and noised once.
+        deterministic: ask the framework for deterministic kernels.
+    """
+
+    engine: str = "reference"
+    xla: bool = False
+    threads: int | None = None
+    physical_batch_size: int | None = 256
+    deterministic: bool = True
+
+    def __post_init__(self) -> None:
+        _check_choice("perf.engine", self.engine, ENGINES)
+        _check_range("perf.threads", self.threads, low=1, valid="an integer >= 1 or null")
+        _check_range(
+            "perf.physical_batch_size", self.physical_batch_size, low=1,
+            valid="an integer >= 1 or null",
+        )
+
+
+_SECTIONS: dict[str, type] = {
+    "data": DataSpec,
+    "model": ModelSpec,
+    "privacy": PrivacySpec,
+    "train": TrainSpec,
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one run's result. ``config_hash`` keys the results store."""
+
+    data: DataSpec = field(default_factory=DataSpec)
+    model: ModelSpec = field(default_factory=ModelSpec)
+    privacy: PrivacySpec = field(default_factory=PrivacySpec)
+    train: TrainSpec = field(default_factory=TrainSpec)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, cls in _SECTIONS.items():
+            if not isinstance(getattr(self, name), cls):
+                raise ConfigError(f"{name} must be a {cls.__name__}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"seed={self.seed!r} is not valid; valid: an integer >= 0")
+        if self.privacy.mechanism == "ldp" and self.data.ldp_mechanism is None:
+            raise ConfigError(
+                "privacy.mechanism='ldp' needs data.ldp_mechanism (laplace, gaussian, dp_pix)"
+            )
+        if self.data.ldp_mechanism is not None and self.privacy.mechanism != "ldp":
+            raise ConfigError(
+                f"data.ldp_mechanism={self.data.ldp_mechanism!r} is set but "
+                f"privacy.mechanism={self.privacy.mechanism!r}; set privacy.mechanism='ldp'"
+            )
+
+    # -- serialisation ---------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A plain JSON-able mapping, including ``version``."""
+        out: dict[str, Any] = {"version": CONFIG_VERSION}
+        for name in _SECTIONS:
+            out[name] = dataclasses.asdict(getattr(self, name))
+        out["seed"] = self.seed
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> RunConfig:
+        """Build a config from a mapping; unknown sections or keys raise ConfigError."""
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"a config must be a mapping, got {type(raw).__name__}")
+        raw = dict(raw)
+        version = raw.pop("version", CONFIG_VERSION)
+        if version != CONFIG_VERSION:
+            raise ConfigError(f"config version={version!r} is not known; valid: {CONFIG_VERSION}")
+        allowed = set(_SECTIONS) | {"seed"}
+        unknown = sorted(set(raw) - allowed)
+        if unknown:
+            raise ConfigError(
+                f"unknown config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(allowed))}"
+            )
+        kwargs: dict[str, Any] = {}
+        for name, spec_cls in _SECTIONS.items():
+            section = raw.get(name) or {}
+            if not isinstance(section, Mapping):
+                raise ConfigError(f"config section {name!r} must be a mapping")
+            valid_keys = {f.name for f in fields(spec_cls)}
+            bad = sorted(set(section) - valid_keys)
+            if bad:
+                raise ConfigError(
+                    f"unknown key(s) {', '.join(name + '.' + b for b in bad)}; "
+                    f"valid in {name}: {', '.join(sorted(valid_keys))}"
+                )
+            section = _coerce_numeric_strings(spec_cls, section)
+            try:
+                kwargs[name] = spec_cls(**section)
+            except TypeError as exc:  # e.g. a mapping where a scalar belongs
+                raise ConfigError(f"config section {name!r}: {exc}") from exc
+        if "seed" in raw:
+            kwargs["seed"] = raw["seed"]
+        return cls(**kwargs)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RunConfig:
+        """Load a YAML or JSON config file."""
+        return cls.from_dict(load_mapping_file(path))
+
+    def with_overrides(self, assignments: Iterable[str]) -> RunConfig:
+        """Apply ``section.key=value`` overrides (values parsed as YAML scalars)."""
+        return RunConfig.from_dict(apply_overrides(self.to_dict(), assignments))
+
+    def replace(self, **sections: Any) -> RunConfig:
+        """A copy with whole sections or fields replaced (``replace(seed=1)``)."""
+        return dataclasses.replace(self, **sections)
+
+    @property
+    def config_hash(self) -> str:
+        """First 16 hex digits of the SHA-256 of the canonical JSON form (stable across runs)."""
+        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def load_mapping_file(path: str | Path) -> dict[str, Any]:
+    """Read a YAML/JSON file that must contain a mapping; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not valid YAML/JSON: {exc}") from exc
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"config file {path} must contain a mapping at the top level")
+    return loaded
+
+
+def apply_overrides(raw: Mapping[str, Any], assignments: Iterable[str]) -> dict[str, Any]:
+    """Return a deep copy of ``raw`` with each ``a.b=value`` assignment applied.
+
+    Values are parsed as YAML scalars (``1e-5`` -> float, ``null`` -> None, ``true`` -> bool).
+    """
+    out = json.loads(json.dumps(raw))
+    for assignment in assignments:
+        if "=" not in assignment:
+            raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
+        dotted, text = assignment.split("=", 1)
+        keys = [k for k in dotted.strip().split(".") if k]
+        if not keys:
+            raise ConfigError(f"override {assignment!r} has an empty key")
+        try:
+            value = yaml.safe_load(text) if text.strip() else None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {assignment!r}: value is not valid YAML: {exc}") from exc
+        if isinstance(value, str):
+            value = _yaml_float_or_str(value)
+        node = out
+        for key in keys[:-1]:
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {assignment!r}: {key!r} is not a section")
+            node = child
+        node[keys[-1]] = value
+    return out
+
+
+def _yaml_float_or_str(text: str) -> Any:
+    """YAML 1.1 reads ``1e-5`` as a string; accept it as the float a user means."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _coerce_numeric_strings(spec_cls: type, section: Mapping[str, Any]) -> dict[str, Any]:
+    """Turn strings such as ``"1e-5"`` (YAML 1.1 reads them as text) into floats.
+
+    Only fields typed as float are touched; text that is not a number is left as it is, so that
+    validation names the key and the valid range.
+    """
+    float_fields = {f.name for f in fields(spec_cls) if "float" in str(f.type)}
+    out = dict(section)
+    for key, value in section.items():
+        if key in float_fields and isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                out[key] = float(value)
+    return out

@@ -1,0 +1,221 @@
+"""RunResult records (versioned JSON schema), atomic writes, and the results store.
+
+Layout of a store rooted at ``ROOT``::
+
+    ROOT/runs/<config_hash>-<backend>/result.json     the RunResult
+    ROOT/runs/<config_hash>-<backend>/checkpoint.*    the trained weights (backend format)
+
+Writes are atomic (temporary file in the same folder, fsync, ``os.replace``), so a killed
+process leaves either the previous file or the new one, never half a file. Non-finite floats
+(NaN, inf) are written as JSON ``null``: a non-private run's epsilon is null with
+``privacy.mechanism == "none"``; a diverged run says so in ``status``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import platform
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from dpcore.errors import DpCompareError
+
+SCHEMA_VERSION = 1
+RESULT_FILE = "result.json"
+BACKENDS = ("tf", "torch")
+STATUSES = ("running", "finished", "diverged", "failed", "interrupted")
+
+#: Distributions whose versions every RunResult records.
+TRACKED_PACKAGES = (
+    "numpy", "dp-accounting", "tensorflow", "tensorflow-privacy", "keras", "torch", "opacus",
+)
+
+
+@dataclass
+class RunResult:
+    """One run of one backend; see ``dpcore/schemas/run_result.v1.json`` for the schema."""
+
+    run_id: str
+    config: dict[str, Any]
+    config_hash: str
+    backend: str
+    seed: int
+    status: str = "running"
+    versions: dict[str, str] = field(default_factory=dict)
+    dataset: dict[str, Any] = field(default_factory=dict)
+    privacy: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    faithfulness: dict[str, Any] | None = None
+    audit: dict[str, Any] | None = None
+    timing: dict[str, Any] = field(default_factory=dict)
+    perf: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    error: str | None = None
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_safe(asdict(self))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> RunResult:
+        validate_result_dict(raw)
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in raw.items() if k in known})
+
+
+def run_id(config_hash: str, backend: str) -> str:
+    """The run's folder name: ``<config_hash>-<backend>``."""
+    if backend not in BACKENDS:
+        raise DpCompareError(f"backend={backend!r} is not known; valid: {', '.join(BACKENDS)}")
+    return f"{config_hash}-{backend}"
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the tracked packages plus Python and the platform."""
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for name in TRACKED_PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def json_safe(value: Any) -> Any:
+    """Recursively replace NaN/inf by None and numpy scalars/arrays by Python values."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
+        return json_safe(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@cache
+def _schema() -> dict[str, Any]:
+    text = resources.files("dpcore").joinpath("schemas/run_result.v1.json").read_text("utf-8")
+    return json.loads(text)
+
+
+def validate_result_dict(raw: Any) -> None:
+    """Raise DpCompareError if ``raw`` does not follow the RunResult schema."""
+    if not isinstance(raw, dict):
+        raise DpCompareError("a RunResult must be a JSON object")
+    try:
+        jsonschema.validate(raw, _schema())
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
+        raise DpCompareError(f"RunResult field {where}: {exc.message}") from exc
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: str | Path, obj: Any) -> None:
+    """Write ``obj`` as indented JSON atomically (non-finite floats become null)."""
+    text = json.dumps(json_safe(obj), indent=2, sort_keys=True, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode("utf-8"))
+
+
+class ResultsStore:
+    """A folder of runs keyed by ``<config_hash>-<backend>``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    @property
+    def runs_dir(self) -> Path:
+        return self.root / "runs"
+
+    def run_dir(self, config_hash: str, backend: str) -> Path:
+        return self.runs_dir / run_id(config_hash, backend)
+
+    def ensure_writable(self) -> None:
+        """Create the store folder or raise DpCompareError naming it if it is not writable."""
+        try:
+            self.runs_dir.mkdir(parents=True, exist_ok=True)
+            probe = tempfile.NamedTemporaryFile(dir=self.runs_dir, prefix=".probe", delete=True)
+            probe.close()
+        except OSError as exc:
+            raise DpCompareError(
+                f"output folder {self.root} is not writable ({exc.strerror}); "
+                "choose a folder you can write to with --out"
+            ) from exc
+
+    def save(self, result: RunResult) -> Path:
+        """Validate and atomically write ``result``; returns the file path."""
+        raw = result.to_dict()
+        validate_result_dict(raw)
+        path = self.run_dir(result.config_hash, result.backend) / RESULT_FILE
+        atomic_write_json(path, raw)
+        return path
+
+    def load(self, config_hash: str, backend: str) -> RunResult | None:
+        """The stored result of a run, or None if absent or unreadable (with a warning)."""
+        return read_result(self.run_dir(config_hash, backend) / RESULT_FILE)
+
+    def is_finished(self, config_hash: str, backend: str) -> bool:
+        """True when a valid result with a final status (finished or diverged) is stored."""
+        result = self.load(config_hash, backend)
+        return result is not None and result.status in ("finished", "diverged")
+
+    def iter_results(self) -> Iterator[RunResult]:
+        """All readable results, sorted by run id; unreadable ones are skipped with a warning."""
+        if not self.runs_dir.is_dir():
+            return
+        for path in sorted(self.runs_dir.glob(f"*/{RESULT_FILE}")):
+            result = read_result(path)
+            if result is not None:
+                yield result
+
+    def list_runs(self) -> list[RunResult]:
+        return list(self.iter_results())
+
+
+def read_result(path: str | Path) -> RunResult | None:
+    """Read one result file; a missing file gives None, an unreadable one a warning and None."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return RunResult.from_dict(raw)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, DpCompareError, TypeError) as exc:
+        warnings.warn(f"skipping unreadable run record {path}: {exc}", stacklevel=2)
+        return None

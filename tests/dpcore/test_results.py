@@ -1,0 +1,113 @@
+"""RunResult schema, atomic writes, and the results store."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from dpcore.config import RunConfig
+from dpcore.errors import DpCompareError
+from dpcore.results import (
+    ResultsStore,
+    RunResult,
+    atomic_write_json,
+    library_versions,
+    run_id,
+    validate_result_dict,
+)
+
+
+def make_result(config: RunConfig, backend: str = "tf", status: str = "finished") -> RunResult:
+    return RunResult(
+        run_id=run_id(config.config_hash, backend),
+        config=config.to_dict(),
+        config_hash=config.config_hash,
+        backend=backend,
+        seed=config.seed,
+        status=status,
+        versions=library_versions(),
+        dataset={"name": "digits", "fingerprint": "abc", "n_train": 100, "n_test": 20},
+        privacy={"mechanism": "none", "noise_multiplier": 0.0, "delta": 1e-3, "steps": 4,
+                 "sampling_rate": 0.1, "epsilon_rdp": math.inf, "epsilon_pld": math.inf,
+                 "dp_event": {"class_name": "NonPrivateDpEvent"}},
+        metrics={"accuracy": 0.5, "loss": math.nan},
+        history=[{"epoch": 1, "step": 4, "loss": 1.0}],
+        timing={"epoch_seconds": [0.1], "total_seconds": 0.1},
+    )
+
+
+def test_save_load_round_trip_and_non_finite_as_null(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    config = RunConfig(seed=2)
+    path = store.save(make_result(config))
+    raw = json.loads(path.read_text())
+    assert raw["privacy"]["epsilon_rdp"] is None and raw["metrics"]["loss"] is None
+    assert raw["schema_version"] == 1
+    loaded = store.load(config.config_hash, "tf")
+    assert loaded is not None and loaded.metrics["accuracy"] == 0.5
+    assert store.is_finished(config.config_hash, "tf")
+    assert not store.is_finished(config.config_hash, "torch")
+
+
+def test_running_status_is_not_finished(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    config = RunConfig(seed=3)
+    store.save(make_result(config, status="running"))
+    assert not store.is_finished(config.config_hash, "tf")
+
+
+def test_unreadable_records_are_skipped_with_a_warning(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path)
+    good = RunConfig(seed=1)
+    store.save(make_result(good))
+    broken = store.runs_dir / "0123456789abcdef-tf"
+    broken.mkdir(parents=True)
+    (broken / "result.json").write_text('{"schema_version": 1, "run_id": ')  # half-written
+    invalid = store.runs_dir / "fedcba9876543210-torch"
+    invalid.mkdir(parents=True)
+    (invalid / "result.json").write_text('{"schema_version": 1}')
+    with pytest.warns(UserWarning, match="skipping unreadable run record"):
+        runs = store.list_runs()
+    assert [r.config_hash for r in runs] == [good.config_hash]
+
+
+def test_schema_rejects_bad_records() -> None:
+    raw = make_result(RunConfig()).to_dict()
+    raw["backend"] = "jax"
+    with pytest.raises(DpCompareError, match="backend"):
+        validate_result_dict(raw)
+    with pytest.raises(DpCompareError, match="backend"):
+        run_id("0" * 16, "jax")
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path: Path) -> None:
+    path = tmp_path / "x.json"
+    atomic_write_json(path, {"a": 1})
+
+    class Unserialisable:
+        pass
+
+    with pytest.raises(TypeError):
+        atomic_write_json(path, {"a": Unserialisable()})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]  # no temp file left behind
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere: permission test void")
+def test_unwritable_output_dir_is_named(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    with pytest.raises(DpCompareError, match="not writable"):
+        ResultsStore(locked / "out").ensure_writable()
+
+
+def test_output_path_that_is_a_file_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(DpCompareError, match="not writable"):
+        ResultsStore(blocker).ensure_writable()

@@ -1,0 +1,33 @@
+"""TensorFlow Privacy's own epsilon computation, kept as a cross-check of the shared ledger."""
+
+from __future__ import annotations
+
+import logging
+
+
+def tf_privacy_epsilon(
+    sampling_rate: float, noise_multiplier: float, steps: int, delta: float
+) -> float:
+    """Epsilon by TF Privacy's ``compute_dp_sgd_privacy`` (RDP, Poisson sampling).
+
+    That function takes (n, batch_size, epochs) and derives q = batch_size / n and
+    steps = ceil(epochs * n / batch_size). We pass batch_size = 1, n = 1 / q and
+    epochs = (steps - 0.5) * q, so that it composes exactly ``steps`` steps at exactly our q.
+    Its deprecation warning (it assumes Poisson sampling and no microbatch doubling, which is
+    the bench's setting: clipping per example, Poisson batches) is silenced.
+    """
+    from absl import logging as absl_logging
+    from tensorflow_privacy.privacy.analysis.compute_dp_sgd_privacy_lib import (
+        compute_dp_sgd_privacy,
+    )
+
+    previous = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    try:
+        epsilon, _order = compute_dp_sgd_privacy(
+            1.0 / sampling_rate, 1, noise_multiplier, (steps - 0.5) * sampling_rate, delta
+        )
+    finally:
+        absl_logging.set_verbosity(previous)
+    return float(epsilon)
