@@ -66,6 +66,8 @@ class RunResult:
     started_at: str | None = None
     finished_at: str | None = None
     error: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    grid: str | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

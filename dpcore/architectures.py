@@ -1,0 +1,598 @@
+"""The model zoo described once, framework-neutrally, as a small layer graph.
+
+Each architecture (``cnn4``, ``resnet18``, ``vgg11``, ``vgg16``, ``alexnet``, ``textcnn``) is a
+tuple of layer descriptions (:class:`Conv2D`, :class:`GroupNorm`, :class:`Residual`, ...).
+``tfpipe.models`` and ``torchpipe.models`` each interpret this one description, so the two
+frameworks cannot drift apart: same layers, same names, same padding, same weight shapes.
+
+Conventions (the contract of both backends):
+
+* Image tensors are described channels-last, ``(H, W, C)``; token inputs are ``(L,)``.
+* Convolution padding follows TensorFlow: ``same`` pads ``max((ceil(n/s)-1)*s + k - n, 0)``
+  in total, the extra pixel at the bottom/right (:func:`same_padding`); ``valid`` pads none.
+* Max-pooling is always ``valid`` (no padding), so both frameworks agree exactly.
+* A :class:`Flatten` flattens in ``(H, W, C)`` order (PyTorch permutes to channels-last first).
+* Every layer name is unique across the whole graph; a weight's neutral key is
+  ``"<layer name>.<parameter>"`` (see :mod:`dpcore.weights`).
+* GroupNorm replaces BatchNorm (BatchNorm mixes examples, which breaks per-example privacy);
+  its group count is :func:`group_count` and its epsilon is 1e-5 in both frameworks.
+
+This module is pure Python (no numpy, no framework), so it can be used to compute weight shapes
+without loading TensorFlow or PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from dpcore.activations import ActivationSpec
+from dpcore.config import ModelSpec
+from dpcore.errors import ConfigError
+
+GROUPNORM_EPSILON = 1e-5
+MAX_GROUPS = 32
+
+Shape = tuple[int, ...]
+
+
+# --------------------------------------------------------------------------- layer descriptions
+@dataclass(frozen=True)
+class Conv2D:
+    """2-D convolution on ``(H, W, C)`` maps; kernel ``kernel x kernel``, TF-style padding."""
+
+    name: str
+    filters: int
+    kernel: int
+    stride: int = 1
+    padding: str = "same"
+    use_bias: bool = True
+
+
+@dataclass(frozen=True)
+class Conv1D:
+    """1-D convolution on ``(L, C)`` sequences; TF-style padding."""
+
+    name: str
+    filters: int
+    kernel: int
+    stride: int = 1
+    padding: str = "valid"
+    use_bias: bool = True
+
+
+@dataclass(frozen=True)
+class GroupNorm:
+    """Group normalisation over the channel axis with learned per-channel gamma and beta."""
+
+    name: str
+    groups: int
+    epsilon: float = GROUPNORM_EPSILON
+
+
+@dataclass(frozen=True)
+class Activation:
+    """The architecture's activation function (relu, tanh or tempered sigmoid)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class MaxPool2D:
+    """Max-pooling, ``valid`` padding (no padding)."""
+
+    name: str
+    pool: int
+    stride: int
+
+
+@dataclass(frozen=True)
+class Flatten:
+    """Flatten to ``(features,)`` in channels-last order."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class GlobalAvgPool2D:
+    """Mean over H and W: ``(H, W, C) -> (C,)``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class GlobalMaxPool1D:
+    """Max over the sequence: ``(L, C) -> (C,)``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Dense:
+    """Fully connected layer ``(in,) -> (units,)``; no activation of its own."""
+
+    name: str
+    units: int
+    use_bias: bool = True
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """Token embedding ``(L,) int -> (L, dim)``."""
+
+    name: str
+    vocab_size: int
+    dim: int
+
+
+@dataclass(frozen=True)
+class Residual:
+    """``body(x) + shortcut(x)`` (identity shortcut when ``shortcut`` is empty).
+
+    ``name`` names the sum (the block's output before any following activation).
+    """
+
+    name: str
+    body: tuple[Layer, ...]
+    shortcut: tuple[Layer, ...] = ()
+
+
+Layer = (
+    Conv2D | Conv1D | GroupNorm | Activation | MaxPool2D | Flatten | GlobalAvgPool2D
+    | GlobalMaxPool1D | Dense | Embedding | Residual
+)
+CONV_TYPES = (Conv2D, Conv1D)
+"""Layer types Grad-CAM may target (the last one is the default target)."""
+
+WEIGHT_KINDS: dict[type, str] = {
+    Conv2D: "conv2d",
+    Conv1D: "conv1d",
+    Dense: "dense",
+    GroupNorm: "groupnorm",
+    Embedding: "embedding",
+}
+"""Layer type -> weight kind used by :mod:`dpcore.weights` for layout conversions."""
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One fully specified network: layers, input, output size and activation.
+
+    Attributes:
+        name: registry name.
+        input_shape: ``(H, W, C)`` for images, ``(L,)`` for token ids.
+        n_classes: number of logits.
+        activation: the activation used by every :class:`Activation` layer.
+        layers: the layer graph, in forward order.
+    """
+
+    name: str
+    input_shape: Shape
+    n_classes: int
+    activation: ActivationSpec
+    layers: tuple[Layer, ...]
+
+    @property
+    def is_text(self) -> bool:
+        """True if the input is a sequence of integer token ids."""
+        return len(self.input_shape) == 1
+
+    def walk(self) -> Iterator[Layer]:
+        """Every layer, residual bodies and shortcuts included, in forward order."""
+        yield from _walk(self.layers)
+
+    def trace(self) -> dict[str, tuple[Shape, Shape]]:
+        """Layer name -> (input shape, output shape), per example. Raises on an empty map.
+
+        Raises:
+            ConfigError: if the input is too small for the architecture (a map size < 1),
+                or layer names are not unique.
+        """
+        shapes: dict[str, tuple[Shape, Shape]] = {}
+        out = _trace(self.layers, tuple(self.input_shape), shapes, self)
+        if out != (self.n_classes,):
+            raise ConfigError(
+                f"model {self.name!r} ends with shape {out}, expected ({self.n_classes},)"
+            )
+        return shapes
+
+    def weight_shapes(self) -> dict[str, Shape]:
+        """Neutral weight key -> shape, in forward order (see :mod:`dpcore.weights`)."""
+        shapes = self.trace()
+        out: dict[str, Shape] = {}
+        for layer in self.walk():
+            in_shape = shapes[layer.name][0]
+            if isinstance(layer, Conv2D):
+                out[f"{layer.name}.kernel"] = (layer.kernel, layer.kernel, in_shape[-1],
+                                               layer.filters)
+            elif isinstance(layer, Conv1D):
+                out[f"{layer.name}.kernel"] = (layer.kernel, in_shape[-1], layer.filters)
+            elif isinstance(layer, Dense):
+                out[f"{layer.name}.kernel"] = (in_shape[-1], layer.units)
+            elif isinstance(layer, GroupNorm):
+                out[f"{layer.name}.gamma"] = (in_shape[-1],)
+                out[f"{layer.name}.beta"] = (in_shape[-1],)
+            elif isinstance(layer, Embedding):
+                out[f"{layer.name}.embeddings"] = (layer.vocab_size, layer.dim)
+            if isinstance(layer, Conv2D | Conv1D | Dense) and layer.use_bias:
+                out[f"{layer.name}.bias"] = (
+                    layer.units if isinstance(layer, Dense) else layer.filters,
+                )
+        return out
+
+    def weight_kinds(self) -> dict[str, str]:
+        """Layer name -> weight kind (``conv2d``, ``conv1d``, ``dense``, ...), param layers only."""
+        return {
+            layer.name: WEIGHT_KINDS[type(layer)]
+            for layer in self.walk()
+            if type(layer) in WEIGHT_KINDS
+        }
+
+    def last_conv(self) -> str:
+        """Name of the last convolution in forward order (the default Grad-CAM target)."""
+        convs = [layer.name for layer in self.walk() if isinstance(layer, CONV_TYPES)]
+        if not convs:
+            raise ConfigError(f"model {self.name!r} has no convolution to target")
+        return convs[-1]
+
+    def feature_layer(self) -> str:
+        """Name of the top-level layer whose output is the last spatial feature map.
+
+        That is the layer just before the first Flatten / global pooling (for ResNet-18 the
+        last block's activation, like torchvision's ``layer4``).
+        """
+        for i, layer in enumerate(self.layers):
+            if isinstance(layer, Flatten | GlobalAvgPool2D | GlobalMaxPool1D) and i > 0:
+                return self.layers[i - 1].name
+        raise ConfigError(f"model {self.name!r} has no flatten/pooling after its features")
+
+
+def _walk(layers: tuple[Layer, ...]) -> Iterator[Layer]:
+    for layer in layers:
+        yield layer
+        if isinstance(layer, Residual):
+            yield from _walk(layer.body)
+            yield from _walk(layer.shortcut)
+
+
+# --------------------------------------------------------------------------- shape arithmetic
+def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
+    """TensorFlow's ``same`` padding along one axis: (before, after), extra pixel after.
+
+    Written by hand because PyTorch's ``padding='same'`` only supports stride 1 and pads the
+    extra pixel on the other side; this reproduces ``tf.nn.conv2d(padding='SAME')`` exactly.
+    """
+    out = math.ceil(size / stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2
+
+
+def conv_output_size(size: int, kernel: int, stride: int, padding: str) -> int:
+    """Output length of a convolution/pooling along one axis (TF semantics)."""
+    if padding == "same":
+        return math.ceil(size / stride)
+    if padding == "valid":
+        return (size - kernel) // stride + 1
+    raise ConfigError(f"padding={padding!r} is not known; valid: same, valid")
+
+
+def group_count(channels: int) -> int:
+    """GroupNorm groups for ``channels``: the largest divisor of it that is <= 32.
+
+    32 groups is the GroupNorm paper's default (Wu & He, 2018) and what Opacus' examples use;
+    channel counts scaled by a width multiplier need not be multiples of 32, hence the divisor.
+    """
+    return max(g for g in range(1, min(MAX_GROUPS, channels) + 1) if channels % g == 0)
+
+
+def _too_small(arch: Architecture, layer: Layer, in_shape: Shape) -> ConfigError:
+    return ConfigError(
+        f"input_shape={tuple(arch.input_shape)} is too small for model {arch.name!r}: layer "
+        f"{layer.name!r} receives a map of shape {in_shape}; use a larger image size"
+    )
+
+
+def _trace(
+    layers: tuple[Layer, ...], shape: Shape, out: dict[str, tuple[Shape, Shape]],
+    arch: Architecture,
+) -> Shape:
+    for layer in layers:
+        if layer.name in out:
+            raise ConfigError(f"model {arch.name!r}: layer name {layer.name!r} is used twice")
+        in_shape = shape
+        if isinstance(layer, Conv2D):
+            _need_rank(arch, layer, shape, 3)
+            h, w = (conv_output_size(n, layer.kernel, layer.stride, layer.padding)
+                    for n in shape[:2])
+            if h < 1 or w < 1:
+                raise _too_small(arch, layer, shape)
+            shape = (h, w, layer.filters)
+        elif isinstance(layer, MaxPool2D):
+            _need_rank(arch, layer, shape, 3)
+            h, w = (conv_output_size(n, layer.pool, layer.stride, "valid") for n in shape[:2])
+            if h < 1 or w < 1:
+                raise _too_small(arch, layer, shape)
+            shape = (h, w, shape[2])
+        elif isinstance(layer, Conv1D):
+            _need_rank(arch, layer, shape, 2)
+            n = conv_output_size(shape[0], layer.kernel, layer.stride, layer.padding)
+            if n < 1:
+                raise _too_small(arch, layer, shape)
+            shape = (n, layer.filters)
+        elif isinstance(layer, GroupNorm):
+            if shape[-1] % layer.groups:
+                raise ConfigError(
+                    f"model {arch.name!r}: layer {layer.name!r} has {layer.groups} groups, "
+                    f"which do not divide its {shape[-1]} channels"
+                )
+        elif isinstance(layer, Flatten):
+            shape = (math.prod(shape),)
+        elif isinstance(layer, GlobalAvgPool2D):
+            _need_rank(arch, layer, shape, 3)
+            shape = (shape[2],)
+        elif isinstance(layer, GlobalMaxPool1D):
+            _need_rank(arch, layer, shape, 2)
+            shape = (shape[1],)
+        elif isinstance(layer, Dense):
+            _need_rank(arch, layer, shape, 1)
+            shape = (layer.units,)
+        elif isinstance(layer, Embedding):
+            _need_rank(arch, layer, shape, 1)
+            shape = (shape[0], layer.dim)
+        elif isinstance(layer, Residual):
+            body = _trace(layer.body, shape, out, arch)
+            short = _trace(layer.shortcut, shape, out, arch)
+            if body != short:
+                raise ConfigError(
+                    f"model {arch.name!r}: residual {layer.name!r} adds shapes {body} and {short}"
+                )
+            shape = body
+        out[layer.name] = (in_shape, shape)
+    return shape
+
+
+def _need_rank(arch: Architecture, layer: Layer, shape: Shape, rank: int) -> None:
+    if len(shape) != rank:
+        raise ConfigError(
+            f"model {arch.name!r}: layer {layer.name!r} needs a rank-{rank} input per example, "
+            f"got shape {shape} (input_shape={tuple(arch.input_shape)})"
+        )
+
+
+# --------------------------------------------------------------------------- the zoo
+def _scaled(base: int, width: float) -> int:
+    """A channel (or unit) count scaled by the width multiplier, at least 1."""
+    return max(1, int(round(base * width)))
+
+
+def _conv_gn_act(name: str, filters: int, kernel: int = 3, stride: int = 1) -> list[Layer]:
+    """Conv (no bias: the GroupNorm's beta replaces it) -> GroupNorm -> activation."""
+    return [
+        Conv2D(name, filters, kernel, stride, "same", use_bias=False),
+        GroupNorm(f"{name}_gn", group_count(filters)),
+        Activation(f"{name}_act"),
+    ]
+
+
+def cnn4(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
+    """The MNIST convnet of the TF Privacy and Opacus tutorials.
+
+    conv 16@8x8 stride 2 same -> act -> maxpool 2 stride 1 -> conv 32@4x4 stride 2 valid -> act
+    -> maxpool 2 stride 1 -> flatten -> dense 32 -> act -> dense n_classes. The width multiplier
+    scales the 16/32 channels and the 32 hidden units. Needs H, W >= 13.
+    """
+    w = spec.width
+    return (
+        Conv2D("conv1", _scaled(16, w), 8, 2, "same"),
+        Activation("conv1_act"),
+        MaxPool2D("pool1", 2, 1),
+        Conv2D("conv2", _scaled(32, w), 4, 2, "valid"),
+        Activation("conv2_act"),
+        MaxPool2D("pool2", 2, 1),
+        Flatten("flatten"),
+        Dense("fc1", _scaled(32, w)),
+        Activation("fc1_act"),
+        Dense("fc2", n_classes),
+    )
+
+
+def resnet18(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
+    """ResNet-18 (BasicBlock x [2, 2, 2, 2]) with GroupNorm and a small-image stem.
+
+    Stem: 3x3 conv stride 1 (no max-pool), as for 28-64 px inputs. Stages of 64-128-256-512
+    channels (times width), the first block of stages 2-4 strides by 2 with a 1x1 conv +
+    GroupNorm shortcut (subsample, then 1x1 conv: the standard projection, see below).
+    Block ``layer{s}_{b}``: conv1-gn1-act1-conv2-gn2, add, act2.
+    Head: global average pool -> dense n_classes.
+    """
+    w = spec.width
+    c_in = _scaled(64, w)
+    layers: list[Layer] = _conv_gn_act("conv1", c_in)
+    for stage, (base, stride) in enumerate(((64, 1), (128, 2), (256, 2), (512, 2)), start=1):
+        c_out = _scaled(base, w)
+        for b in range(2):
+            s = stride if b == 0 else 1
+            blk = f"layer{stage}_{b}"
+            body = (
+                Conv2D(f"{blk}_conv1", c_out, 3, s, "same", use_bias=False),
+                GroupNorm(f"{blk}_gn1", group_count(c_out)),
+                Activation(f"{blk}_act1"),
+                Conv2D(f"{blk}_conv2", c_out, 3, 1, "same", use_bias=False),
+                GroupNorm(f"{blk}_gn2", group_count(c_out)),
+            )
+            shortcut: tuple[Layer, ...] = ()
+            if s != 1 or c_in != c_out:
+                # The usual 1x1 stride-s projection, written as a 1x1 stride-s subsampling
+                # (max-pool of size 1) followed by a 1x1 stride-1 conv: the same function, but
+                # TF 2.15's oneDNN Conv2DBackpropFilter corrupts memory on a 1x1 kernel with
+                # stride 2 (process abort; seen with TF_ENABLE_ONEDNN_OPTS on, the default).
+                shortcut = (
+                    *([MaxPool2D(f"{blk}_down_pool", 1, s)] if s != 1 else []),
+                    Conv2D(f"{blk}_down", c_out, 1, 1, "same", use_bias=False),
+                    GroupNorm(f"{blk}_down_gn", group_count(c_out)),
+                )
+            layers += [Residual(blk, body, shortcut), Activation(f"{blk}_act2")]
+            c_in = c_out
+    layers += [GlobalAvgPool2D("pool"), Dense("fc", n_classes)]
+    return tuple(layers)
+
+
+VGG_CONFIGS: dict[str, tuple[int | str, ...]] = {
+    "vgg11": (64, "M", 128, "M", 256, 256, "M", 512, 512, "M", 512, 512, "M"),
+    "vgg16": (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+              512, 512, 512, "M"),
+}
+"""Simonyan & Zisserman's configurations A (VGG-11) and D (VGG-16); "M" is a 2x2 max-pool."""
+
+
+def _vgg(config: str) -> Callable[[ModelSpec, Shape, int], tuple[Layer, ...]]:
+    def build(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
+        w = spec.width
+        size = min(input_shape[0], input_shape[1])
+        layers: list[Layer] = []
+        n_conv = n_pool = 0
+        for item in VGG_CONFIGS[config]:
+            if item == "M":
+                if size // 2 < 2:  # small images: skip a pool that would leave < 2 px
+                    continue
+                n_pool += 1
+                layers.append(MaxPool2D(f"pool{n_pool}", 2, 2))
+                size //= 2
+            else:
+                n_conv += 1
+                layers += _conv_gn_act(f"conv{n_conv}", _scaled(int(item), w))
+        layers += [
+            GlobalAvgPool2D("gap"),
+            Dense("fc1", _scaled(256, w)),
+            Activation("fc1_act"),
+            Dense("fc2", n_classes),
+        ]
+        return tuple(layers)
+
+    build.__doc__ = (
+        f"{config.upper()} for small images: 3x3 convs (no bias) + GroupNorm + activation; a "
+        "2x2 max-pool is skipped when it would leave a map below 2 px (so 32 px keeps 2x2, "
+        "28 px keeps 3x3); head: global average pool -> dense 256 -> act -> dense n_classes."
+    )
+    return build
+
+
+def alexnet(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
+    """AlexNet for small images: 5 convs (64-192-384-256-256, GroupNorm) and 3 dense layers.
+
+    conv1 5x5, pool 3/2, conv2 5x5, pool 3/2, conv3-5 3x3, pool 3/2, flatten, dense 512,
+    dense 256, dense n_classes (activation after every conv and hidden dense). All convs are
+    stride 1 'same'; a pool is skipped when it would leave a map below 2 px.
+    """
+    w = spec.width
+    size = min(input_shape[0], input_shape[1])
+    layers: list[Layer] = []
+    n_pool = 0
+
+    def pool() -> None:
+        nonlocal size, n_pool
+        if (size - 3) // 2 + 1 < 2:
+            return
+        n_pool += 1
+        layers.append(MaxPool2D(f"pool{n_pool}", 3, 2))
+        size = (size - 3) // 2 + 1
+
+    layers += _conv_gn_act("conv1", _scaled(64, w), 5)
+    pool()
+    layers += _conv_gn_act("conv2", _scaled(192, w), 5)
+    pool()
+    layers += _conv_gn_act("conv3", _scaled(384, w), 3)
+    layers += _conv_gn_act("conv4", _scaled(256, w), 3)
+    layers += _conv_gn_act("conv5", _scaled(256, w), 3)
+    pool()
+    layers += [
+        Flatten("flatten"),
+        Dense("fc1", _scaled(512, w)), Activation("fc1_act"),
+        Dense("fc2", _scaled(256, w)), Activation("fc2_act"),
+        Dense("fc3", n_classes),
+    ]
+    return tuple(layers)
+
+
+TEXTCNN_EMBED_DIM = 64
+TEXTCNN_FILTERS = 128
+TEXTCNN_KERNEL = 5
+TEXTCNN_HIDDEN = 64
+
+
+def textcnn(
+    spec: ModelSpec, input_shape: Shape, n_classes: int, vocab_size: int
+) -> tuple[Layer, ...]:
+    """A small text CNN for IMDB (Kim, 2014, one filter width).
+
+    embedding(vocab, 64) -> conv1d 128@5 valid -> act -> global max pool -> dense 64 -> act ->
+    dense n_classes. Width scales the embedding dimension, filters and hidden units.
+    """
+    w = spec.width
+    return (
+        Embedding("embedding", vocab_size, _scaled(TEXTCNN_EMBED_DIM, w)),
+        Conv1D("conv1", _scaled(TEXTCNN_FILTERS, w), TEXTCNN_KERNEL, 1, "valid"),
+        Activation("conv1_act"),
+        GlobalMaxPool1D("pool"),
+        Dense("fc1", _scaled(TEXTCNN_HIDDEN, w)),
+        Activation("fc1_act"),
+        Dense("fc2", n_classes),
+    )
+
+
+IMAGE_ARCHITECTURES: dict[str, Callable[[ModelSpec, Shape, int], tuple[Layer, ...]]] = {
+    "cnn4": cnn4,
+    "resnet18": resnet18,
+    "vgg11": _vgg("vgg11"),
+    "vgg16": _vgg("vgg16"),
+    "alexnet": alexnet,
+}
+TEXT_ARCHITECTURES = {"textcnn": textcnn}
+MODEL_NAMES: tuple[str, ...] = (*IMAGE_ARCHITECTURES, *TEXT_ARCHITECTURES)
+"""The registry names both backends' ``MODELS`` must expose, in this order."""
+
+
+def architecture(
+    spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int,
+    vocab_size: int | None = None,
+) -> Architecture:
+    """Resolve ``spec`` into a validated :class:`Architecture` (shapes checked).
+
+    Args:
+        spec: model name, activation and width.
+        input_shape: ``(H, W, C)`` for image models, ``(L,)`` for ``textcnn``.
+        n_classes: number of logits, >= 1.
+        vocab_size: number of token ids (``textcnn`` only; ids lie in ``[0, vocab_size)``).
+
+    Raises:
+        ConfigError: unknown name (the message lists valid names), bad shape, missing
+            ``vocab_size`` for ``textcnn``, or an input too small for the network.
+    """
+    name = spec.name
+    if name not in MODEL_NAMES:
+        raise ConfigError(f"model.name={name!r} is not known; valid: {', '.join(MODEL_NAMES)}")
+    shape = tuple(input_shape)
+    if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
+        raise ConfigError(f"input_shape={shape!r} must be positive integers")
+    if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
+        raise ConfigError(f"n_classes={n_classes!r} is not valid; valid: an integer >= 1")
+    if name in TEXT_ARCHITECTURES:
+        if len(shape) != 1:
+            raise ConfigError(
+                f"model {name!r} takes token ids: input_shape must be (L,), got {shape}"
+            )
+        if vocab_size is None or isinstance(vocab_size, bool) or vocab_size < 1:
+            raise ConfigError(
+                f"model {name!r} needs vocab_size (an integer >= 1), got {vocab_size!r}"
+            )
+        layers = TEXT_ARCHITECTURES[name](spec, shape, n_classes, int(vocab_size))
+    else:
+        if len(shape) != 3:
+            raise ConfigError(
+                f"model {name!r} takes images: input_shape must be (H, W, C), got {shape}"
+            )
+        layers = IMAGE_ARCHITECTURES[name](spec, shape, n_classes)
+    arch = Architecture(name, shape, n_classes, ActivationSpec.from_model_spec(spec), layers)
+    arch.trace()  # validates sizes and names now, with a clear message
+    return arch

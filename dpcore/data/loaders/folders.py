@@ -1,0 +1,74 @@
+"""Shared code of the loaders that read one image file per example from folders."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from dpcore.data.images import decode_image_files
+from dpcore.data.loaders.base import Decoded, DecodeRequest
+from dpcore.data.loaders.groups import encode_groups, groups_from_csv
+from dpcore.errors import DataError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+def image_files(folder: Path) -> list[Path]:
+    """PNG/JPEG files directly in ``folder`` (any suffix case), sorted by name."""
+    return sorted(p for p in folder.iterdir()
+                  if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def class_folder_files(
+    folder: Path, class_dirs: Sequence[str], *, required: bool
+) -> list[tuple[Path, int]]:
+    """(file, label) pairs of ``folder/<class_dirs[label]>/*``, class by class.
+
+    Raises:
+        DataError: if ``required`` and a class folder is missing.
+    """
+    out: list[tuple[Path, int]] = []
+    for label, name in enumerate(class_dirs):
+        sub = folder / name
+        if not sub.is_dir():
+            if required:
+                raise DataError(
+                    f"{sub}: class folder missing; {folder} needs one sub-folder per class: "
+                    f"{', '.join(class_dirs)}"
+                )
+            continue
+        out += [(p, label) for p in image_files(sub)]
+    return out
+
+
+def decode_labelled_files(
+    root: Path,
+    files: dict[str, list[tuple[Path, int]]],
+    request: DecodeRequest,
+    extra: dict[str, str] | None = None,
+    groups: list[str] | None = None,
+) -> Decoded:
+    """Decode the ``train`` and ``test`` file lists and attach labels and optional groups.
+
+    Both splits are decoded in one pass, so mixed image sizes across splits are reported with
+    file names. Groups come from ``groups`` (one name per file, train files first) or, if that
+    is ``None``, from the ``groups_csv`` loader option (a ``file,group`` CSV); they are read
+    before any image is decoded so that a bad group file fails fast.
+    """
+    train, test = files["train"], files["test"]
+    paths = [p for p, _ in train] + [p for p, _ in test]
+    groups_csv = request.options.get("groups_csv")
+    if groups is None and groups_csv:
+        groups = groups_from_csv(groups_csv, root, paths)
+    x = decode_image_files(paths, request.target_channels, request.image_size, request.resample)
+    y = np.array([label for _, label in train + test], dtype=np.int64)
+    n = len(train)
+    decoded = Decoded(x_train=x[:n], y_train=y[:n], x_test=x[n:], y_test=y[n:],
+                      extra=dict(extra or {}))
+    if groups is not None:
+        codes, names = encode_groups(groups)
+        decoded.groups_train, decoded.groups_test = codes[:n], codes[n:]
+        decoded.group_names = names
+    return decoded

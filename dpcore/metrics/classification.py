@@ -1,0 +1,176 @@
+"""Classification metrics over predicted probabilities: accuracy, ROC AUC, per-class, summary.
+
+Shapes and conventions used throughout:
+
+* ``proba``: float array [N, K], K >= 2, row i = the predicted class probabilities of
+  example i (softmax output; rows need not sum to exactly 1, see :func:`roc_auc`).
+* ``y``: integer labels [N] in 0..K-1.
+* The predicted class is ``argmax(proba, axis=1)``; ties go to the lowest class index
+  (numpy's argmax).
+
+All functions return plain Python floats / lists / dicts. An undefined value (a class with no
+examples, an AUC with one class present) is ``float("nan")``, never an exception; the results
+store writes NaN as JSON ``null`` (see :func:`dpcore.results.json_safe`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from dpcore.errors import DataError
+from dpcore.metrics._checks import as_labels, as_proba
+
+NAN = float("nan")
+
+
+def accuracy(proba: np.ndarray, y: np.ndarray) -> float:
+    """Top-1 accuracy: fraction (in [0, 1], not %) of i with argmax_k proba[i, k] == y[i].
+
+    Args:
+        proba: predicted probabilities [N, K].
+        y: integer labels [N] in 0..K-1.
+    """
+    p = as_proba(proba)
+    labels = as_labels(y, p.shape[0], p.shape[1])
+    return float(np.mean(np.argmax(p, axis=1) == labels))
+
+
+def roc_auc_undefined_reason(proba: np.ndarray, y: np.ndarray) -> str | None:
+    """Why :func:`roc_auc` is NaN for these inputs, or None when it is defined.
+
+    The AUC is undefined when some class 0..K-1 has no example in ``y``: one-vs-rest AUC of
+    that class has no positives (and, for K = 2, the binary AUC has only one class).
+    """
+    p = as_proba(proba)
+    labels = as_labels(y, p.shape[0], p.shape[1])
+    missing = sorted(set(range(p.shape[1])) - set(np.unique(labels).tolist()))
+    if missing:
+        return (
+            f"class(es) {missing} have no example in y (N={labels.size}); "
+            "one-vs-rest ROC AUC needs at least one positive and one negative per class"
+        )
+    return None
+
+
+def roc_auc(proba: np.ndarray, y: np.ndarray) -> float:
+    """Area under the ROC curve, in [0, 1] (0.5 = chance).
+
+    * K = 2: the AUC of the score ``proba[:, 1]`` for the positive class 1
+      (``sklearn.metrics.roc_auc_score(y, proba[:, 1])``).
+    * K > 2: the macro (unweighted) mean over classes k of the one-vs-rest AUCs
+      ``roc_auc_score(y == k, proba[:, k])``, which is what
+      ``roc_auc_score(y, proba, multi_class="ovr", average="macro")`` computes; calling it
+      per class avoids that function's check that rows sum to 1 (float32 softmax rows
+      often miss its tolerance, and renormalising them would break ties).
+
+    Returns:
+        The AUC, or NaN when some class 0..K-1 is absent from ``y``;
+        :func:`roc_auc_undefined_reason` then says which.
+    """
+    p = as_proba(proba)
+    labels = as_labels(y, p.shape[0], p.shape[1])
+    if roc_auc_undefined_reason(p, labels) is not None:
+        return NAN
+    if p.shape[1] == 2:
+        return float(roc_auc_score(labels, p[:, 1]))
+    return float(np.mean([one_vs_rest_auc(p, labels, k) for k in range(p.shape[1])]))
+
+
+def one_vs_rest_auc(proba: np.ndarray, y: np.ndarray, k: int) -> float:
+    """AUC of the score ``proba[:, k]`` for "y == k" against "y != k"; NaN if either is empty."""
+    p = as_proba(proba)
+    labels = as_labels(y, p.shape[0], p.shape[1])
+    positive = labels == k
+    if positive.all() or not positive.any():
+        return NAN
+    return float(roc_auc_score(positive, p[:, k]))
+
+
+def per_class_metrics(
+    proba: np.ndarray, y: np.ndarray, class_names: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Metrics of each class k, one dict per class in index order.
+
+    Each dict holds:
+
+    * ``index`` (int), ``name`` (str: ``class_names[k]`` or ``str(k)``);
+    * ``support``: number of examples with y == k;
+    * ``recall``: per-class accuracy, #{y == k and pred == k} / #{y == k} (NaN if support 0);
+    * ``precision``: #{y == k and pred == k} / #{pred == k} (NaN if k is never predicted);
+    * ``auc``: one-vs-rest AUC of ``proba[:, k]`` (:func:`one_vs_rest_auc`).
+
+    Args:
+        proba: predicted probabilities [N, K].
+        y: integer labels [N].
+        class_names: K names, or None for "0".."K-1".
+    """
+    p = as_proba(proba)
+    n_classes = p.shape[1]
+    labels = as_labels(y, p.shape[0], n_classes)
+    names = _names(class_names, n_classes)
+    pred = np.argmax(p, axis=1)
+    out: list[dict[str, Any]] = []
+    for k in range(n_classes):
+        true_k, pred_k = labels == k, pred == k
+        hits = int(np.sum(true_k & pred_k))
+        support, predicted = int(true_k.sum()), int(pred_k.sum())
+        out.append({
+            "index": k,
+            "name": names[k],
+            "support": support,
+            "recall": hits / support if support else NAN,
+            "precision": hits / predicted if predicted else NAN,
+            "auc": one_vs_rest_auc(p, labels, k),
+        })
+    return out
+
+
+def classification_summary(
+    proba: np.ndarray,
+    y: np.ndarray,
+    class_names: Sequence[str] | None = None,
+    groups: np.ndarray | None = None,
+    group_names: Sequence[str] | dict[Any, str] | None = None,
+) -> dict[str, Any]:
+    """All test-set classification metrics of one run, as one JSON-able dict.
+
+    Keys: ``n``, ``n_classes``, ``accuracy`` (:func:`accuracy`), ``auc`` (:func:`roc_auc`),
+    ``auc_undefined_reason`` (str or None), ``per_class`` (:func:`per_class_metrics`),
+    ``per_group`` (:func:`dpcore.metrics.fairness.per_group_metrics`; the groups are the
+    classes, named by ``class_names``, when ``groups`` is None) and ``gaps`` (the same as
+    ``per_group["gaps"]``: max - min over groups of accuracy, recall and AUC).
+    """
+    # Imported here: fairness imports this module.
+    from dpcore.metrics.fairness import per_group_metrics
+
+    p = as_proba(proba)
+    labels = as_labels(y, p.shape[0], p.shape[1])
+    if groups is None and group_names is None:
+        group_names = _names(class_names, p.shape[1])
+    per_group = per_group_metrics(p, labels, groups, group_names)
+    return {
+        "n": int(labels.size),
+        "n_classes": int(p.shape[1]),
+        "accuracy": accuracy(p, labels),
+        "auc": roc_auc(p, labels),
+        "auc_undefined_reason": roc_auc_undefined_reason(p, labels),
+        "per_class": per_class_metrics(p, labels, class_names),
+        "per_group": per_group,
+        "gaps": dict(per_group["gaps"]),
+    }
+
+
+def _names(class_names: Sequence[str] | None, n_classes: int) -> list[str]:
+    if class_names is None:
+        return [str(k) for k in range(n_classes)]
+    names = [str(n) for n in class_names]
+    if len(names) != n_classes:
+        raise DataError(
+            f"class_names has {len(names)} names but proba has {n_classes} classes; "
+            "give one name per class"
+        )
+    return names

@@ -1,0 +1,1 @@
+"""Tests of the two backends (tfpipe, torchpipe) and their equivalence."""

@@ -1,0 +1,233 @@
+"""The Keras model zoo: interprets :mod:`dpcore.architectures` with standard Keras 2 layers.
+
+Every model is a functional ``tf.keras.Model`` taking NHWC float32 images (or ``[N, L]`` int
+token ids for ``textcnn``) and returning logits (no softmax). Layer names equal the neutral
+weight keys' prefixes, so :func:`get_weights` / :func:`set_weights` speak the layout of
+:mod:`dpcore.weights`, shared with ``torchpipe.models``.
+
+Only standard layers are used (Conv2D, MaxPool2D, Dense, GroupNormalization, Embedding,
+Conv1D, GlobalAveragePooling2D, GlobalMaxPooling1D, Flatten, Add) plus one parameter-free
+:class:`TemperedSigmoid` layer, so TF Privacy's vectorised per-example gradients work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import tensorflow as tf
+
+from dpcore import architectures as A
+from dpcore.activations import ActivationSpec
+from dpcore.config import ModelSpec
+from dpcore.errors import ConfigError
+from dpcore.weights import Weights, check_weights, init_weights
+
+keras = tf.keras
+
+
+@keras.utils.register_keras_serializable(package="dpcompare")
+class TemperedSigmoid(keras.layers.Layer):
+    """``scale * sigmoid(inverse_temperature * x) - offset`` (Papernot et al., 2021)."""
+
+    def __init__(
+        self, scale: float = 2.0, inverse_temperature: float = 2.0, offset: float = 1.0,
+        **kwargs: object,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.scale = float(scale)
+        self.inverse_temperature = float(inverse_temperature)
+        self.offset = float(offset)
+
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
+        """Apply the tempered sigmoid elementwise."""
+        return self.scale * tf.sigmoid(self.inverse_temperature * inputs) - self.offset
+
+    def get_config(self) -> dict[str, object]:
+        """Serialisable constructor arguments."""
+        return {
+            **super().get_config(), "scale": self.scale,
+            "inverse_temperature": self.inverse_temperature, "offset": self.offset,
+        }
+
+
+def activation_layer(spec: ActivationSpec, name: str) -> keras.layers.Layer:
+    """The Keras layer computing ``spec``."""
+    if spec.kind == "tempered_sigmoid":
+        return TemperedSigmoid(spec.scale, spec.inverse_temperature, spec.offset, name=name)
+    return keras.layers.Activation(spec.kind, name=name)
+
+
+def _apply(layers: tuple[A.Layer, ...], x: tf.Tensor, act: ActivationSpec) -> tf.Tensor:
+    """Apply the described layers to the symbolic tensor ``x`` (functional API)."""
+    L = keras.layers
+    for layer in layers:
+        if isinstance(layer, A.Conv2D):
+            x = L.Conv2D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
+                         use_bias=layer.use_bias, name=layer.name)(x)
+        elif isinstance(layer, A.Conv1D):
+            x = L.Conv1D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
+                         use_bias=layer.use_bias, name=layer.name)(x)
+        elif isinstance(layer, A.GroupNorm):
+            x = L.GroupNormalization(groups=layer.groups, axis=-1, epsilon=layer.epsilon,
+                                     name=layer.name)(x)
+        elif isinstance(layer, A.Activation):
+            x = activation_layer(act, layer.name)(x)
+        elif isinstance(layer, A.MaxPool2D):
+            x = L.MaxPool2D(layer.pool, layer.stride, padding="valid", name=layer.name)(x)
+        elif isinstance(layer, A.Flatten):
+            x = L.Flatten(name=layer.name)(x)
+        elif isinstance(layer, A.GlobalAvgPool2D):
+            x = L.GlobalAveragePooling2D(name=layer.name)(x)
+        elif isinstance(layer, A.GlobalMaxPool1D):
+            x = L.GlobalMaxPooling1D(name=layer.name)(x)
+        elif isinstance(layer, A.Dense):
+            x = L.Dense(layer.units, use_bias=layer.use_bias, name=layer.name)(x)
+        elif isinstance(layer, A.Embedding):
+            x = L.Embedding(layer.vocab_size, layer.dim, name=layer.name)(x)
+        elif isinstance(layer, A.Residual):
+            body = _apply(layer.body, x, act)
+            short = _apply(layer.shortcut, x, act) if layer.shortcut else x
+            x = L.Add(name=layer.name)([body, short])
+        else:  # pragma: no cover - every layer type of dpcore.architectures is handled
+            raise ConfigError(f"layer type {type(layer).__name__} has no Keras equivalent")
+    return x
+
+
+def from_architecture(arch: A.Architecture) -> keras.Model:
+    """Build the Keras model for a resolved :class:`~dpcore.architectures.Architecture`."""
+    dtype = "int32" if arch.is_text else "float32"
+    inputs = keras.Input(shape=arch.input_shape, dtype=dtype, name="input")
+    outputs = _apply(arch.layers, inputs, arch.activation)
+    return keras.Model(inputs, outputs, name=arch.name)
+
+
+def build_model(
+    spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int, seed: int | None = None,
+    *, vocab_size: int | None = None,
+) -> keras.Model:
+    """Build the named model as a Keras functional model that outputs logits.
+
+    Args:
+        spec: model name, activation (with tempered-sigmoid parameters) and width.
+        input_shape: ``(H, W, C)`` for images (NHWC float32 input), ``(L,)`` for ``textcnn``
+            (``[N, L]`` int token ids).
+        n_classes: number of logits.
+        seed: if given, the weights are :func:`dpcore.weights.init_weights` of this seed, the
+            same arrays ``torchpipe.models.build_model`` loads for this seed; if ``None``,
+            Keras' default initialisation with TensorFlow's global random state.
+        vocab_size: number of token ids (``textcnn`` only).
+
+    Raises:
+        ConfigError: unknown model name (lists valid names), bad shapes, missing vocab_size.
+    """
+    arch = A.architecture(spec, input_shape, n_classes, vocab_size)
+    model = from_architecture(arch)
+    if seed is not None:
+        set_weights(model, init_weights(arch.weight_shapes(), seed))
+    return model
+
+
+def _builder(name: str) -> Callable[..., keras.Model]:
+    def build(
+        spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int, seed: int | None = None,
+        *, vocab_size: int | None = None,
+    ) -> keras.Model:
+        if spec.name != name:
+            raise ConfigError(f"builder {name!r} was given model.name={spec.name!r}")
+        return build_model(spec, input_shape, n_classes, seed, vocab_size=vocab_size)
+
+    build.__name__ = f"build_{name}"
+    build.__doc__ = f"Build ``{name}``; see :func:`build_model`."
+    return build
+
+
+MODELS: dict[str, Callable[..., keras.Model]] = {name: _builder(name) for name in A.MODEL_NAMES}
+"""Registry: model name -> builder with :func:`build_model`'s signature."""
+
+
+# ------------------------------------------------------------------------------ weights
+_PARAMS: tuple[tuple[type, tuple[str, ...]], ...] = (
+    (keras.layers.Conv2D, ("kernel", "bias")),
+    (keras.layers.Conv1D, ("kernel", "bias")),
+    (keras.layers.Dense, ("kernel", "bias")),
+    (keras.layers.GroupNormalization, ("gamma", "beta")),
+    (keras.layers.Embedding, ("embeddings",)),
+)
+
+
+def _variables(model: keras.Model) -> dict[str, tf.Variable]:
+    """Neutral key -> the model's variable, in layer order."""
+    out: dict[str, tf.Variable] = {}
+    for layer in model.layers:
+        if not layer.weights:
+            continue
+        for layer_type, params in _PARAMS:
+            if isinstance(layer, layer_type):
+                for param in params:
+                    var = getattr(layer, param, None)
+                    if var is not None:
+                        out[f"{layer.name}.{param}"] = var
+                break
+        else:
+            raise ConfigError(
+                f"layer {layer.name!r} ({type(layer).__name__}) has weights but no neutral "
+                "layout; valid: Conv2D, Conv1D, Dense, GroupNormalization, Embedding"
+            )
+    return out
+
+
+def get_weights(model: keras.Model) -> Weights:
+    """The model's weights in the neutral layout (float32 numpy copies)."""
+    return {k: np.array(v.numpy(), dtype=np.float32) for k, v in _variables(model).items()}
+
+
+def set_weights(model: keras.Model, weights: Mapping[str, np.ndarray]) -> None:
+    """Load neutral-layout weights; all-or-nothing.
+
+    Raises:
+        ConfigError: a missing or extra key, or a shape mismatch (nothing is assigned then).
+    """
+    variables = _variables(model)
+    checked = check_weights({k: tuple(v.shape) for k, v in variables.items()}, weights)
+    for key, var in variables.items():
+        var.assign(checked[key])
+
+
+# ------------------------------------------------------------------------------ layers
+def gradcam_layer_name(model: keras.Model, *, target: str = "last_conv") -> str:
+    """Name of the Grad-CAM target layer, identical to ``torchpipe.models``' answer.
+
+    Args:
+        model: a model of this zoo.
+        target: ``last_conv`` (the last convolution's output, pre-activation; the default) or
+            ``features`` (the last spatial feature map, just before flatten/global pooling).
+    """
+    if target == "features":
+        for layer in model.layers:
+            if isinstance(layer, keras.layers.Flatten | keras.layers.GlobalAveragePooling2D
+                          | keras.layers.GlobalMaxPooling1D):
+                return layer.inbound_nodes[0].inbound_layers.name
+        raise ConfigError(f"model {model.name!r} has no flatten/global pooling layer")
+    if target != "last_conv":
+        raise ConfigError(f"target={target!r} is not known; valid: last_conv, features")
+    convs = [layer.name for layer in model.layers
+             if isinstance(layer, keras.layers.Conv2D | keras.layers.Conv1D)]
+    if not convs:
+        raise ConfigError(f"model {model.name!r} has no convolution layer")
+    return convs[-1]
+
+
+def get_layer(model: keras.Model, name: str) -> keras.layers.Layer:
+    """The layer called ``name`` (a neutral layer name); ConfigError if there is none."""
+    try:
+        return model.get_layer(name)
+    except ValueError as exc:
+        valid = ", ".join(layer.name for layer in model.layers)
+        raise ConfigError(f"model {model.name!r} has no layer {name!r}; valid: {valid}") from exc
+
+
+__all__ = [
+    "MODELS", "TemperedSigmoid", "activation_layer", "build_model", "from_architecture",
+    "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
+]

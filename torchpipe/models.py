@@ -1,0 +1,361 @@
+"""The PyTorch model zoo: interprets :mod:`dpcore.architectures` with standard torch modules.
+
+Every model is an ``nn.Module`` taking NCHW float32 images (or ``[N, L]`` int64 token ids for
+``textcnn``) and returning logits. It reproduces the Keras model of ``tfpipe.models`` exactly:
+
+* TF ``same`` padding is applied explicitly (``nn.ZeroPad2d`` before a ``padding=0`` conv when
+  it is asymmetric, e.g. stride 2 with an even kernel), since ``nn.Conv2d`` pads symmetrically;
+* flattening is done in channels-last order (permute, then flatten), so dense kernels after a
+  flatten match Keras';
+* GroupNorm epsilon is 1e-5 in both.
+
+Only layers Opacus' grad samplers support carry parameters (Conv2d, Conv1d, Linear, GroupNorm,
+Embedding); activations are separate, non-inplace modules, so hooks and Captum work. Each
+module built from a described layer carries that layer's neutral name in ``dp_name``; that is
+how :func:`get_weights`, :func:`set_weights` and :func:`get_layer` find it, also inside an
+Opacus ``GradSampleModule``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+from dpcore import architectures as A
+from dpcore.activations import ActivationSpec
+from dpcore.config import ModelSpec
+from dpcore.errors import ConfigError
+from dpcore.weights import (
+    TORCH_PARAM_NAMES,
+    Weights,
+    check_weights,
+    from_torch_layout,
+    init_weights,
+    to_torch_layout,
+)
+
+
+class TemperedSigmoid(nn.Module):
+    """``scale * sigmoid(inverse_temperature * x) - offset`` (Papernot et al., 2021)."""
+
+    def __init__(
+        self, scale: float = 2.0, inverse_temperature: float = 2.0, offset: float = 1.0
+    ) -> None:
+        super().__init__()
+        self.scale = float(scale)
+        self.inverse_temperature = float(inverse_temperature)
+        self.offset = float(offset)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the tempered sigmoid elementwise."""
+        return self.scale * torch.sigmoid(self.inverse_temperature * x) - self.offset
+
+    def extra_repr(self) -> str:
+        return f"s={self.scale}, T={self.inverse_temperature}, o={self.offset}"
+
+
+class FlattenChannelsLast(nn.Module):
+    """Flatten ``[N, C, ...]`` in channels-last order (as Keras does on NHWC)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[N, C, H, W] -> [N, H*W*C]`` (or ``[N, C, L] -> [N, L*C]``)."""
+        return torch.flatten(torch.movedim(x, 1, -1), 1)
+
+
+class GlobalAvgPool2d(nn.Module):
+    """Mean over H and W: ``[N, C, H, W] -> [N, C]``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Average the spatial axes."""
+        return x.mean(dim=(2, 3))
+
+
+class GlobalMaxPool1d(nn.Module):
+    """Max over the sequence: ``[N, C, L] -> [N, C]``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Maximum over the last axis."""
+        return x.amax(dim=2)
+
+
+class ChannelsFirst1d(nn.Module):
+    """``[N, L, C] -> [N, C, L]`` (embedding output to Conv1d layout)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Swap the sequence and channel axes."""
+        return x.transpose(1, 2)
+
+
+class Sequence(nn.Module):
+    """Apply named modules in order (an ``nn.Sequential`` whose names are the neutral ones)."""
+
+    def __init__(self, modules: list[tuple[str, nn.Module]]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleDict(modules)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Run the layers in order."""
+        for module in self.layers.values():
+            x = module(x)
+        return x
+
+
+class Residual(nn.Module):
+    """``body(x) + shortcut(x)``; identity shortcut when it has no layers."""
+
+    def __init__(self, body: Sequence, shortcut: Sequence | None) -> None:
+        super().__init__()
+        self.body = body
+        self.shortcut = shortcut
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Sum the two branches (out of place, so autograd hooks see both)."""
+        short = x if self.shortcut is None else self.shortcut(x)
+        return self.body(x) + short
+
+
+class ZooModel(Sequence):
+    """A model of this zoo: a :class:`Sequence` plus the architecture's name and input shape.
+
+    Attributes:
+        arch_name: registry name.
+        input_shape: ``(H, W, C)`` or ``(L,)``: the neutral (channels-last) per-example shape;
+            the module itself takes ``[N, C, H, W]`` float32 or ``[N, L]`` int64.
+    """
+
+    def __init__(self, arch: A.Architecture, modules: list[tuple[str, nn.Module]]) -> None:
+        super().__init__(modules)
+        self.arch_name = arch.name
+        self.input_shape = tuple(arch.input_shape)
+
+
+def activation_module(spec: ActivationSpec) -> nn.Module:
+    """A fresh (never shared, never inplace) module computing ``spec``."""
+    if spec.kind == "relu":
+        return nn.ReLU(inplace=False)
+    if spec.kind == "tanh":
+        return nn.Tanh()
+    return TemperedSigmoid(spec.scale, spec.inverse_temperature, spec.offset)
+
+
+def _tag(module: nn.Module, name: str) -> nn.Module:
+    module.dp_name = name
+    return module
+
+
+def _modules(
+    layers: tuple[A.Layer, ...], shapes: dict[str, tuple[A.Shape, A.Shape]], act: ActivationSpec
+) -> list[tuple[str, nn.Module]]:
+    """Torch modules for the described layers; ``shapes`` are the neutral traced shapes."""
+    out: list[tuple[str, nn.Module]] = []
+    for layer in layers:
+        in_shape = shapes[layer.name][0]
+        if isinstance(layer, A.Conv2D):
+            pads = [(0, 0), (0, 0)]
+            if layer.padding == "same":
+                pads = [A.same_padding(n, layer.kernel, layer.stride) for n in in_shape[:2]]
+            (top, bottom), (left, right) = pads
+            padding: int = 0
+            if top == bottom and left == right and top == left:
+                padding = top
+            else:  # asymmetric TF padding: nn.ZeroPad2d takes (left, right, top, bottom)
+                out.append((f"{layer.name}_pad", nn.ZeroPad2d((left, right, top, bottom))))
+            conv = nn.Conv2d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
+                             padding=padding, bias=layer.use_bias)
+            out.append((layer.name, _tag(conv, layer.name)))
+        elif isinstance(layer, A.Conv1D):
+            padding = 0
+            if layer.padding == "same":
+                before, after = A.same_padding(in_shape[0], layer.kernel, layer.stride)
+                if before == after:
+                    padding = before
+                else:
+                    out.append((f"{layer.name}_pad", nn.ConstantPad1d((before, after), 0.0)))
+            conv1 = nn.Conv1d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
+                              padding=padding, bias=layer.use_bias)
+            out.append((layer.name, _tag(conv1, layer.name)))
+        elif isinstance(layer, A.GroupNorm):
+            gn = nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon, affine=True)
+            out.append((layer.name, _tag(gn, layer.name)))
+        elif isinstance(layer, A.Activation):
+            out.append((layer.name, _tag(activation_module(act), layer.name)))
+        elif isinstance(layer, A.MaxPool2D):
+            out.append((layer.name, _tag(nn.MaxPool2d(layer.pool, layer.stride), layer.name)))
+        elif isinstance(layer, A.Flatten):
+            out.append((layer.name, _tag(FlattenChannelsLast(), layer.name)))
+        elif isinstance(layer, A.GlobalAvgPool2D):
+            out.append((layer.name, _tag(GlobalAvgPool2d(), layer.name)))
+        elif isinstance(layer, A.GlobalMaxPool1D):
+            out.append((layer.name, _tag(GlobalMaxPool1d(), layer.name)))
+        elif isinstance(layer, A.Dense):
+            dense = nn.Linear(in_shape[-1], layer.units, bias=layer.use_bias)
+            out.append((layer.name, _tag(dense, layer.name)))
+        elif isinstance(layer, A.Embedding):
+            emb = nn.Embedding(layer.vocab_size, layer.dim)
+            out.append((layer.name, _tag(emb, layer.name)))
+            out.append((f"{layer.name}_ncl", ChannelsFirst1d()))
+        elif isinstance(layer, A.Residual):
+            body = Sequence(_modules(layer.body, shapes, act))
+            short = Sequence(_modules(layer.shortcut, shapes, act)) if layer.shortcut else None
+            out.append((layer.name, _tag(Residual(body, short), layer.name)))
+        else:  # pragma: no cover - every layer type of dpcore.architectures is handled
+            raise ConfigError(f"layer type {type(layer).__name__} has no torch equivalent")
+    return out
+
+
+def from_architecture(arch: A.Architecture) -> ZooModel:
+    """Build the torch model for a resolved :class:`~dpcore.architectures.Architecture`."""
+    return ZooModel(arch, _modules(arch.layers, arch.trace(), arch.activation))
+
+
+def build_model(
+    spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int, seed: int | None = None,
+    *, vocab_size: int | None = None,
+) -> ZooModel:
+    """Build the named model as an ``nn.Module`` that outputs logits.
+
+    Args:
+        spec: model name, activation (with tempered-sigmoid parameters) and width.
+        input_shape: ``(H, W, C)`` for images (the module takes NCHW float32), ``(L,)`` for
+            ``textcnn`` (the module takes ``[N, L]`` int64 token ids).
+        n_classes: number of logits.
+        seed: if given, the weights are :func:`dpcore.weights.init_weights` of this seed, the
+            same arrays ``tfpipe.models.build_model`` loads for this seed; if ``None``,
+            PyTorch's default initialisation with torch's global random state.
+        vocab_size: number of token ids (``textcnn`` only).
+
+    Raises:
+        ConfigError: unknown model name (lists valid names), bad shapes, missing vocab_size.
+    """
+    arch = A.architecture(spec, input_shape, n_classes, vocab_size)
+    model = from_architecture(arch)
+    if seed is not None:
+        set_weights(model, init_weights(arch.weight_shapes(), seed))
+    return model
+
+
+def _builder(name: str) -> Callable[..., ZooModel]:
+    def build(
+        spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int, seed: int | None = None,
+        *, vocab_size: int | None = None,
+    ) -> ZooModel:
+        if spec.name != name:
+            raise ConfigError(f"builder {name!r} was given model.name={spec.name!r}")
+        return build_model(spec, input_shape, n_classes, seed, vocab_size=vocab_size)
+
+    build.__name__ = f"build_{name}"
+    build.__doc__ = f"Build ``{name}``; see :func:`build_model`."
+    return build
+
+
+MODELS: dict[str, Callable[..., ZooModel]] = {name: _builder(name) for name in A.MODEL_NAMES}
+"""Registry: model name -> builder with :func:`build_model`'s signature."""
+
+
+# ------------------------------------------------------------------------------ weights
+_KINDS: tuple[tuple[type, str], ...] = (
+    (nn.Conv2d, "conv2d"),
+    (nn.Conv1d, "conv1d"),
+    (nn.Linear, "dense"),
+    (nn.GroupNorm, "groupnorm"),
+    (nn.Embedding, "embedding"),
+)
+
+
+def _named(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
+    """(neutral name, module) for every tagged module, in registration (= forward) order.
+
+    Works on wrapped models too (Opacus ``GradSampleModule``, ``torch.compile``), since the
+    tags travel with the modules.
+    """
+    for module in model.modules():
+        name = getattr(module, "dp_name", None)
+        if name is not None:
+            yield name, module
+
+
+def _parameters(model: nn.Module) -> dict[str, tuple[str, str, nn.Parameter]]:
+    """Neutral key -> (kind, neutral param, torch parameter)."""
+    out: dict[str, tuple[str, str, nn.Parameter]] = {}
+    for name, module in _named(model):
+        kind = next((k for t, k in _KINDS if isinstance(module, t)), None)
+        if kind is None:
+            if any(True for _ in module.parameters(recurse=False)):
+                raise ConfigError(
+                    f"module {name!r} ({type(module).__name__}) has parameters but no neutral "
+                    "layout; valid: Conv2d, Conv1d, Linear, GroupNorm, Embedding"
+                )
+            continue
+        for param, attr in TORCH_PARAM_NAMES[kind].items():
+            tensor = getattr(module, attr, None)
+            if tensor is not None:
+                out[f"{name}.{param}"] = (kind, param, tensor)
+    return out
+
+
+def get_weights(model: nn.Module) -> Weights:
+    """The model's weights in the neutral layout (float32 numpy copies)."""
+    return {
+        key: from_torch_layout(kind, param, tensor.detach().cpu().numpy()).astype(np.float32)
+        for key, (kind, param, tensor) in _parameters(model).items()
+    }
+
+
+def set_weights(model: nn.Module, weights: Mapping[str, np.ndarray]) -> None:
+    """Load neutral-layout weights; all-or-nothing.
+
+    Raises:
+        ConfigError: a missing or extra key, or a shape mismatch (nothing is assigned then).
+    """
+    params = _parameters(model)
+    expected = {
+        key: tuple(from_torch_layout(kind, param, np.empty(tuple(t.shape), np.float32)).shape)
+        for key, (kind, param, t) in params.items()
+    }
+    checked = check_weights(expected, weights)
+    with torch.no_grad():
+        for key, (kind, param, tensor) in params.items():
+            value = torch.from_numpy(to_torch_layout(kind, param, checked[key]))
+            tensor.copy_(value.to(dtype=tensor.dtype, device=tensor.device))
+
+
+# ------------------------------------------------------------------------------ layers
+def gradcam_layer_name(model: nn.Module, *, target: str = "last_conv") -> str:
+    """Name of the Grad-CAM target layer, identical to ``tfpipe.models``' answer.
+
+    Args:
+        model: a model of this zoo (possibly wrapped, e.g. by Opacus).
+        target: ``last_conv`` (the last convolution's output, pre-activation; the default) or
+            ``features`` (the last spatial feature map, just before flatten/global pooling).
+    """
+    named = list(_named(model))
+    if target == "features":
+        zoo = next((m for m in model.modules() if isinstance(m, ZooModel)), None)
+        top = [] if zoo is None else [m for m in zoo.layers.values() if hasattr(m, "dp_name")]
+        for prev, module in zip(top, top[1:], strict=False):
+            if isinstance(module, FlattenChannelsLast | GlobalAvgPool2d | GlobalMaxPool1d):
+                return prev.dp_name
+        raise ConfigError("model has no flatten/global pooling layer")
+    if target != "last_conv":
+        raise ConfigError(f"target={target!r} is not known; valid: last_conv, features")
+    convs = [name for name, module in named if isinstance(module, nn.Conv2d | nn.Conv1d)]
+    if not convs:
+        raise ConfigError("model has no convolution layer")
+    return convs[-1]
+
+
+def get_layer(model: nn.Module, name: str) -> nn.Module:
+    """The module built for the neutral layer ``name``; ConfigError if there is none."""
+    named = dict(_named(model))
+    if name not in named:
+        raise ConfigError(f"model has no layer {name!r}; valid: {', '.join(named)}")
+    return named[name]
+
+
+__all__ = [
+    "MODELS", "TemperedSigmoid", "ZooModel", "activation_module", "build_model",
+    "from_architecture", "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
+]
