@@ -357,6 +357,8 @@ class RunConfig:
                     f"valid in {name}: {', '.join(sorted(valid_keys))}"
                 )
             section = _coerce_numeric_strings(spec_cls, section)
+            if name == "train" and section.get("steps") is not None and "epochs" not in section:
+                section["epochs"] = None  # a section that gives only steps means steps
             try:
                 kwargs[name] = spec_cls(**section)
             except TypeError as exc:  # e.g. a mapping where a scalar belongs

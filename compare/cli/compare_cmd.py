@@ -1,0 +1,69 @@
+"""``dpcompare compare``: run one grid identically on both backends and write its report.
+
+Re-running the same command skips the runs already finished (keyed by config hash and backend)
+and redoes any that were interrupted. At the end the report is written (see
+``dpcompare report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from compare.cli.common import add_data_dir_option
+from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
+from compare.report import ReportContext, command_line, write_report
+from compare.runner import run_grid
+from dpcore.errors import ConfigError
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "compare", help="run a grid on both backends (TF Privacy and Opacus) and report",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--preset", help=f"a bundled grid: {', '.join(preset_names())}")
+    source.add_argument("--config", metavar="FILE",
+                        help="a grid file (base + axes) or a single run config")
+    parser.add_argument("--backends", default=None,
+                        help="comma-separated backends to run (default: the grid's, tf,torch)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="number of seeds per cell (default: the grid's)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a config key in every cell")
+    parser.add_argument("--out", default=None,
+                        help="results folder (default runs/<grid name>)")
+    parser.add_argument("--report", default=None,
+                        help="report folder (default reports/<grid name>)")
+    parser.add_argument("--no-report", action="store_true", help="do not write the report")
+    add_data_dir_option(parser)
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    raw = load_preset(args.preset) if args.preset else load_grid_file(args.config)
+    backends = None
+    if args.backends is not None:
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+        if not backends:
+            raise ConfigError(f"--backends={args.backends!r} is empty; valid: tf, torch, tf,torch")
+    grid = expand_grid(raw, seeds=args.seeds, backends=backends, overrides=args.overrides)
+    out = Path(args.out or Path("runs") / grid.name)
+    log = (lambda _msg: None) if args.quiet else print
+    started = time.perf_counter()
+    outcome = run_grid(grid, out, data_dir=args.data_dir, progress=not args.quiet, log=log)
+    log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
+        f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged; results in {out}")
+    if not args.no_report:
+        report_dir = Path(args.report or Path("reports") / grid.name)
+        context = ReportContext(
+            command=command_line(), wall_seconds=time.perf_counter() - started,
+            title=f"{grid.name}: TF Privacy vs Opacus", description=grid.description,
+            notes=grid.notes, published=grid.published,
+        )
+        path = write_report(out, report_dir, context)
+        log(f"report: {path}")
+    return 1 if outcome.failed else 0

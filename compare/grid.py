@@ -1,0 +1,193 @@
+"""Grids of runs: a base config, axes of partial overrides, seeds and backends.
+
+A grid file (YAML; the presets in ``compare/presets`` are grid files) looks like::
+
+    name: demo
+    description: what it reproduces
+    base:                       # a partial RunConfig
+      data: {name: mnist5k}
+      model: {name: cnn4}
+      train: {epochs: 3, batch_size: 128, lr: 0.5}
+    axes:                       # the cartesian product of all axes is run
+      privacy:
+        - {label: "eps=1", privacy: {mechanism: dpsgd-gaussian, target_epsilon: 1.0}}
+        - {label: non-private, privacy: {mechanism: none}}
+    seeds: 1                    # seeds 0..K-1 (or a list)
+    backends: [tf, torch]
+    perf: {physical_batch_size: 256}     # performance-only, not part of any config hash
+    evaluation: {faithfulness_subset: 500, montage_images: 4}
+    published: []               # optional published figures, shown next to ours in the report
+
+Every cell becomes one :class:`RunConfig`, run identically on each backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dpcore.config import PerfSpec, RunConfig, load_mapping_file
+from dpcore.errors import ConfigError
+from dpcore.results import BACKENDS
+
+GRID_KEYS = {
+    "name", "description", "base", "axes", "seeds", "backends", "perf", "evaluation",
+    "published", "notes", "version",
+}
+EVALUATION_DEFAULTS: dict[str, Any] = {"faithfulness_subset": 500, "montage_images": 4,
+                                       "faithfulness": True, "audit": False}
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One configuration of a grid: its config, its labels along each axis, and its seed."""
+
+    config: RunConfig
+    labels: dict[str, str]
+
+    @property
+    def setting(self) -> str:
+        """The cell's labels joined, e.g. ``"eps=1 | cnn4"`` (seed excluded)."""
+        return " | ".join(self.labels.values())
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An expanded grid: cells x backends, plus the grid-level options."""
+
+    name: str
+    description: str
+    cells: tuple[GridCell, ...]
+    backends: tuple[str, ...]
+    perf: PerfSpec
+    evaluation: dict[str, Any] = field(default_factory=dict)
+    published: tuple[dict[str, Any], ...] = ()
+    notes: str = ""
+
+    def runs(self) -> list[tuple[GridCell, str]]:
+        """All (cell, backend) pairs, backends alternating within a cell."""
+        return [(cell, backend) for cell in self.cells for backend in self.backends]
+
+
+def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``base`` with ``override`` merged in (mappings merged recursively)."""
+    out = json.loads(json.dumps(base))
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = json.loads(json.dumps(value))
+    return out
+
+
+def _seeds(raw: Any) -> list[int]:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        if raw < 1:
+            raise ConfigError(f"seeds={raw} is not valid; valid: an integer >= 1 or a list")
+        return list(range(raw))
+    if isinstance(raw, list) and raw and all(isinstance(s, int) and s >= 0 for s in raw):
+        return list(raw)
+    raise ConfigError(f"seeds={raw!r} is not valid; valid: an integer >= 1 or a list of seeds")
+
+
+def _backends(raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = [b.strip() for b in raw.split(",") if b.strip()]
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"backends={raw!r} is not valid; valid: a list of {', '.join(BACKENDS)}")
+    for backend in raw:
+        if backend not in BACKENDS:
+            raise ConfigError(f"backend {backend!r} is not known; valid: {', '.join(BACKENDS)}")
+    return tuple(dict.fromkeys(raw))
+
+
+def expand_grid(
+    raw: Mapping[str, Any], *, seeds: int | None = None, backends: Iterable[str] | None = None,
+    overrides: Iterable[str] = (),
+) -> Grid:
+    """Expand a grid mapping into cells; ``seeds``/``backends`` override the file's values.
+
+    ``overrides`` (``section.key=value``) apply to every cell after the axes.
+    """
+    unknown = sorted(set(raw) - GRID_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"unknown grid key(s) {', '.join(unknown)}; valid: {', '.join(sorted(GRID_KEYS))}"
+        )
+    base = raw.get("base") or {}
+    axes = raw.get("axes") or {}
+    if not isinstance(axes, Mapping):
+        raise ConfigError("grid 'axes' must map axis names to lists of settings")
+    axis_values: list[list[tuple[str, str, dict[str, Any]]]] = []
+    for axis_name, entries in axes.items():
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError(f"grid axis {axis_name!r} must be a non-empty list")
+        values = []
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                raise ConfigError(f"grid axis {axis_name!r} entry {i} must be a mapping")
+            entry = dict(entry)
+            label = str(entry.pop("label", f"{axis_name}={i}"))
+            values.append((axis_name, label, entry))
+        axis_values.append(values)
+    seed_list = list(range(seeds)) if seeds is not None else _seeds(raw.get("seeds", 1))
+    if seeds is not None and seeds < 1:
+        raise ConfigError(f"--seeds={seeds} is not valid; valid: an integer >= 1")
+    cells: list[GridCell] = []
+    for combo in itertools.product(*axis_values) if axis_values else [()]:
+        merged: dict[str, Any] = dict(base)
+        labels: dict[str, str] = {}
+        for axis_name, label, partial in combo:
+            merged = deep_merge(merged, partial)
+            labels[axis_name] = label
+        for seed in seed_list:
+            with_seed = deep_merge(merged, {"seed": seed})
+            config = RunConfig.from_dict(with_seed).with_overrides(overrides)
+            cells.append(GridCell(config=config, labels=labels))
+    perf_raw = raw.get("perf") or {}
+    try:
+        perf = PerfSpec(**perf_raw)
+    except TypeError as exc:
+        raise ConfigError(f"grid 'perf': {exc}") from exc
+    evaluation = dict(EVALUATION_DEFAULTS)
+    evaluation.update(raw.get("evaluation") or {})
+    return Grid(
+        name=str(raw.get("name", "grid")),
+        description=str(raw.get("description", "")),
+        cells=tuple(cells),
+        backends=_backends(list(backends) if backends is not None else raw.get(
+            "backends", list(BACKENDS))),
+        perf=perf,
+        evaluation=evaluation,
+        published=tuple(raw.get("published") or ()),
+        notes=str(raw.get("notes", "")),
+    )
+
+
+def preset_names() -> list[str]:
+    """Names of the bundled presets (``compare/presets/*.yaml``)."""
+    folder = resources.files("compare").joinpath("presets")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    """The raw grid mapping of a bundled preset; unknown names list the valid ones."""
+    names = preset_names()
+    if name not in names:
+        raise ConfigError(f"preset {name!r} is not known; valid: {', '.join(names)}")
+    path = resources.files("compare").joinpath("presets", f"{name}.yaml")
+    with resources.as_file(path) as real_path:
+        return load_mapping_file(real_path)
+
+
+def load_grid_file(path: str | Path) -> dict[str, Any]:
+    """A grid file (or a single RunConfig file, treated as a one-cell grid)."""
+    raw = load_mapping_file(path)
+    if "base" in raw or "axes" in raw:
+        return raw
+    return {"name": Path(path).stem, "base": raw}

@@ -1,0 +1,250 @@
+"""Run a grid on both backends with identical configurations, resumably.
+
+For every (cell, backend) of a :class:`~compare.grid.Grid`:
+
+* a run whose valid RunResult (status ``finished`` or ``diverged``) is already in the store is
+  skipped (keyed by config hash + backend), so re-running the same command resumes the grid;
+  a run that was interrupted has no final record and is redone from its start;
+* otherwise the data set is prepared once per data spec (local DP applied, cached), the
+  backend trains, faithfulness metrics of Grad-CAM are computed on a fixed seeded test subset,
+  and the checkpoint then the RunResult are written atomically;
+* a diverged run (NaN loss) is recorded as such and the grid goes on; a run that fails with an
+  error is recorded as ``failed`` with the message, and the grid goes on.
+
+After the grid, a saliency montage per (data set, model) group is drawn from the stored
+checkpoints (so it is complete after a resume too), and the report is written.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from compare.grid import Grid, GridCell
+from dpcore.config import RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.errors import DpCompareError
+from dpcore.results import ResultsStore, RunResult, library_versions, run_id, utc_now
+
+BACKEND_PACKAGES = {"tf": "tfpipe", "torch": "torchpipe"}
+CONV_MODELS = ("cnn4", "resnet18", "vgg11", "vgg16", "alexnet")
+
+
+@dataclass
+class GridOutcome:
+    """Counts of what a grid run did, and the wall time it took."""
+
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    diverged: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+
+
+def backend_module(backend: str, part: str) -> Any:
+    """Import ``tfpipe.<part>`` / ``torchpipe.<part>`` lazily (frameworks load only when used)."""
+    if backend not in BACKEND_PACKAGES:
+        raise DpCompareError(f"backend {backend!r} is not known; valid: tf, torch")
+    return importlib.import_module(f"{BACKEND_PACKAGES[backend]}.{part}")
+
+
+class DatasetCache:
+    """Prepared data sets of one grid run, one per (data spec, LDP seed)."""
+
+    def __init__(self, data_dir: str | Path | None) -> None:
+        self.data_dir = data_dir
+        self._cache: dict[str, Dataset] = {}
+
+    def get(self, config: RunConfig) -> Dataset:
+        from dpcore.pipeline import prepare_dataset
+
+        key = repr(config.data) + (f"|seed={config.seed}" if config.data.ldp_mechanism else "")
+        if key not in self._cache:
+            self._cache[key] = prepare_dataset(config, self.data_dir)
+        return self._cache[key]
+
+
+def _faithfulness(
+    backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
+) -> dict[str, Any] | None:
+    """Grad-CAM faithfulness metrics on a fixed seeded test subset (image conv models only)."""
+    if dataset.task != "image" or trained.config.model.name not in CONV_MODELS:
+        return None
+    from dpcore.data import as_float01
+    from dpcore.metrics import faithfulness_metrics, seeded_subset
+
+    explain = backend_module(backend, "explain")
+    predict = backend_module(backend, "predict")
+    idx = seeded_subset(len(dataset.x_test), subset_size, seed)
+    x = as_float01(dataset.x_test[idx])
+    proba = predict.predict_proba(trained.model, x)
+    target = proba.argmax(axis=1)
+    saliency = explain.gradcam(trained.model, x, target)
+    metrics = faithfulness_metrics(
+        x, saliency, lambda batch: predict.predict_proba(trained.model, batch), target,
+        labels=dataset.y_test[idx], curves=False,
+    )
+    metrics["subset_seed"] = seed
+    return metrics
+
+
+def _failed_result(config: RunConfig, backend: str, grid: Grid, cell: GridCell,
+                   dataset: Dataset | None, error: str, started: str) -> RunResult:
+    """A schema-valid record of a run that raised an error (so the grid can go on)."""
+    return RunResult(
+        run_id=run_id(config.config_hash, backend), config=config.to_dict(),
+        config_hash=config.config_hash, backend=backend, seed=config.seed, status="failed",
+        versions=library_versions(),
+        dataset={"name": config.data.name,
+                 "fingerprint": dataset.fingerprint if dataset else "",
+                 "n_train": len(dataset.x_train) if dataset else 1,
+                 "n_test": len(dataset.x_test) if dataset else 1},
+        privacy={"mechanism": config.privacy.mechanism, "noise_multiplier": None,
+                 "delta": None, "steps": None, "sampling_rate": None, "epsilon_rdp": None,
+                 "epsilon_pld": None, "dp_event": {}},
+        error=error, labels=dict(cell.labels), grid=grid.name, started_at=started,
+        finished_at=utc_now(),
+    )
+
+
+def run_one(
+    cell: GridCell, backend: str, grid: Grid, store: ResultsStore, datasets: DatasetCache,
+    *, progress: bool = True, log: Callable[[str], None] = print,
+) -> RunResult:
+    """Train, evaluate and store one (cell, backend); returns the stored RunResult."""
+    config = cell.config
+    started = utc_now()
+    dataset: Dataset | None = None
+    try:
+        dataset = datasets.get(config)
+        train = backend_module(backend, "train")
+        trained = train.train(config, dataset, grid.perf, progress=progress)
+        result: RunResult = trained.result
+        if result.status == "finished" and grid.evaluation.get("faithfulness", True):
+            result.faithfulness = _faithfulness(
+                backend, trained, dataset, int(grid.evaluation["faithfulness_subset"]),
+                seed=0,
+            )
+        run_dir = store.run_dir(config.config_hash, backend)
+        checkpoint = train.save_checkpoint(trained, run_dir / "checkpoint.npz")
+        result.checkpoint = str(Path(checkpoint).relative_to(store.root))
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except DpCompareError as exc:
+        log(f"  {backend} {cell.setting}: error: {exc}")
+        result = _failed_result(config, backend, grid, cell, dataset, str(exc), started)
+    except Exception as exc:  # a bug in one run must not lose the rest of the grid
+        log(f"  {backend} {cell.setting}: failed: {type(exc).__name__}: {exc}")
+        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        result = _failed_result(config, backend, grid, cell, dataset, detail, started)
+    result.labels = dict(cell.labels)
+    result.grid = grid.name
+    store.save(result)
+    return result
+
+
+def run_grid(
+    grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,
+    progress: bool = True, log: Callable[[str], None] = print,
+) -> GridOutcome:
+    """Run every (cell, backend) not yet finished in ``out_dir``; returns what happened."""
+    from tqdm import tqdm
+
+    store = ResultsStore(out_dir)
+    store.ensure_writable()
+    datasets = DatasetCache(data_dir)
+    outcome = GridOutcome()
+    start = time.perf_counter()
+    runs = grid.runs()
+    show = progress and sys.stderr.isatty()
+    bar = tqdm(total=len(runs), desc=f"{grid.name}: runs", unit="run", disable=not show)
+    for cell, backend in runs:
+        rid = run_id(cell.config.config_hash, backend)
+        if store.is_finished(cell.config.config_hash, backend):
+            outcome.skipped.append(rid)
+            bar.update(1)
+            continue
+        bar.set_postfix_str(f"{backend} {cell.setting} seed {cell.config.seed}")
+        if not show:
+            log(f"[{len(outcome.ran) + len(outcome.skipped) + 1}/{len(runs)}] {backend} "
+                f"{cell.setting} seed {cell.config.seed} ({rid})")
+        result = run_one(cell, backend, grid, store, datasets, progress=show, log=log)
+        outcome.ran.append(rid)
+        if result.status == "failed":
+            outcome.failed.append(rid)
+        elif result.status == "diverged":
+            outcome.diverged.append(rid)
+        bar.update(1)
+    bar.close()
+    if grid.evaluation.get("montage_images", 0):
+        write_montages(grid, store, datasets, log=log)
+    outcome.wall_seconds = time.perf_counter() - start
+    return outcome
+
+
+def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
+                   *, log: Callable[[str], None] = print) -> list[Path]:
+    """One saliency montage per (data set, model): rows = sample test images, columns = the
+    input then the Grad-CAM overlay of every setting (first seed), one block per backend."""
+    from compare.montage import saliency_montage
+    from dpcore.data import as_float01
+    from dpcore.metrics import seeded_subset
+
+    groups: dict[tuple[str, str], list[tuple[GridCell, str]]] = {}
+    first_seed = min((c.config.seed for c in grid.cells), default=0)
+    for cell, backend in grid.runs():
+        if cell.config.seed != first_seed or cell.config.model.name not in CONV_MODELS:
+            continue
+        key = (cell.config.data.name, cell.config.model.name)
+        groups.setdefault(key, []).append((cell, backend))
+    written = []
+    n_images = int(grid.evaluation.get("montage_images", 4))
+    for (data_name, model_name), members in groups.items():
+        columns = []
+        images = None
+        class_names: tuple[str, ...] = ()
+        for cell, backend in sorted(members, key=lambda m: m[1]):
+            result = store.load(cell.config.config_hash, backend)
+            if result is None or result.status != "finished" or not result.checkpoint:
+                continue
+            try:
+                dataset = datasets.get(cell.config)
+                # The montage shows the clean test images (LDP runs saw noisy training images).
+                idx = seeded_subset(len(dataset.x_test), n_images, 1)
+                x = as_float01(dataset.x_test[idx])
+                if images is None:
+                    images = x
+                    class_names = tuple(dataset.class_names)
+                train = backend_module(backend, "train")
+                trained = train.load_checkpoint(store.root / result.checkpoint)
+                proba = backend_module(backend, "predict").predict_proba(trained.model, images)
+                pred = proba.argmax(axis=1)
+                maps = backend_module(backend, "explain").gradcam(trained.model, images, pred)
+            except DpCompareError as exc:
+                log(f"montage {data_name}/{model_name}: skipped {backend}: {exc}")
+                continue
+            eps = result.privacy.get("epsilon_rdp") or result.privacy.get("epsilon_pld")
+            eps_text = "non-private" if result.privacy.get("mechanism") in ("none",) else (
+                f"eps={eps:.2g}" if eps is not None and math.isfinite(eps) else cell.setting)
+            columns.append({"title": f"{cell.setting} ({eps_text})", "backend": backend,
+                            "maps": maps, "pred_class": pred,
+                            "confidence": proba[np.arange(len(pred)), pred]})
+        if images is None or not columns:
+            continue
+        safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{data_name}-{model_name}")
+        path = store.root / "montages" / f"{safe_name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        saliency_montage(path, images, columns, class_names,
+                         title=f"Grad-CAM, {data_name} / {model_name}")
+        written.append(path)
+    return written

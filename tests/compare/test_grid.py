@@ -1,0 +1,84 @@
+"""Grid expansion: cartesian product, seeds, backends, overrides, presets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
+from dpcore.errors import ConfigError
+
+GRID = {
+    "name": "g",
+    "base": {"data": {"name": "digits"}, "train": {"epochs": 1, "batch_size": 32}},
+    "axes": {
+        "privacy": [
+            {"label": "eps=1", "privacy": {"mechanism": "dpsgd-gaussian", "target_epsilon": 1}},
+            {"label": "plain", "privacy": {"mechanism": "none"}},
+        ],
+        "model": [{"label": "cnn4", "model": {"name": "cnn4"}},
+                  {"label": "tanh", "model": {"name": "cnn4", "activation": "tanh"}}],
+    },
+    "seeds": 2,
+    "backends": ["tf", "torch"],
+}
+
+
+def test_expansion_is_the_cartesian_product_times_seeds() -> None:
+    grid = expand_grid(GRID)
+    assert len(grid.cells) == 2 * 2 * 2
+    assert len(grid.runs()) == 16
+    hashes = {c.config.config_hash for c in grid.cells}
+    assert len(hashes) == 8  # every cell distinct
+    first = grid.cells[0]
+    assert first.labels == {"privacy": "eps=1", "model": "cnn4"}
+    assert first.setting == "eps=1 | cnn4"
+    assert {c.config.seed for c in grid.cells} == {0, 1}
+    # the same cell runs on both backends with the identical config
+    assert grid.runs()[0][0] is grid.runs()[1][0]
+
+
+def test_cli_style_overrides() -> None:
+    grid = expand_grid(GRID, seeds=1, backends=["torch"], overrides=["train.lr=0.3"])
+    assert len(grid.cells) == 4 and grid.backends == ("torch",)
+    assert all(c.config.train.lr == 0.3 for c in grid.cells)
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"colour": "red"}, "unknown grid key(s) colour"),
+        ({"backends": ["jax"]}, "backend 'jax' is not known"),
+        ({"seeds": 0}, "seeds=0"),
+        ({"axes": {"privacy": []}}, "non-empty list"),
+        ({"perf": {"engine": "turbo"}}, "perf.engine"),
+        ({"perf": {"speed": 2}}, "grid 'perf'"),
+        ({"base": {"train": {"epochs": -1}}}, "train.epochs"),
+    ],
+)
+def test_bad_grids_are_rejected(change: dict, fragment: str) -> None:
+    with pytest.raises(ConfigError, match=None) as excinfo:
+        expand_grid({**GRID, **change})
+    assert fragment in str(excinfo.value)
+
+
+def test_presets_load_and_expand() -> None:
+    names = preset_names()
+    assert "demo" in names
+    for name in names:
+        grid = expand_grid(load_preset(name))
+        assert grid.cells, name
+    demo = expand_grid(load_preset("demo"))
+    assert demo.backends == ("tf", "torch")
+    assert {c.config.data.name for c in demo.cells} == {"mnist5k"}
+    assert sorted(c.labels["privacy"] for c in demo.cells) == ["eps=1", "eps=8", "non-private"]
+    with pytest.raises(ConfigError, match="valid: .*demo"):
+        load_preset("nope")
+
+
+def test_single_run_config_file_is_a_one_cell_grid(tmp_path: Path) -> None:
+    path = tmp_path / "one.yaml"
+    path.write_text("data: {name: digits}\ntrain: {epochs: 1, batch_size: 16}\n")
+    grid = expand_grid(load_grid_file(path))
+    assert len(grid.cells) == 1 and grid.name == "one"

@@ -1,0 +1,101 @@
+"""The grid runner: both backends, stored results, resume without recomputation, failures
+recorded while the grid goes on, and the report written from the store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from compare.grid import expand_grid
+from compare.report import ReportContext, write_report
+from compare.runner import run_grid
+from dpcore.results import ResultsStore
+
+TINY = {
+    "name": "tiny",
+    "base": {
+        "data": {"name": "digits", "image_size": 16},
+        "model": {"name": "cnn4"},
+        "train": {"steps": 4, "batch_size": 64, "lr": 0.5},
+    },
+    "axes": {
+        "privacy": [
+            {"label": "eps=2", "privacy": {"mechanism": "dpsgd-gaussian", "target_epsilon": 2.0}},
+            {"label": "non-private", "privacy": {"mechanism": "none"}},
+        ]
+    },
+    "backends": ["tf", "torch"],
+    "evaluation": {"faithfulness": False, "montage_images": 0},
+}
+
+
+@pytest.fixture(scope="module")
+def finished_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("grid")
+    outcome = run_grid(expand_grid(TINY), out, progress=False, log=lambda _m: None)
+    assert len(outcome.ran) == 4 and not outcome.failed
+    return out
+
+
+def test_every_run_is_stored_with_identical_configs(finished_store: Path) -> None:
+    runs = ResultsStore(finished_store).list_runs()
+    assert len(runs) == 4
+    by_hash: dict[str, list] = {}
+    for r in runs:
+        by_hash.setdefault(r.config_hash, []).append(r)
+        assert r.status == "finished" and r.grid == "tiny"
+        assert (finished_store / r.checkpoint).is_file()
+    assert len(by_hash) == 2
+    for pair in by_hash.values():
+        tf_run, torch_run = sorted(pair, key=lambda r: r.backend)
+        assert tf_run.config == torch_run.config
+        assert tf_run.dataset["fingerprint"] == torch_run.dataset["fingerprint"]
+        assert tf_run.privacy["noise_multiplier"] == torch_run.privacy["noise_multiplier"]
+        assert tf_run.labels == torch_run.labels
+
+
+def test_rerun_skips_finished_runs(finished_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import compare.runner as runner
+
+    def must_not_train(*_a: object, **_k: object) -> None:
+        raise AssertionError("a finished run was recomputed")
+
+    monkeypatch.setattr(runner, "run_one", must_not_train)
+    outcome = run_grid(expand_grid(TINY), finished_store, progress=False, log=lambda _m: None)
+    assert len(outcome.skipped) == 4 and not outcome.ran
+
+
+def test_a_failing_cell_is_recorded_and_the_grid_goes_on(tmp_path: Path) -> None:
+    grid = {**TINY, "backends": ["torch"],
+            "axes": {"data": [{"label": "missing", "data": {"name": "chest_xray"}},
+                              {"label": "digits", "data": {"name": "digits"}}]}}
+    outcome = run_grid(expand_grid(grid), tmp_path, data_dir=tmp_path, progress=False,
+                       log=lambda _m: None)
+    assert len(outcome.failed) == 1 and len(outcome.ran) == 2
+    statuses = {r.labels["data"]: r for r in ResultsStore(tmp_path).list_runs()}
+    assert statuses["missing"].status == "failed"
+    assert "chest_xray" in statuses["missing"].error
+    assert statuses["digits"].status == "finished"
+    # a failed run is not final: the next invocation retries it
+    assert not ResultsStore(tmp_path).is_finished(statuses["missing"].config_hash, "torch")
+
+
+def test_report_from_the_store(finished_store: Path, tmp_path: Path) -> None:
+    report = write_report(finished_store, tmp_path / "rep",
+                          ReportContext(command="dpcompare compare --config tiny.yaml"))
+    text = report.read_text()
+    assert "dpcompare compare --config tiny.yaml" in text
+    assert "## Epsilon side by side" in text and "opacus" in text
+    for name in ("runs.csv", "summary.csv", "epsilon.csv", "accuracy_vs_epsilon.png",
+                 "epoch_time.png"):
+        assert (tmp_path / "rep" / name).is_file(), name
+    import pandas as pd
+
+    runs = pd.read_csv(tmp_path / "rep" / "runs.csv")
+    assert len(runs) == 4 and set(runs["backend"]) == {"tf", "torch"}
+    stored = {r.run_id: r for r in ResultsStore(finished_store).list_runs()}
+    for _, row in runs.iterrows():  # every number comes from a RunResult
+        assert row["accuracy"] == pytest.approx(stored[row["run_id"]].metrics["accuracy"])
+    assert json.loads((finished_store / "runs" / runs["run_id"][0] / "result.json").read_text())
