@@ -104,11 +104,16 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         if r.audit:
             row["attack_auc"] = r.audit.get("attack_auc")
             row["attack_advantage"] = r.audit.get("advantage")
+            row["advantage_bound"] = r.audit.get("bound")
+            loss_threshold = r.audit.get("loss_threshold") or {}
+            row["heldout_advantage_ci_low"] = loss_threshold.get("ci_low")
+            row["suspected_privacy_bug"] = bool(r.audit.get("suspected_privacy_bug"))
         rows.append(row)
     frame = pd.DataFrame(rows)
     for column in frame.columns:
         if column not in ("run_id", "config_hash", "backend", "status", "setting", "dataset",
-                          "model", "mechanism", "data_fingerprint"):
+                          "model", "mechanism", "data_fingerprint",
+                          "suspected_privacy_bug"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
 
@@ -370,6 +375,22 @@ def write_report(
         ldp_cols = ["setting", "backend", "ldp_epsilon_per_value", "ldp_epsilon_per_image",
                     "ldp_psnr", "ldp_ssim", "accuracy"]
         lines += [markdown_table(first_seed[first_seed["mechanism"] == "ldp"], ldp_cols), ""]
+
+    if "attack_auc" in frame and frame["attack_auc"].notna().any():
+        lines += ["## Membership-inference audit", "",
+                  "TF Privacy's membership-inference attacks (threshold and logistic regression "
+                  "on losses), training examples vs the same number of held-out examples. "
+                  "`advantage_bound` = (e^eps - 1 + 2 delta) / (e^eps + 1) from the run's "
+                  "(epsilon, delta); a run whose held-out advantage has a confidence interval "
+                  "entirely above it is marked as a suspected privacy bug.", ""]
+        audit_cols = ["setting", "backend", "seed", "epsilon", "attack_auc", "attack_advantage",
+                      "heldout_advantage_ci_low", "advantage_bound", "suspected_privacy_bug"]
+        lines += [markdown_table(frame[frame["attack_auc"].notna()], audit_cols), ""]
+        flags = frame.get("suspected_privacy_bug")
+        suspects = frame[flags.fillna(False).astype(bool)] if flags is not None else frame[:0]
+        if not suspects.empty:
+            lines += ["**Suspected privacy bug** in: "
+                      + ", ".join(suspects["run_id"]) + ".", ""]
 
     if context.published:
         lines += ["## Published figures next to ours", "",

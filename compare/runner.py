@@ -92,7 +92,7 @@ def _faithfulness(
     saliency = explain.gradcam(trained.model, x, target)
     metrics = faithfulness_metrics(
         x, saliency, lambda batch: predict.predict_proba(trained.model, batch), target,
-        labels=dataset.y_test[idx], curves=False,
+        labels=dataset.y_test[idx], curves=True,
     )
     metrics["subset_seed"] = seed
     return metrics
@@ -135,6 +135,10 @@ def run_one(
                 backend, trained, dataset, int(grid.evaluation["faithfulness_subset"]),
                 seed=0,
             )
+        if result.status == "finished" and grid.evaluation.get("audit", False):
+            from compare.audit import audit_trained
+
+            result.audit = audit_trained(trained, dataset, result.privacy)
         run_dir = store.run_dir(config.config_hash, backend)
         checkpoint = train.save_checkpoint(trained, run_dir / "checkpoint.npz")
         result.checkpoint = str(Path(checkpoint).relative_to(store.root))
@@ -236,7 +240,9 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
             eps = result.privacy.get("epsilon_rdp") or result.privacy.get("epsilon_pld")
             eps_text = "non-private" if result.privacy.get("mechanism") in ("none",) else (
                 f"eps={eps:.2g}" if eps is not None and math.isfinite(eps) else cell.setting)
-            columns.append({"title": f"{cell.setting} ({eps_text})", "backend": backend,
+            same = eps_text in cell.setting or cell.setting in eps_text
+            title = cell.setting if same else f"{cell.setting} ({eps_text})"
+            columns.append({"title": title, "backend": backend,
                             "maps": maps, "pred_class": pred,
                             "confidence": proba[np.arange(len(pred)), pred]})
         if images is None or not columns:

@@ -99,3 +99,21 @@ def test_report_from_the_store(finished_store: Path, tmp_path: Path) -> None:
     for _, row in runs.iterrows():  # every number comes from a RunResult
         assert row["accuracy"] == pytest.approx(stored[row["run_id"]].metrics["accuracy"])
     assert json.loads((finished_store / "runs" / runs["run_id"][0] / "result.json").read_text())
+
+
+def test_faithfulness_and_montage_on_both_backends(tmp_path: Path) -> None:
+    grid = {**TINY, "evaluation": {"faithfulness": True, "faithfulness_subset": 16,
+                                   "montage_images": 2}}
+    run_grid(expand_grid(grid), tmp_path, progress=False, log=lambda _m: None)
+    runs = ResultsStore(tmp_path).list_runs()
+    assert len(runs) == 4
+    for r in runs:
+        assert r.faithfulness is not None and r.faithfulness["n"] == 16
+        assert 0.0 <= r.faithfulness["average_drop"] <= 100.0
+        assert 0.0 <= r.faithfulness["deletion_auc"] <= 1.0
+    montage = tmp_path / "montages" / "digits-cnn4.png"
+    assert montage.is_file() and montage.stat().st_size > 10_000
+    report = write_report(tmp_path, tmp_path / "rep", ReportContext(command="x"))
+    text = report.read_text()
+    assert "## Grad-CAM faithfulness" in text and "montages/digits-cnn4.png" in text
+    assert (tmp_path / "rep" / "montages" / "digits-cnn4.png").is_file()

@@ -1,0 +1,183 @@
+"""``dpcompare train``: train one model in one framework; keep its checkpoint and RunResult.
+
+Settings come from (later wins): the defaults, ``--config FILE``, the explicit options below,
+then ``--set section.key=value`` overrides. Giving ``--noise-multiplier`` or ``--epsilon``
+selects Gaussian DP-SGD unless ``--mechanism`` says otherwise.
+
+Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (a RunResult whose ``checkpoint`` is
+relative to OUT) and ``checkpoint.npz`` (framework-neutral weights; loads into either backend).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from compare.cli.common import add_data_dir_option, print_json
+from dpcore.config import PerfSpec, RunConfig, apply_overrides
+from dpcore.errors import ConfigError
+
+MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
+              "ldp": "ldp"}
+BACKEND_MODULES = {"tf": "tfpipe.train", "torch": "torchpipe.train"}
+DEFAULT_OUT = "dpcompare-runs"
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train", help="train one model with one backend (TF Privacy or Opacus)",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--backend", choices=sorted(BACKEND_MODULES), required=True,
+                        help="tf (Keras + TensorFlow Privacy) or torch (PyTorch + Opacus)")
+    parser.add_argument("--config", metavar="FILE", help="YAML/JSON run config to start from")
+    parser.add_argument("--dataset", help="data set name (see `dpcompare datasets`)")
+    parser.add_argument("--model", help="model name: cnn4, resnet18, vgg11, vgg16, alexnet, "
+                        "textcnn")
+    length = parser.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=float, help="expected passes over the training set")
+    length.add_argument("--steps", type=int, help="number of logical batches (optimizer steps)")
+    parser.add_argument("--batch-size", type=int,
+                        help="expected logical batch size B (Poisson) or fixed size (shuffle)")
+    parser.add_argument("--lr", type=float, help="learning rate")
+    parser.add_argument("--mechanism", choices=sorted(MECHANISMS),
+                        help="none, gaussian or laplace DP-SGD, or ldp (set data.ldp_* too)")
+    noise = parser.add_mutually_exclusive_group()
+    noise.add_argument("--noise-multiplier", type=float,
+                       help="noise std (Laplace: scale) divided by the clip norm")
+    noise.add_argument("--epsilon", type=float,
+                       help="target epsilon; the noise multiplier is calibrated to reach it")
+    parser.add_argument("--max-grad-norm", type=float, help="per-example clip norm C")
+    parser.add_argument("--delta", type=float, help="delta (default 1/N rounded down to 10^-k)")
+    parser.add_argument("--seed", type=int, help="seed of batches, initial weights and noise")
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="override any config key, e.g. train.optimizer=adam (repeatable)")
+    add_data_dir_option(parser)
+    parser.add_argument("--physical-batch-size", type=int,
+                        help="largest chunk of examples per forward/backward pass (memory only; "
+                        f"default {PerfSpec().physical_batch_size})")
+    parser.add_argument("--threads", type=int, help="framework intra-op threads")
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"results store folder (default ./{DEFAULT_OUT})")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    parser.set_defaults(func=run)
+
+
+def build_config(args: argparse.Namespace) -> RunConfig:
+    """The RunConfig of the options (file, then explicit options, then ``--set``)."""
+    raw: dict[str, Any] = (RunConfig.from_file(args.config) if args.config else RunConfig()
+                           ).to_dict()
+    explicit: list[str] = []
+
+    def put(key: str, value: Any) -> None:
+        if value is not None:
+            explicit.append(f"{key}={value}")
+
+    put("data.name", args.dataset)
+    put("model.name", args.model)
+    if args.epochs is not None:
+        explicit += [f"train.epochs={args.epochs}", "train.steps=null"]
+    if args.steps is not None:
+        explicit += [f"train.steps={args.steps}", "train.epochs=null"]
+    put("train.batch_size", args.batch_size)
+    put("train.lr", args.lr)
+    put("privacy.max_grad_norm", args.max_grad_norm)
+    put("privacy.delta", args.delta)
+    put("seed", args.seed)
+    mechanism = MECHANISMS[args.mechanism] if args.mechanism else None
+    if args.noise_multiplier is not None or args.epsilon is not None:
+        if mechanism is None and raw["privacy"]["mechanism"] not in ("dpsgd-gaussian",
+                                                                     "dpsgd-laplace"):
+            mechanism = "dpsgd-gaussian"
+        if args.noise_multiplier is not None:
+            explicit += [f"privacy.noise_multiplier={args.noise_multiplier}",
+                         "privacy.target_epsilon=null"]
+        else:
+            explicit += [f"privacy.target_epsilon={args.epsilon}",
+                         "privacy.noise_multiplier=null"]
+    elif mechanism in ("none", "ldp"):
+        explicit += ["privacy.noise_multiplier=null", "privacy.target_epsilon=null"]
+    put("privacy.mechanism", mechanism)
+    return RunConfig.from_dict(apply_overrides(raw, [*explicit, *args.overrides]))
+
+
+def build_perf(args: argparse.Namespace) -> PerfSpec:
+    """Performance switches of the options."""
+    defaults = PerfSpec()
+    return PerfSpec(
+        physical_batch_size=(args.physical_batch_size if args.physical_batch_size is not None
+                             else defaults.physical_batch_size),
+        threads=args.threads,
+    )
+
+
+def epoch_printer(total_epochs: int) -> Any:
+    """A callback printing one line per epoch on stderr (used when there is no terminal)."""
+    def show(record: dict[str, Any]) -> None:
+        eps = record.get("epsilon_spent")
+        print(f"epoch {record['epoch']}/{total_epochs}  step {record['step']}  "
+              f"loss {record['loss']:.4f}  test acc {record['test_accuracy']:.4f}  "
+              f"eps {'n/a' if eps is None else f'{eps:.3g}'}  {record['seconds']:.1f}s",
+              file=sys.stderr, flush=True)
+    return show
+
+
+def run(args: argparse.Namespace) -> int:
+    from dpcore.pipeline import prepare_dataset, privacy_plan
+    from dpcore.results import ResultsStore
+    from dpcore.trained import CHECKPOINT_FILE
+
+    config = build_config(args)
+    perf = build_perf(args)
+    store = ResultsStore(args.out)
+    store.ensure_writable()
+    dataset = prepare_dataset(config, args.data_dir)
+    plan = privacy_plan(config, len(dataset.x_train))  # fail fast on impossible settings
+    if not args.quiet and not args.json:
+        noise = f"noise {plan.noise_multiplier:.4g}" if plan.mechanism.startswith("dpsgd") else ""
+        print(f"{args.backend}: {config.model.name} on {dataset.name} "
+              f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), "
+              f"{plan.mechanism} {noise}, {plan.batches.steps} steps of B="
+              f"{plan.batches.expected_batch_size}", file=sys.stderr)
+    callbacks = []
+    if not args.quiet and not sys.stderr.isatty():
+        epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
+        callbacks.append(epoch_printer(epochs))
+    backend = importlib.import_module(BACKEND_MODULES[args.backend])
+    trained = backend.train(config, dataset, perf, progress=not args.quiet,
+                            callbacks=callbacks)
+    run_dir = store.run_dir(config.config_hash, args.backend)
+    checkpoint = Path(backend.save_checkpoint(trained, run_dir / CHECKPOINT_FILE))
+    result = trained.result
+    if result is None:  # pragma: no cover - train always attaches one
+        raise ConfigError("the backend returned no RunResult")
+    result.checkpoint = str(checkpoint.relative_to(store.root))  # as compare.runner stores it
+    path = store.save(result)
+    if args.json:
+        print_json(result.to_dict())
+        return 0
+    print_summary(result.to_dict(), path, checkpoint)
+    return 0
+
+
+def print_summary(result: dict[str, Any], path: Path, checkpoint: Path) -> None:
+    """A few human-readable lines: status, accuracy, epsilon (shared and library), files."""
+    metrics, privacy = result["metrics"], result["privacy"]
+    print(f"status                  {result['status']}")
+    if "accuracy" in metrics:
+        print(f"test accuracy           {metrics['accuracy']:.4f}")
+    for key, label in (("epsilon_rdp", "epsilon (RDP)"), ("epsilon_pld", "epsilon (PLD)")):
+        value = privacy.get(key)
+        print(f"{label:<24}{'n/a' if value is None else f'{value:.4f}'}")
+    for key, value in (privacy.get("library_epsilon") or {}).items():
+        print(f"{'epsilon ' + key:<24}{'n/a' if value is None else f'{value:.4f}'}")
+    timing = result["timing"]
+    if timing.get("examples_per_second"):
+        print(f"speed                   {timing['examples_per_second']:.0f} examples/s")
+    print(f"result                  {path}")
+    print(f"checkpoint              {checkpoint}")

@@ -1,0 +1,136 @@
+"""The steps of one training run that do not depend on the framework.
+
+* :func:`prepare_dataset`: load the configured data set and, for local-DP runs, privatise it
+  (the one seam where the LDP layer plugs into training);
+* :func:`fit`: resolve the privacy plan, run the shared loop with a backend's step engine,
+  and assemble the :class:`~dpcore.trained.TrainedModel` with its RunResult. Each backend's
+  ``train`` is a thin wrapper that builds its model and engine and calls this.
+
+The backend contract (``tfpipe.train`` and ``torchpipe.train`` alike)::
+
+    train(config, dataset, perf=None, *, initial_weights=None, progress=True, callbacks=())
+        -> TrainedModel
+
+* ``config``: data, model, privacy, training settings and seed (:class:`RunConfig`);
+* ``dataset``: images NHWC ``uint8`` or ``float32`` in [0, 1], or int token ids;
+* ``perf``: performance switches (``physical_batch_size`` chunks, determinism, threads...),
+  default :class:`PerfSpec`; they never change the result beyond float tolerance;
+* ``initial_weights``: neutral-layout weights to start from; default
+  :func:`dpcore.weights.init_weights` of ``config.seed`` (identical in both frameworks);
+* ``progress``: a tqdm bar per epoch, shown only when stderr is a terminal;
+* ``callbacks``: called after each epoch with its history record; returning True stops;
+* returns the trained model (holding the evaluation weights, EMA when configured) with its
+  RunResult; a run whose loss became NaN/inf has status ``diverged`` (no exception).
+
+plus ``predict_proba(model, x)``, ``save_checkpoint(trained, path)`` and
+``load_checkpoint(path)`` (one framework-neutral ``.npz`` format, see :mod:`dpcore.trained`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpcore.accounting import PrivacyPlan, plan_privacy
+from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.results import utc_now
+from dpcore.runrecord import build_run_result
+from dpcore.trained import TrainedModel
+from dpcore.trainloop import (
+    EpochCallback,
+    StepEngine,
+    StepMechanism,
+    run_training,
+    step_mechanism,
+)
+
+
+def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Dataset:
+    """The data set a run trains on: loaded, and privatised when ``data.ldp_mechanism`` is set.
+
+    The local-DP noise is seeded by ``config.seed`` (both backends of one configuration see
+    byte-identical images) and cached under the data cache folder (``ldp/``).
+
+    Raises:
+        DataError / ConfigError: from the loader or the LDP layer, naming the bad value.
+    """
+    from dpcore.data import load_dataset, resolve_data_root
+
+    root = resolve_data_root(data_dir)
+    dataset = load_dataset(config.data, root)
+    if config.data.ldp_mechanism is None:
+        return dataset
+    from dpcore.data.cache import cache_dir
+    from dpcore.ldp import build_mechanism, privatize_dataset
+
+    mechanism = build_mechanism(config.data.ldp_mechanism, config.data.ldp_params)
+    return privatize_dataset(dataset, mechanism, config.seed, cache_dir(root) / "ldp")
+
+
+_PLANS: dict[tuple[str, int], PrivacyPlan] = {}
+
+
+def privacy_plan(config: RunConfig, n_train: int) -> PrivacyPlan:
+    """``plan_privacy(config, n_train)``, computed once per (config hash, N) in a process.
+
+    Calibration and the PLD epsilon take seconds; the CLI (which prints the plan before
+    training) and the trainer then share one computation. A PrivacyPlan is immutable.
+    """
+    key = (config.config_hash, int(n_train))
+    if key not in _PLANS:
+        _PLANS[key] = plan_privacy(config, n_train)
+    return _PLANS[key]
+
+
+def library_epsilon_or_empty(
+    compute: Callable[[PrivacyPlan], Mapping[str, float | None]], plan: PrivacyPlan,
+) -> dict[str, float | None]:
+    """The library's own epsilon for Gaussian DP-SGD with noise > 0, else ``{}``.
+
+    Neither Opacus nor TF Privacy accounts Laplace DP-SGD, and a non-private or local-DP run
+    has no training epsilon to cross-check.
+    """
+    if plan.mechanism != "dpsgd-gaussian" or plan.noise_multiplier <= 0:
+        return {}
+    return dict(compute(plan))
+
+
+def fit(
+    config: RunConfig, dataset: Dataset, perf: PerfSpec, *, backend: str, model: Any,
+    make_engine: Callable[[PrivacyPlan, StepMechanism], StepEngine],
+    library_epsilon: Callable[[PrivacyPlan], Mapping[str, float | None]],
+    progress: bool = True, callbacks: Sequence[EpochCallback] = (),
+    perf_details: Mapping[str, Any] | None = None,
+) -> TrainedModel:
+    """Train ``model`` with a backend's engine and return the trained-model record.
+
+    Args:
+        config: the run's configuration.
+        dataset: the (already privatised, for LDP) data.
+        perf: performance switches (chunk size...).
+        backend: ``tf`` or ``torch``.
+        model: the framework model the engine trains (it holds the evaluation weights after).
+        make_engine: builds the backend's step engine from the plan and mechanism.
+        library_epsilon: the library's own accountant, called with the plan (Gaussian only).
+        progress: tqdm bar per epoch (only on a terminal).
+        callbacks: per-epoch callbacks (see :func:`dpcore.trainloop.run_training`).
+        perf_details: backend facts to record in the result's ``perf`` entry.
+    """
+    started = utc_now()
+    plan = privacy_plan(config, len(dataset.x_train))
+    engine = make_engine(plan, step_mechanism(config, plan))
+    outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
+                           callbacks=callbacks)
+    result = build_run_result(
+        config, backend, dataset, plan, outcome, perf=perf,
+        library_epsilon=library_epsilon_or_empty(library_epsilon, plan),
+        started_at=started, perf_details=perf_details,
+    )
+    return TrainedModel(
+        backend=backend, model=model, config=config, weights=outcome.weights,
+        input_shape=dataset.input_shape, n_classes=dataset.n_classes, task=dataset.task,
+        class_names=tuple(dataset.class_names), vocab_size=dataset.vocabulary_size,
+        perf=perf, result=result, extra=dict(perf_details or {}),
+    )

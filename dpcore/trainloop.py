@@ -1,0 +1,385 @@
+"""The framework-neutral training driver shared by both backends.
+
+A backend supplies a :class:`StepEngine`: something that performs one *logical* DP-SGD step
+on a list of physical chunks, predicts class probabilities, and gets/sets its weights in the
+neutral layout. Everything else lives here, written once: the seeded index batches
+(:mod:`dpcore.sampling`), the physical chunking, the per-epoch loop and history, the EMA of
+the weights (kept in numpy), divergence detection, evaluation, epsilon spent so far, timing
+and the progress bar.
+
+The EMA costs one weight copy per step (``get_weights``): negligible for cnn4, about 45 MB
+for resnet18, still small next to a DP step of that model.
+
+The algorithm a step engine must run on one logical batch (DESIGN.md, "Making identical
+configuration true"), described by a :class:`StepMechanism`:
+
+1. per-example gradients of the cross-entropy loss, computed chunk by chunk;
+2. each clipped to ``clip_norm`` in the flat norm ``clip_kind`` over all parameters
+   (``"l2"`` Gaussian, ``"l1"`` Laplace, ``None`` non-private: no clipping), and summed;
+3. noise ``noise_kind`` (``"gaussian"`` std / ``"laplace"`` scale = ``noise_scale``) added
+   once to the sum, per coordinate;
+4. divided by the *expected* batch size B = q N (never the actual size);
+5. one optimizer step. An empty logical batch is a noise-only update.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from dpcore.accounting import PrivacyPlan, dpsgd_event, epsilon_pld, epsilon_rdp
+from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.data.images import as_float01
+from dpcore.errors import ConfigError
+from dpcore.sampling import batches_for, chunk_indices
+
+#: Examples per forward pass when predicting (memory only; results do not depend on it).
+PREDICT_BATCH_SIZE = 512
+
+#: A physical chunk: model inputs (NHWC float32 images in [0, 1], or int token ids) and labels.
+Chunk = tuple[np.ndarray, np.ndarray]
+
+#: Called after every epoch with that epoch's history record; returning True stops training.
+EpochCallback = Callable[[dict[str, Any]], bool | None]
+
+
+@dataclass(frozen=True)
+class StepMechanism:
+    """How one logical batch's gradient is privatised (both backends obey it exactly).
+
+    Attributes:
+        clip_kind: ``"l2"`` (Gaussian DP-SGD), ``"l1"`` (Laplace DP-SGD) or ``None``
+            (non-private: no per-example gradients, no clipping).
+        clip_norm: C, the per-example bound in that norm.
+        noise_kind: ``"gaussian"``, ``"laplace"`` or ``None`` (no noise).
+        noise_scale: per-coordinate noise std (Gaussian) or scale b (Laplace), = sigma * C.
+        noise_multiplier: sigma.
+        expected_batch_size: B = q N, the divisor of the noised sum.
+    """
+
+    clip_kind: str | None
+    clip_norm: float
+    noise_kind: str | None
+    noise_scale: float
+    noise_multiplier: float
+    expected_batch_size: int
+
+    @property
+    def private(self) -> bool:
+        """True when gradients are clipped per example (DP-SGD)."""
+        return self.clip_kind is not None
+
+
+def step_mechanism(config: RunConfig, plan: PrivacyPlan) -> StepMechanism:
+    """The :class:`StepMechanism` of a run: DP-SGD settings or the non-private step."""
+    privacy = config.privacy
+    batch = plan.batches.expected_batch_size
+    if privacy.mechanism == "dpsgd-gaussian":
+        return StepMechanism("l2", privacy.max_grad_norm, "gaussian",
+                             plan.noise_multiplier * privacy.max_grad_norm,
+                             plan.noise_multiplier, batch)
+    if privacy.mechanism == "dpsgd-laplace":
+        return StepMechanism("l1", privacy.max_grad_norm, "laplace",
+                             plan.noise_multiplier * privacy.max_grad_norm,
+                             plan.noise_multiplier, batch)
+    return StepMechanism(None, math.inf, None, 0.0, 0.0, batch)
+
+
+class StepEngine(Protocol):
+    """What a backend implements; the driver owns the rest of training."""
+
+    def train_step(self, chunks: Sequence[Chunk]) -> float:
+        """One logical step over ``chunks`` (possibly none: a noise-only update).
+
+        Returns:
+            The sum over the batch's examples of their cross-entropy loss (nats) at the
+            weights before the update; 0.0 for an empty batch.
+        """
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Softmax probabilities [N, K] of one batch of model inputs, with the current weights."""
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The model's current weights in the neutral layout (float32 copies)."""
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Load neutral-layout weights into the model (optimizer state is untouched)."""
+
+
+class WeightEma:
+    """Exponential moving average of the weights, kept in numpy (framework-neutral).
+
+    Starts at the initial weights; after step t, ``ema <- d_t * ema + (1 - d_t) * w_t`` with
+    ``d_t = ema_decay_at(t, decay)``. Kept in float64 so that long averages do not drift.
+    """
+
+    def __init__(self, initial: Mapping[str, np.ndarray], decay: float) -> None:
+        self.decay = float(decay)
+        self.average = {k: np.asarray(v, dtype=np.float64).copy() for k, v in initial.items()}
+
+    def update(self, weights: Mapping[str, np.ndarray], step: int) -> None:
+        """Fold in the weights after optimizer step ``step`` (1-based)."""
+        d = ema_decay_at(step, self.decay)
+        for key, avg in self.average.items():
+            avg *= d
+            avg += (1.0 - d) * np.asarray(weights[key], dtype=np.float64)
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """The averaged weights as float32 arrays."""
+        return {k: v.astype(np.float32) for k, v in self.average.items()}
+
+
+@contextmanager
+def evaluation_weights(engine: StepEngine, ema: WeightEma | None) -> Iterator[None]:
+    """Within the block the model holds the evaluation weights (the EMA, if any); the training
+    weights are restored afterwards."""
+    if ema is None:
+        yield
+        return
+    raw = engine.get_weights()
+    engine.set_weights(ema.weights())
+    try:
+        yield
+    finally:
+        engine.set_weights(raw)
+
+
+def ema_decay_at(step: int, decay: float) -> float:
+    """Decay of the EMA update after optimizer step ``step`` (1-based).
+
+    ``min(decay, (1 + step) / (10 + step))``: the warm-up of TensorFlow's
+    ``ExponentialMovingAverage(num_updates=step)``, so that early averages are not dominated by
+    the initial weights. Both backends use it (the decision is made here, not in a backend).
+    """
+    if step < 1:
+        raise ConfigError(f"EMA step={step} must be >= 1")
+    return float(min(decay, (1.0 + step) / (10.0 + step)))
+
+
+def epsilon_spent(plan: PrivacyPlan, steps: int) -> float | None:
+    """Epsilon of the first ``steps`` steps by the shared accountant.
+
+    RDP for Gaussian DP-SGD (as the plan's calibration), PLD for Laplace (RDP has no subsampled
+    Laplace bound); ``inf`` for a non-private run and ``None`` for local DP (stated by the LDP
+    layer) or before the first step.
+    """
+    if plan.mechanism == "none":
+        return math.inf
+    if plan.mechanism == "ldp" or steps < 1:
+        return None
+    event = dpsgd_event(plan.mechanism, plan.noise_multiplier, plan.batches.sampling_rate, steps)
+    if plan.mechanism == "dpsgd-laplace":
+        return epsilon_pld(event, plan.delta)
+    return epsilon_rdp(event, plan.delta)
+
+
+def model_inputs(x: np.ndarray, task: str) -> np.ndarray:
+    """What the models take: float32 images in [0, 1] (NHWC), or int token ids unchanged."""
+    return as_float01(x) if task == "image" else x
+
+
+def predict_in_batches(
+    predict: Callable[[np.ndarray], np.ndarray], x: np.ndarray, task: str = "image",
+    batch_size: int = PREDICT_BATCH_SIZE,
+) -> np.ndarray:
+    """``predict`` over ``x`` in batches, converting each batch with :func:`model_inputs`."""
+    if len(x) == 0:
+        raise ConfigError("cannot predict on an empty array of inputs")
+    parts = [predict(model_inputs(x[i:i + batch_size], task))
+             for i in range(0, len(x), batch_size)]
+    return np.concatenate(parts, axis=0)
+
+
+def test_loss_and_accuracy(proba: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+    """Mean cross-entropy (nats; probabilities floored at 1e-12) and top-1 accuracy."""
+    if not np.isfinite(proba).all():
+        return math.nan, math.nan
+    picked = np.clip(proba[np.arange(len(y)), y], 1e-12, 1.0)
+    return float(-np.mean(np.log(picked))), float(np.mean(np.argmax(proba, axis=1) == y))
+
+
+def peak_memory_mb() -> float:
+    """Peak resident set size of this process so far, in MiB (``ru_maxrss``; Linux: KiB).
+
+    Process-wide and monotone: it includes the framework runtime and data, and a later run in
+    the same process cannot report less than an earlier one.
+    """
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    scale = 1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0  # macOS reports bytes
+    return float(rss) / scale
+
+
+@dataclass
+class TrainingOutcome:
+    """What the loop produced; :mod:`dpcore.runrecord` turns it into a RunResult.
+
+    Attributes:
+        status: ``finished`` or ``diverged``.
+        history: one record per epoch (see :func:`run_training`).
+        steps_completed: optimizer steps taken.
+        examples_seen: training examples processed (sum of actual batch sizes).
+        epoch_seconds: wall-clock training seconds of each epoch (evaluation excluded).
+        eval_seconds: wall-clock seconds of each epoch's test evaluation.
+        total_seconds: wall-clock seconds of the whole loop.
+        test_proba: final test probabilities (evaluation weights), ``None`` if diverged.
+        weights: the final evaluation weights (EMA when enabled), neutral layout.
+        stopped_early: True if a callback stopped training.
+        diverged_at_step: the step whose loss was NaN/inf, if any.
+    """
+
+    status: str
+    history: list[dict[str, Any]]
+    steps_completed: int
+    examples_seen: int
+    epoch_seconds: list[float]
+    eval_seconds: list[float]
+    total_seconds: float
+    test_proba: np.ndarray | None
+    weights: dict[str, np.ndarray]
+    stopped_early: bool = False
+    diverged_at_step: int | None = None
+    peak_memory_mb: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def examples_per_second(self) -> float | None:
+        """Training throughput over the epochs' training time (evaluation excluded)."""
+        seconds = sum(self.epoch_seconds)
+        return self.examples_seen / seconds if seconds > 0 else None
+
+
+def _progress_enabled(progress: bool) -> bool:
+    return bool(progress) and sys.stderr.isatty()
+
+
+def run_training(
+    config: RunConfig, dataset: Dataset, perf: PerfSpec, plan: PrivacyPlan, engine: StepEngine,
+    *, progress: bool = True, callbacks: Sequence[EpochCallback] = (),
+) -> TrainingOutcome:
+    """Train ``engine``'s model for ``plan.batches.steps`` logical steps.
+
+    Batches are ``batches_for(plan.batches, config.privacy.sampling, config.seed)``; each is
+    split into chunks of at most ``perf.physical_batch_size`` examples. An epoch is
+    ``steps_per_epoch`` steps (the last one may be shorter). After each epoch the test set is
+    evaluated and one history record is appended:
+
+    ``{"epoch", "step", "loss" (mean train cross-entropy over the epoch's examples, nats),
+    "examples" (training examples seen in the epoch), "test_loss", "test_accuracy"
+    (fraction), "epsilon_spent" (shared accountant after ``step`` steps), "seconds" (training
+    time of the epoch), "eval_seconds"}``.
+
+    A NaN/inf training loss stops the run with status ``diverged`` (no exception).
+
+    Args:
+        config: the run's configuration (sampling, seed, EMA decay).
+        dataset: training and test arrays.
+        perf: physical chunk size.
+        plan: the resolved privacy plan (steps, q, noise multiplier, delta).
+        engine: the backend's step engine.
+        progress: show a tqdm bar per epoch (only when stderr is a terminal).
+        callbacks: called with each epoch's record; a True return stops training.
+    """
+    batches = plan.batches
+    task = dataset.task
+    x_train, y_train = dataset.x_train, dataset.y_train
+    ema_decay = config.train.ema_decay
+    n_epochs = math.ceil(batches.steps / batches.steps_per_epoch)
+    history: list[dict[str, Any]] = []
+    epoch_seconds: list[float] = []
+    eval_seconds: list[float] = []
+    status, diverged_at, stopped = "finished", None, False
+    examples_total = 0
+    loop_start = time.perf_counter()
+
+    ema = None if ema_decay is None else WeightEma(engine.get_weights(), ema_decay)
+    step = 0
+    last_proba: np.ndarray | None = None
+    batch_iter = batches_for(batches, config.privacy.sampling, config.seed)
+    for epoch in range(1, n_epochs + 1):
+        epoch_steps = min(batches.steps_per_epoch, batches.steps - step)
+        loss_sum, examples = 0.0, 0
+        bar = tqdm(total=epoch_steps, desc=f"epoch {epoch}/{n_epochs}", unit="step",
+                   disable=not _progress_enabled(progress), leave=True, file=sys.stderr,
+                   dynamic_ncols=True)
+        start = time.perf_counter()
+        for _ in range(epoch_steps):
+            indices = next(batch_iter)
+            chunks = [(model_inputs(x_train[part], task), y_train[part])
+                      for part in chunk_indices(indices, perf.physical_batch_size)
+                      if len(part)]
+            batch_loss = float(engine.train_step(chunks))
+            step += 1
+            if ema is not None:
+                ema.update(engine.get_weights(), step)
+            loss_sum += batch_loss
+            examples += len(indices)
+            bar.update(1)
+            if examples:
+                bar.set_postfix(loss=f"{loss_sum / examples:.4f}", refresh=False)
+            if not math.isfinite(batch_loss):
+                status, diverged_at = "diverged", step
+                break
+        seconds = time.perf_counter() - start
+        examples_total += examples
+        epoch_seconds.append(seconds)
+        record: dict[str, Any] = {
+            "epoch": epoch, "step": step,
+            "loss": loss_sum / examples if examples else math.nan,
+            "examples": examples, "seconds": seconds,
+            "epsilon_spent": epsilon_spent(plan, step),
+        }
+        if status == "diverged":
+            record.update(test_loss=math.nan, test_accuracy=math.nan, eval_seconds=0.0)
+            eval_seconds.append(0.0)
+        else:
+            eval_start = time.perf_counter()
+            with evaluation_weights(engine, ema):
+                last_proba = predict_in_batches(engine.predict_proba, dataset.x_test, task)
+            test_loss, test_acc = test_loss_and_accuracy(last_proba, dataset.y_test)
+            eval_seconds.append(time.perf_counter() - eval_start)
+            record.update(test_loss=test_loss, test_accuracy=test_acc,
+                          eval_seconds=eval_seconds[-1])
+            if not math.isfinite(test_loss):
+                status, diverged_at = "diverged", step
+        history.append(record)
+        eps = record["epsilon_spent"]
+        bar.set_postfix({  # a dict keeps this order (keyword arguments are sorted by tqdm)
+            "loss": f"{record['loss']:.4f}", "acc": f"{record['test_accuracy']:.4f}",
+            "eps": "n/a" if eps is None else f"{eps:.3g}"}, refresh=False)
+        bar.close()
+        if status == "diverged":
+            break
+        stop_requested = [bool(cb(dict(record))) for cb in callbacks]
+        if any(stop_requested):
+            stopped = step < batches.steps
+            break
+
+    if ema is not None:
+        engine.set_weights(ema.weights())  # the model keeps its evaluation weights
+    weights = engine.get_weights()
+    # The last epoch's evaluation used the final evaluation weights: its probabilities are the
+    # final ones.
+    test_proba = last_proba if status == "finished" else None
+    return TrainingOutcome(
+        status=status, history=history, steps_completed=step, examples_seen=examples_total,
+        epoch_seconds=epoch_seconds, eval_seconds=eval_seconds,
+        total_seconds=time.perf_counter() - loop_start, test_proba=test_proba,
+        weights=weights, stopped_early=stopped, diverged_at_step=diverged_at,
+        peak_memory_mb=peak_memory_mb(),
+    )
+
+
+def noise_seed(seed: int) -> int:
+    """Seed of a backend's noise generator, derived from the run seed (a stream of its own,
+    independent of the batch sampler's and the weight initialiser's)."""
+    return int(np.random.SeedSequence([int(seed), 0x401CE]).generate_state(1)[0])

@@ -1,0 +1,90 @@
+"""`dpcompare train`: options -> RunConfig, and one short run per backend writing a valid
+RunResult and a checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from compare.cli.main import build_parser, main
+from compare.cli.train import build_config
+from dpcore.results import read_result
+from dpcore.trained import read_checkpoint
+
+# cnn4 needs >= 16x16 inputs; sklearn's digits are 8x8, so the runs resize them.
+DIGITS_ARGS = ["--dataset", "digits", "--model", "cnn4", "--batch-size", "64", "--lr", "0.1",
+               "--set", "data.image_size=16"]
+
+
+def parse(*args: str) -> argparse.Namespace:
+    return build_parser().parse_args(["train", "--backend", "torch", *args])
+
+
+def test_options_build_the_config(tmp_path: Path) -> None:
+    config = build_config(parse("--dataset", "digits", "--epochs", "2", "--batch-size", "32",
+                                "--noise-multiplier", "1.5", "--max-grad-norm", "0.5",
+                                "--seed", "4", "--set", "train.optimizer=adam",
+                                "--set", "privacy.delta=1e-6"))
+    assert config.data.name == "digits" and config.train.epochs == 2.0
+    assert config.privacy.mechanism == "dpsgd-gaussian"
+    assert config.privacy.noise_multiplier == 1.5 and config.privacy.max_grad_norm == 0.5
+    assert config.privacy.delta == 1e-6 and config.train.optimizer == "adam"
+    assert config.seed == 4
+
+    path = tmp_path / "run.yaml"
+    path.write_text("privacy: {mechanism: dpsgd-laplace, target_epsilon: 3}\n"
+                    "train: {epochs: null, steps: 7}\n")
+    from_file = build_config(parse("--config", str(path), "--noise-multiplier", "2"))
+    assert from_file.privacy.mechanism == "dpsgd-laplace"  # kept: noise flag fits Laplace too
+    assert from_file.privacy.noise_multiplier == 2.0 and from_file.privacy.target_epsilon is None
+    assert from_file.train.steps == 7
+    plain = build_config(parse("--config", str(path), "--mechanism", "none"))
+    assert plain.privacy.mechanism == "none" and plain.privacy.target_epsilon is None
+    target = build_config(parse("--epsilon", "2", "--steps", "10"))
+    assert target.privacy.target_epsilon == 2.0 and target.train.steps == 10
+
+
+def test_bad_value_is_one_line_and_exit_2(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--backend", "tf", "--dataset", "digits", "--batch-size", "0",
+                 "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "batch_size" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_train_writes_result_and_checkpoint(backend: str, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--backend", backend, *DIGITS_ARGS, "--epochs", "1",
+                 "--noise-multiplier", "1.0", "--out", str(tmp_path)])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    runs = list((tmp_path / "runs").glob(f"*-{backend}"))
+    assert len(runs) == 1
+    result = read_result(runs[0] / "result.json")
+    assert result is not None and result.status == "finished" and result.backend == backend
+    assert result.privacy["mechanism"] == "dpsgd-gaussian"
+    assert result.privacy["noise_multiplier"] == 1.0
+    assert len(result.history) == 1 and result.history[0]["epsilon_spent"] > 0
+    assert result.privacy["library_epsilon"]
+    weights, meta = read_checkpoint(runs[0] / "checkpoint.npz")
+    assert meta["backend"] == backend and "conv1.kernel" in weights
+    assert tmp_path / result.checkpoint == runs[0] / "checkpoint.npz"
+    # stderr is not a terminal here: no bar, one line per epoch instead
+    assert "epoch 1/1" in captured.err and "loss" in captured.err and "eps" in captured.err
+    assert "status" in captured.out and "result" in captured.out
+
+
+def test_target_epsilon_is_calibrated_and_quiet_prints_nothing_on_stderr(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--backend", "torch", *DIGITS_ARGS, "--steps", "3", "--epsilon", "2",
+                 "--out", str(tmp_path), "--quiet", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "epoch" not in captured.err
+    result = json.loads(captured.out)
+    assert result["privacy"]["calibrated"] is True
+    assert result["privacy"]["epsilon_rdp"] == pytest.approx(2.0, rel=1e-3)

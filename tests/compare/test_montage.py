@@ -1,0 +1,80 @@
+"""The saliency montage: a PNG of plausible size, and clear errors on mismatched inputs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from compare.montage import DPI, TILE_INCHES, saliency_montage
+from dpcore.errors import ConfigError
+
+N, H, W = 3, 16, 16
+CLASSES = ["normal", "pneumonia"]
+
+
+def _columns(backends: tuple[str, ...] = ("tf", "torch"),
+             titles: tuple[str, ...] = ("eps=1", "eps=inf")) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(0)
+    return [
+        {"title": title, "backend": backend, "maps": rng.uniform(size=(N, H, W)),
+         "pred_class": rng.integers(0, len(CLASSES), N), "confidence": rng.uniform(size=N)}
+        for backend in backends for title in titles
+    ]
+
+
+def _images(channels: int = 1) -> np.ndarray:
+    return np.random.default_rng(1).uniform(size=(N, H, W, channels))
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_writes_a_png_of_plausible_size(tmp_path: Path, channels: int) -> None:
+    path = saliency_montage(tmp_path / "sub" / "montage.png", _images(channels), _columns(),
+                            CLASSES, title="Grad-CAM, cnn4")
+    assert path == tmp_path / "sub" / "montage.png"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert path.stat().st_size > 10_000
+    with Image.open(path) as image:
+        width, height = image.size
+    # 2 panels x (input + 2 overlays) tiles across, N tiles down (plus titles)
+    assert width == pytest.approx(6 * TILE_INCHES * DPI, rel=0.05)
+    assert N * TILE_INCHES * DPI <= height <= (N * TILE_INCHES + 1.5) * DPI
+    assert [p.name for p in path.parent.iterdir()] == ["montage.png"]  # no temp file left
+
+
+def test_one_backend_and_uneven_blocks(tmp_path: Path) -> None:
+    columns = _columns(("torch",), ("eps=0.5", "eps=1", "eps=inf")) + _columns(("tf",), ("x",))
+    path = saliency_montage(tmp_path / "m.png", _images(), columns, CLASSES)
+    with Image.open(path) as image:
+        assert image.size[0] == pytest.approx(6 * TILE_INCHES * DPI, rel=0.05)
+
+
+def _broken(key: str, value: object) -> list[dict[str, Any]]:
+    columns = _columns()
+    columns[1][key] = value
+    return columns
+
+
+@pytest.mark.parametrize(("columns", "match"), [
+    (_broken("maps", np.zeros((N, H, W - 1))), r"column 1 .*maps have shape \(3, 16, 15\)"),
+    (_broken("maps", np.zeros((N - 1, H, W))), r"column 1 .*need \(3, 16, 16\)"),
+    (_broken("pred_class", np.array([0, 1])), "pred_class has shape"),
+    (_broken("pred_class", np.array([0, 1, 2])), r"outside 0..1"),
+    (_broken("confidence", np.array([0.5, 1.5, 0.1])), r"confidence .* in \[0, 1\]"),
+    ([{"title": "a", "backend": "tf"}], "lacks maps, pred_class, confidence"),
+    ([], "columns is empty"),
+])
+def test_mismatched_inputs_raise_config_error(tmp_path: Path, columns: list, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        saliency_montage(tmp_path / "m.png", _images(), columns, CLASSES)
+    assert not (tmp_path / "m.png").exists()
+
+
+def test_bad_images_and_class_names(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"images have shape \(3, 16, 16\)"):
+        saliency_montage(tmp_path / "m.png", _images()[..., 0], _columns(), CLASSES)
+    with pytest.raises(ConfigError, match="class_names is empty"):
+        saliency_montage(tmp_path / "m.png", _images(), _columns(), [])

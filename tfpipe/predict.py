@@ -1,0 +1,54 @@
+"""Class probabilities of a Keras model of the zoo, batched (the backend contract)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from dpcore.trained import TrainedModel
+from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches
+
+#: Attribute under which a model keeps its compiled probability function (tied to the model's
+#: lifetime; a cache keyed by model would keep every model alive through the closure).
+_ATTRIBUTE = "_dpcompare_probability_function"
+
+
+def probability_function(model: tf.keras.Model) -> Callable[[np.ndarray], np.ndarray]:
+    """A compiled ``x -> softmax(model(x))`` for one batch of model inputs (cached per model).
+
+    Inputs are NHWC float32 images (or int32 token ids); the output is float32 [n, K].
+    """
+    cached = getattr(model, _ATTRIBUTE, None)
+    if cached is not None:
+        return cached
+    spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+
+    @tf.function(input_signature=[spec])
+    def proba(x: tf.Tensor) -> tf.Tensor:
+        return tf.nn.softmax(model(x, training=False), axis=-1)
+
+    dtype = model.inputs[0].dtype.as_numpy_dtype
+
+    def call(x: np.ndarray) -> np.ndarray:
+        return proba(tf.constant(np.asarray(x, dtype))).numpy()
+
+    object.__setattr__(model, _ATTRIBUTE, call)  # bypass Keras's attribute tracking
+    return call
+
+
+def predict_proba(model: TrainedModel | tf.keras.Model | Any, x: np.ndarray,
+                  batch_size: int = PREDICT_BATCH_SIZE) -> np.ndarray:
+    """Softmax probabilities [N, K] (float32) of ``x``, in batches of ``batch_size``.
+
+    Args:
+        model: a :class:`~dpcore.trained.TrainedModel` of this backend or a Keras model of the
+            zoo (outputs logits).
+        x: NHWC images (``uint8`` 0..255 or float32 in [0, 1]) or ``[N, L]`` token ids.
+        batch_size: examples per forward pass (memory only).
+    """
+    keras_model = model.model if isinstance(model, TrainedModel) else model
+    task = "text" if keras_model.inputs[0].dtype.is_integer else "image"
+    return predict_in_batches(probability_function(keras_model), x, task, batch_size)

@@ -1,0 +1,160 @@
+"""Train one model with Keras + TensorFlow Privacy, running the bench's DP-SGD exactly.
+
+The loop, batches, EMA, history and RunResult are shared (:mod:`dpcore.pipeline`,
+:mod:`dpcore.trainloop`); this module supplies the TF step engine: per-example gradients of
+each physical chunk (``tf.vectorized_map``), clipped and summed by a TF Privacy DP query,
+noised once per logical batch and divided by the expected batch size by a TF Privacy DP
+optimizer subclass (:mod:`tfpipe.dp`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+from dpcore.accounting import PrivacyPlan
+from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.errors import ConfigError
+from dpcore.pipeline import fit
+from dpcore.trained import TrainedModel, load_trained
+from dpcore.trained import save_checkpoint as _save_checkpoint
+from dpcore.trainloop import Chunk, EpochCallback, StepMechanism, noise_seed
+from tfpipe import dp
+from tfpipe.accounting import tf_privacy_epsilon
+from tfpipe.models import build_model, get_weights, set_weights
+from tfpipe.predict import probability_function
+
+BACKEND = "tf"
+
+
+def configure_tensorflow(seed: int, perf: PerfSpec) -> None:
+    """Seed Python, numpy and TF; switch deterministic kernels and set the thread count.
+
+    Op determinism and the thread settings are process-wide; the thread count can only be set
+    before TensorFlow starts its runtime (later requests are ignored).
+
+    Raises:
+        ConfigError: ``perf.xla`` with ``perf.deterministic``: XLA has no deterministic
+            max-pool gradient, so TF refuses to compile the step.
+    """
+    if perf.xla and perf.deterministic:
+        raise ConfigError(
+            "perf.xla=True needs perf.deterministic=False: XLA has no deterministic MaxPool "
+            "gradient, so TensorFlow cannot compile the DP step deterministically"
+        )
+    tf.keras.utils.set_random_seed(seed)
+    if perf.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    else:
+        from tensorflow.python.framework import config as tf_config  # no public "disable"
+
+        tf_config.disable_op_determinism()
+    if perf.threads is not None:
+        with contextlib.suppress(RuntimeError):  # runtime already initialised
+            tf.config.threading.set_intra_op_parallelism_threads(perf.threads)
+            tf.config.threading.set_inter_op_parallelism_threads(perf.threads)
+
+
+class TfStepEngine:
+    """One logical DP-SGD step on a Keras model (see :class:`dpcore.trainloop.StepEngine`)."""
+
+    def __init__(self, model: tf.keras.Model, config: RunConfig, mechanism: StepMechanism,
+                 perf: PerfSpec) -> None:
+        self.model = model
+        self.mechanism = mechanism
+        self.variables = list(model.trainable_variables)
+        self.query = dp.make_query(mechanism, noise_seed(config.seed))
+        self.optimizer = dp.make_optimizer(config.train, self.query)
+        x_dtype = model.inputs[0].dtype
+        x_spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], x_dtype)
+        y_spec = tf.TensorSpec([None], tf.int64)
+        state_spec = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables]
+        self._x_dtype = x_dtype.as_numpy_dtype
+        self._accumulate = tf.function(self._accumulate_chunk, jit_compile=perf.xla,
+                                       input_signature=[x_spec, y_spec, state_spec])
+        self._apply = tf.function(self._apply_update, input_signature=[state_spec])
+        self._predict = probability_function(model)
+
+    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
+                          ) -> tuple[list[tf.Tensor], tf.Tensor]:
+        if self.query.per_example:
+            losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
+        else:
+            losses, records = dp.summed_gradient(self.model, self.variables, x, y)
+        return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses)
+
+    def _apply_update(self, state: list[tf.Tensor]) -> None:
+        grads = self.optimizer.noised_mean(state, self.mechanism.expected_batch_size)
+        self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
+
+    def train_step(self, chunks: Sequence[Chunk]) -> float:
+        """Accumulate the chunks' clipped gradients, then noise once, divide by B and step."""
+        state = self.optimizer.initial_sample_state(self.variables)
+        loss = 0.0
+        for x, y in chunks:
+            state, chunk_loss = self._accumulate(
+                tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state)
+            loss += float(chunk_loss)
+        self._apply(state)
+        return loss
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Softmax probabilities of one batch of model inputs."""
+        return self._predict(np.asarray(x, self._x_dtype))
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Current weights, neutral layout."""
+        return get_weights(self.model)
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        """Load neutral-layout weights."""
+        set_weights(self.model, weights)
+
+
+def library_epsilon(plan: PrivacyPlan) -> dict[str, float | None]:
+    """TF Privacy's own epsilon for the planned steps (``compute_dp_sgd_privacy``)."""
+    return {"tf_privacy": tf_privacy_epsilon(plan.batches.sampling_rate, plan.noise_multiplier,
+                                             plan.batches.steps, plan.delta)}
+
+
+def train(
+    config: RunConfig, dataset: Dataset, perf: PerfSpec | None = None, *,
+    initial_weights: Mapping[str, np.ndarray] | None = None, progress: bool = True,
+    callbacks: Sequence[EpochCallback] = (),
+) -> TrainedModel:
+    """Train ``config.model`` on ``dataset`` with DP-SGD as configured (TF Privacy backend).
+
+    The arguments and the result follow the backend contract of :mod:`dpcore.pipeline`
+    (``initial_weights`` default: the seeded neutral initialisation of ``config.seed``, the
+    same arrays as the torch backend's). ``perf.xla`` compiles the chunk step with XLA.
+    """
+    perf = perf or PerfSpec()
+    configure_tensorflow(config.seed, perf)
+    model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=config.seed,
+                        vocab_size=dataset.vocabulary_size)
+    if initial_weights is not None:
+        set_weights(model, initial_weights)
+    details = {"per_example_gradients": "tf.vectorized_map per chunk",
+               "dp_query": "tensorflow_privacy SumAggregationDPQuery subclass",
+               "engine_used": "reference"}  # no faster TF path exists yet: "fast" runs it too
+    return fit(
+        config, dataset, perf, backend=BACKEND, model=model,
+        make_engine=lambda plan, mechanism: TfStepEngine(model, config, mechanism, perf),
+        library_epsilon=library_epsilon, progress=progress, callbacks=callbacks,
+        perf_details=details,
+    )
+
+
+def save_checkpoint(trained: TrainedModel, path: str | Path) -> Path:
+    """Write the evaluation weights + metadata as one framework-neutral ``.npz``."""
+    return _save_checkpoint(trained, path)
+
+
+def load_checkpoint(path: str | Path) -> TrainedModel:
+    """A Keras model rebuilt from a checkpoint written by either backend."""
+    return load_trained(path, BACKEND, build_model, set_weights)

@@ -1,0 +1,159 @@
+"""DP-SGD on Opacus's machinery: GradSampleModule + DPOptimizer, noise once per logical batch.
+
+* Per-example gradients: Opacus :class:`~opacus.GradSampleModule` (``loss_reduction="sum"``,
+  so ``grad_sample`` holds each example's own gradient, unscaled).
+* Clipping, summation, noise: Opacus :class:`~opacus.optimizers.DPOptimizer`. It is built with
+  ``loss_reduction="mean"`` and ``expected_batch_size=B`` because that is the setting in which
+  Opacus divides the noised sum by B (with ``"sum"`` it ignores ``expected_batch_size`` and
+  does not divide at all); the per-sample gradients are still the unscaled ones above.
+* Physical chunks: ``optimizer.signal_skip_step(True)`` before every chunk's ``step()`` but
+  the last, as Opacus's ``BatchMemoryManager`` does: skipped steps only clip and accumulate
+  into ``summed_grad``; the last one adds the noise once, divides by B and steps.
+* Laplace DP-SGD: :class:`LaplaceDPOptimizer` overrides the two extension points,
+  ``clip_and_accumulate`` (flat L1 per-example norm) and ``add_noise`` (Laplace noise).
+
+Noise comes from a seeded ``torch.Generator``.
+
+Fix of an Opacus 1.6 bug (registered at import through Opacus's own extension point,
+``register_grad_sampler``): its convolution grad sampler unfolds the layer input with
+``as_strided`` assuming contiguous NCHW memory. After a 1-channel convolution, PyTorch's CPU
+kernels return channels-last tensors, so the next convolution's per-sample gradients came out
+wrong (cnn4's conv2: relative error ~1, while the summed gradient was right).
+:func:`contiguous_conv_grad_sample` makes the activations contiguous and calls Opacus's sampler.
+
+Clip factor: Opacus scales an example by ``min(1, C / (norm + 1e-6))``, TF Privacy by
+``min(1, C / norm)``; the two differ by a relative 1e-6 / norm for clipped examples only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from opacus.grad_sample.conv import compute_conv_grad_sample
+from opacus.grad_sample.utils import register_grad_sampler
+from opacus.optimizers import DPOptimizer
+from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processed
+
+from dpcore.config import TrainSpec
+from dpcore.errors import ConfigError
+from dpcore.trainloop import StepMechanism
+
+#: Adam settings shared with the TF backend (Keras' defaults).
+ADAM_EPSILON = 1e-7
+ADAM_BETAS = (0.9, 0.999)
+
+#: Opacus's clip-factor stabiliser (``max_grad_norm / (norm + 1e-6)`` in DPOptimizer).
+OPACUS_NORM_EPS = 1e-6
+
+
+@register_grad_sampler([torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d])
+def contiguous_conv_grad_sample(
+    layer: torch.nn.Module, activations: list[torch.Tensor], backprops: torch.Tensor,
+) -> dict[torch.nn.Parameter, torch.Tensor]:
+    """Opacus's ``compute_conv_grad_sample`` on contiguous activations (see the module doc)."""
+    return compute_conv_grad_sample(layer, [a.contiguous() for a in activations], backprops)
+
+
+def laplace_noise(scale: float, reference: torch.Tensor,
+                  generator: torch.Generator | None) -> torch.Tensor:
+    """Laplace(0, scale) noise shaped like ``reference``, as scale * (E1 - E2), E_i ~ Exp(1).
+
+    Hand-written because ``torch.distributions.Laplace`` cannot take a ``torch.Generator``.
+    """
+    if scale == 0:
+        return torch.zeros_like(reference)
+    e1 = torch.empty_like(reference).exponential_(1.0, generator=generator)
+    e2 = torch.empty_like(reference).exponential_(1.0, generator=generator)
+    return scale * (e1 - e2)
+
+
+class LaplaceDPOptimizer(DPOptimizer):
+    """Opacus DPOptimizer with per-example L1 clipping and Laplace noise (Laplace DP-SGD).
+
+    ``max_grad_norm`` is the L1 bound C of each example's flat gradient, and
+    ``noise_multiplier * max_grad_norm`` the Laplace scale per coordinate.
+    """
+
+    def clip_and_accumulate(self) -> None:
+        """Scale each example's gradient to L1 norm <= C and add it to ``summed_grad``."""
+        grad_samples = self.grad_samples
+        if len(grad_samples[0]) == 0:
+            factor = torch.zeros((0,), device=grad_samples[0].device)
+        else:
+            norms = torch.stack(
+                [g.reshape(len(g), -1).abs().sum(dim=-1) for g in grad_samples], dim=1
+            ).sum(dim=1)
+            factor = (self.max_grad_norm / (norms + OPACUS_NORM_EPS)).clamp(max=1.0)
+        for p in self.params:
+            _check_processed_flag(p.grad_sample)
+            grad_sample = self._get_flat_grad_sample(p).to(p.dtype)
+            grad = torch.einsum("i,i...", factor.to(grad_sample.device, p.dtype), grad_sample)
+            p.summed_grad = grad if p.summed_grad is None else p.summed_grad + grad
+            _mark_as_processed(p.grad_sample)
+
+    def add_noise(self) -> None:
+        """``grad = summed_grad + Laplace(0, noise_multiplier * max_grad_norm)``."""
+        scale = self.noise_multiplier * self.max_grad_norm
+        for p in self.params:
+            _check_processed_flag(p.summed_grad)
+            noise = laplace_noise(scale, p.summed_grad, self.generator)
+            p.grad = (p.summed_grad + noise).view_as(p)
+            _mark_as_processed(p.summed_grad)
+
+
+class KerasAdam(torch.optim.Adam):
+    """``torch.optim.Adam`` with Keras's placement of epsilon, so both backends run one rule.
+
+    Keras (legacy and new) updates ``w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) +
+    eps)``; torch adds eps to the bias-corrected ``sqrt(v) / sqrt(1 - b2^t)``. Setting torch's
+    eps to ``eps / sqrt(1 - b2^t)`` before step t makes the two formulas identical (without it
+    they differ wherever a gradient coordinate is not far above eps). Hand-written: torch has
+    no option for this convention.
+    """
+
+    def __init__(self, params: Iterable[torch.nn.Parameter], lr: float,
+                 betas: tuple[float, float] = ADAM_BETAS, eps: float = ADAM_EPSILON) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps)
+        for group in self.param_groups:
+            group["keras_eps"] = eps
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        """One Adam step with the Keras epsilon of this step number."""
+        for group in self.param_groups:
+            done = [int(self.state[p]["step"]) for p in group["params"]
+                    if "step" in self.state.get(p, {})]
+            t = 1 + (max(done) if done else 0)
+            group["eps"] = group["keras_eps"] / math.sqrt(1.0 - group["betas"][1] ** t)
+        return super().step(closure)
+
+
+def make_base_optimizer(train: TrainSpec, params: Iterable[torch.nn.Parameter]
+                        ) -> torch.optim.Optimizer:
+    """``torch.optim.SGD`` (with momentum) or ``Adam`` as ``train`` says."""
+    if train.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=train.lr, momentum=train.momentum)
+    if train.optimizer == "adam":
+        return KerasAdam(params, lr=train.lr, betas=ADAM_BETAS, eps=ADAM_EPSILON)
+    raise ConfigError(f"train.optimizer={train.optimizer!r} is not known; valid: sgd, adam")
+
+
+def make_dp_optimizer(base: torch.optim.Optimizer, mechanism: StepMechanism,
+                      generator: torch.Generator) -> DPOptimizer:
+    """The Opacus DP optimizer of ``mechanism`` around ``base`` (divides by B = expected)."""
+    if mechanism.clip_kind == "l2" and mechanism.noise_kind == "gaussian":
+        cls: type[DPOptimizer] = DPOptimizer
+    elif mechanism.clip_kind == "l1" and mechanism.noise_kind == "laplace":
+        cls = LaplaceDPOptimizer
+    else:
+        raise ConfigError(
+            f"clip {mechanism.clip_kind!r} with noise {mechanism.noise_kind!r} has no Opacus "
+            "optimizer; valid: l2 + gaussian, l1 + laplace"
+        )
+    return cls(base, noise_multiplier=mechanism.noise_multiplier,
+               max_grad_norm=mechanism.clip_norm,
+               expected_batch_size=mechanism.expected_batch_size,
+               loss_reduction="mean", generator=generator)

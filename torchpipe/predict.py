@@ -1,0 +1,52 @@
+"""Class probabilities of a torch model of the zoo, batched (the backend contract)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from dpcore.trained import TrainedModel
+from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches
+
+
+def is_text_model(model: nn.Module) -> bool:
+    """True for models that take ``[N, L]`` token ids (their neutral input shape is ``(L,)``)."""
+    return len(getattr(model, "input_shape", (0, 0, 0))) == 1
+
+
+def to_tensor(x: np.ndarray, text: bool) -> torch.Tensor:
+    """Model inputs as a torch tensor: NHWC float32 -> NCHW float32; token ids -> int64."""
+    if text:
+        return torch.from_numpy(np.asarray(x, dtype=np.int64))
+    images = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+    return images.permute(0, 3, 1, 2).contiguous()
+
+
+def probabilities(model: nn.Module, x: np.ndarray) -> np.ndarray:
+    """Softmax probabilities (float32 [n, K]) of one batch of model inputs (NHWC or ids)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            logits = model(to_tensor(x, is_text_model(model)))
+            return torch.softmax(logits, dim=-1).numpy()
+    finally:
+        model.train(was_training)
+
+
+def predict_proba(model: TrainedModel | nn.Module | Any, x: np.ndarray,
+                  batch_size: int = PREDICT_BATCH_SIZE) -> np.ndarray:
+    """Softmax probabilities [N, K] (float32) of ``x``, in batches of ``batch_size``.
+
+    Args:
+        model: a :class:`~dpcore.trained.TrainedModel` of this backend or a torch model of the
+            zoo (outputs logits; takes NCHW, the conversion from NHWC is done here).
+        x: NHWC images (``uint8`` 0..255 or float32 in [0, 1]) or ``[N, L]`` token ids.
+        batch_size: examples per forward pass (memory only).
+    """
+    module = model.model if isinstance(model, TrainedModel) else model
+    task = "text" if is_text_model(module) else "image"
+    return predict_in_batches(lambda xb: probabilities(module, xb), x, task, batch_size)
