@@ -111,3 +111,13 @@ def test_output_path_that_is_a_file_is_named(tmp_path: Path) -> None:
     blocker.write_text("x")
     with pytest.raises(DpCompareError, match="not writable"):
         ResultsStore(blocker).ensure_writable()
+
+
+def test_atomic_write_uses_ordinary_file_permissions(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "r.json"
+        atomic_write_json(path, {"a": 1})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o644
