@@ -289,7 +289,8 @@ def group_count(channels: int) -> int:
 def _too_small(arch: Architecture, layer: Layer, in_shape: Shape) -> ConfigError:
     return ConfigError(
         f"input_shape={tuple(arch.input_shape)} is too small for model {arch.name!r}: layer "
-        f"{layer.name!r} receives a map of shape {in_shape}; use a larger image size"
+        f"{layer.name!r} receives a map of shape {in_shape}; use a larger image size "
+        "(data.image_size, e.g. --set data.image_size=16)"
     )
 
 
