@@ -28,6 +28,7 @@ plus ``predict_proba(model, x)``, ``save_checkpoint(trained, path)`` and
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ from typing import Any
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
-from dpcore.results import utc_now
+from dpcore.results import json_safe, utc_now
 from dpcore.runrecord import build_run_result
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import (
@@ -66,7 +67,41 @@ def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Da
     from dpcore.ldp import build_mechanism, privatize_dataset
 
     mechanism = build_mechanism(config.data.ldp_mechanism, config.data.ldp_params)
-    return privatize_dataset(dataset, mechanism, config.seed, cache_dir(root) / "ldp")
+    noisy = privatize_dataset(dataset, mechanism, config.seed, cache_dir(root) / "ldp")
+    noisy.extra["ldp_summary"] = json.dumps(
+        ldp_summary(config, mechanism, dataset, noisy), sort_keys=True
+    )
+    return noisy
+
+
+def ldp_summary(config: RunConfig, mechanism: Any, clean: Dataset, noisy: Dataset
+                ) -> dict[str, Any]:
+    """Both epsilons of a local-DP run and how visible its images still are.
+
+    Returns ``epsilon_per_value`` (one pixel value), ``epsilon_per_image`` (a whole image: the
+    one that protects a patient's image), their deltas, ``psnr`` (dB) and ``ssim`` of the
+    privatised test images against the originals (seeded subset of at most 500).
+    """
+    from dpcore.data import as_float01
+    from dpcore.ldp.quality import image_quality
+
+    delta = config.privacy.resolved_delta(len(clean.x_train))
+    eps = mechanism.epsilons(clean.input_shape, delta)
+    quality = image_quality(as_float01(clean.x_test), noisy.x_test, max_images=500, seed=0)
+    per_m = eps.get("per_m_neighbourhood") or {}
+    return json_safe({
+        "mechanism": eps["mechanism"],
+        "params": eps["params"],
+        "epsilon_per_value": eps["per_value"]["epsilon"],
+        "delta_per_value": eps["per_value"]["delta"],
+        "epsilon_per_image": eps["per_image"]["epsilon"],
+        "delta_per_image": eps["per_image"]["delta"],
+        "epsilon_per_m_neighbourhood": per_m.get("epsilon"),
+        "protects": eps["protects"],
+        "psnr": quality["psnr_db"],
+        "ssim": quality["ssim"],
+        "quality_images": quality["n_images"],
+    })
 
 
 _PLANS: dict[tuple[str, int], PrivacyPlan] = {}

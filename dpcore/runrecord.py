@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -92,7 +93,10 @@ def build_run_result(
     """
     ldp = None
     if "ldp_mechanism" in dataset.extra:
-        ldp = {k: v for k, v in dataset.extra.items() if k.startswith(("ldp_", "source_"))}
+        ldp = {k: v for k, v in dataset.extra.items()
+               if k.startswith(("ldp_", "source_", "privatised_")) and k != "ldp_summary"}
+        if "ldp_summary" in dataset.extra:
+            ldp.update(json.loads(dataset.extra["ldp_summary"]))
     perf_record = asdict(perf)
     perf_record.update(perf_details or {})
     metrics = final_metrics(outcome, dataset)

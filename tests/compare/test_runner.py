@@ -117,3 +117,22 @@ def test_faithfulness_and_montage_on_both_backends(tmp_path: Path) -> None:
     text = report.read_text()
     assert "## Grad-CAM faithfulness" in text and "montages/digits-cnn4.png" in text
     assert (tmp_path / "rep" / "montages" / "digits-cnn4.png").is_file()
+
+
+def test_local_dp_cell_both_backends_train_on_the_same_privatised_arrays(tmp_path: Path) -> None:
+    grid = {**TINY,
+            "axes": {"privacy": [{"label": "ldp b=2", "privacy": {"mechanism": "ldp"},
+                                  "data": {"ldp_mechanism": "laplace",
+                                           "ldp_params": {"scale": 2.0}}}]}}
+    run_grid(expand_grid(grid), tmp_path, progress=False, log=lambda _m: None)
+    tf_run, torch_run = sorted(ResultsStore(tmp_path).list_runs(), key=lambda r: r.backend)
+    assert tf_run.status == torch_run.status == "finished"
+    assert tf_run.dataset["fingerprint"] == torch_run.dataset["fingerprint"]
+    ldp = tf_run.privacy["ldp"]
+    # Laplace scale b on values in [0, 1]: per value eps = 1/b; per 16x16x1 image eps = 256/b.
+    assert ldp["epsilon_per_value"] == pytest.approx(0.5)
+    assert ldp["epsilon_per_image"] == pytest.approx(128.0)
+    assert ldp["psnr"] < 20 and ldp["ssim"] < 0.5
+    assert ldp["privatised_fingerprint"] == torch_run.privacy["ldp"]["privatised_fingerprint"]
+    report = write_report(tmp_path, tmp_path / "rep", ReportContext(command="x")).read_text()
+    assert "## Local DP" in report and "protects a patient's image" in report
