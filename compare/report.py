@@ -85,6 +85,10 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "epsilon_opacus_prv": library.get("opacus_prv"),
             "epsilon_tf_privacy": library.get("tf_privacy"),
             "accuracy": r.metrics.get("accuracy"),
+            "accuracy_gap": (r.metrics.get("gaps") or {}).get("accuracy"),
+            "recall_gap": (r.metrics.get("gaps") or {}).get("recall"),
+            "auc_gap": (r.metrics.get("gaps") or {}).get("auc"),
+            "worst_group": (r.metrics.get("per_group") or {}).get("worst_group"),
             "auc": r.metrics.get("auc"),
             "loss": r.metrics.get("loss"),
             "epoch_seconds": _mean_epoch_seconds(r.timing),
@@ -113,7 +117,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
     for column in frame.columns:
         if column not in ("run_id", "config_hash", "backend", "status", "setting", "dataset",
                           "model", "mechanism", "data_fingerprint",
-                          "suspected_privacy_bug"):
+                          "suspected_privacy_bug", "worst_group"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return frame
 
@@ -138,7 +142,8 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
     finished = frame[frame["status"] == "finished"]
-    metrics = ["accuracy", "auc", "epsilon", "epsilon_rdp", "epsilon_pld",
+    metrics = ["accuracy", "auc", "accuracy_gap", "auc_gap", "epsilon", "epsilon_rdp",
+               "epsilon_pld",
                "noise_multiplier", "epoch_seconds", *FAITHFULNESS_KEYS]
     metrics = [m for m in metrics if m in finished and finished[m].notna().any()]
     grouped = finished.groupby(["setting", "backend"], sort=False)
@@ -367,6 +372,20 @@ def write_report(
         lines += ["## Per-class accuracy (recall)", ""]
         if _plot_per_class(per_class, out / "per_class.png"):
             lines += ["![per-class accuracy](per_class.png)", ""]
+
+    if frame["accuracy_gap"].notna().any():
+        lines += ["## Fairness: per-group gaps", "",
+                  "Gap = best minus worst group (groups: the data set's group labels when it has "
+                  "them, else the classes). Claims to check: DP at a good epsilon does not widen "
+                  "gaps; rare classes are the first lost.", ""]
+        if _plot_metric_vs_epsilon(frame, "accuracy_gap", out / "accuracy_gap_vs_epsilon.png",
+                                   "per-group accuracy gap (max - min)"):
+            lines += ["![accuracy gap vs epsilon](accuracy_gap_vs_epsilon.png)", ""]
+        gap_cols = ["setting", "backend", "seeds", "accuracy_gap_mean", "accuracy_gap_std",
+                    "auc_gap_mean"]
+        lines += [markdown_table(summary, gap_cols), ""]
+        worst = first_seed[["setting", "backend", "worst_group"]]
+        lines += ["Worst group by accuracy (first seed):", "", markdown_table(worst), ""]
 
     if frame["ldp_epsilon_per_image"].notna().any():
         lines += ["## Local DP", "",

@@ -74,7 +74,7 @@ class DatasetCache:
         return self._cache[key]
 
 
-def _faithfulness(
+def faithfulness_of(
     backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
 ) -> dict[str, Any] | None:
     """Grad-CAM faithfulness metrics on a fixed seeded test subset (image conv models only)."""
@@ -131,7 +131,7 @@ def run_one(
         trained = train.train(config, dataset, grid.perf, progress=progress)
         result: RunResult = trained.result
         if result.status == "finished" and grid.evaluation.get("faithfulness", True):
-            result.faithfulness = _faithfulness(
+            result.faithfulness = faithfulness_of(
                 backend, trained, dataset, int(grid.evaluation["faithfulness_subset"]),
                 seed=0,
             )

@@ -63,6 +63,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, help="framework intra-op threads")
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"results store folder (default ./{DEFAULT_OUT})")
+    parser.add_argument("--faithfulness-subset", type=int, default=500, metavar="N",
+                        help="Grad-CAM faithfulness metrics on a fixed seeded subset of N test "
+                        "images (image conv models; default 500; 0 skips them)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
     parser.set_defaults(func=run)
@@ -134,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
 
     config = build_config(args)
     perf = build_perf(args)
+    if args.faithfulness_subset < 0:
+        raise ConfigError(f"--faithfulness-subset={args.faithfulness_subset} is not valid; "
+                          "valid: an integer >= 0 (0 skips the metrics)")
     store = ResultsStore(args.out)
     store.ensure_writable()
     dataset = prepare_dataset(config, args.data_dir)
@@ -156,6 +162,11 @@ def run(args: argparse.Namespace) -> int:
     result = trained.result
     if result is None:  # pragma: no cover - train always attaches one
         raise ConfigError("the backend returned no RunResult")
+    if result.status == "finished" and args.faithfulness_subset > 0:
+        from compare.runner import faithfulness_of
+
+        result.faithfulness = faithfulness_of(args.backend, trained, dataset,
+                                              args.faithfulness_subset, seed=0)
     result.checkpoint = str(checkpoint.relative_to(store.root))  # as compare.runner stores it
     path = store.save(result)
     if args.json:

@@ -70,6 +70,9 @@ def test_train_writes_result_and_checkpoint(backend: str, tmp_path: Path,
     assert result.privacy["noise_multiplier"] == 1.0
     assert len(result.history) == 1 and result.history[0]["epsilon_spent"] > 0
     assert result.privacy["library_epsilon"]
+    # Grad-CAM faithfulness on the fixed seeded test subset (digits has 360 test images)
+    assert result.faithfulness is not None and result.faithfulness["n"] == 360
+    assert 0.0 <= result.faithfulness["average_drop"] <= 100.0
     weights, meta = read_checkpoint(runs[0] / "checkpoint.npz")
     assert meta["backend"] == backend and "conv1.kernel" in weights
     assert tmp_path / result.checkpoint == runs[0] / "checkpoint.npz"
