@@ -32,6 +32,9 @@ class ReportContext:
     description: str = ""
     notes: str = ""
     published: tuple[dict[str, Any], ...] = ()
+    #: When set, only these run ids are reported (``compare`` passes its grid's runs, so that
+    #: stale runs of an earlier version of the grid in the same folder are left out).
+    run_ids: frozenset[str] | None = None
 
 
 def _epsilon_of(result: RunResult) -> float:
@@ -274,6 +277,8 @@ def write_report(
     """
     store = ResultsStore(store_root)
     results = store.list_runs()
+    if context.run_ids is not None:
+        results = [r for r in results if r.run_id in context.run_ids]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frame = results_frame(results)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from compare.cli.common import add_data_dir_option, print_json
@@ -22,16 +23,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def command(args: argparse.Namespace) -> str:
+    """The command that reproduces this run (for the report's header)."""
+    parts = ["dpcompare bench", *(["--quick"] if args.quick else []),
+             *(["--json"] if args.json else []), f"--out {shlex.quote(str(args.out))}"]
+    if args.data_dir:
+        parts.append(f"--data-dir {shlex.quote(str(args.data_dir))}")
+    return " ".join(parts)
+
+
 def run(args: argparse.Namespace) -> int:
     from benchmarks.bench import run_benchmark
     from benchmarks.render import text_summary, write_report
-    from compare.report import command_line
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     results = run_benchmark(quick=args.quick, data_dir=args.data_dir, log=log)
-    path = write_report(results, args.out, command_line())
+    path = write_report(results, args.out, command(args))
     if args.json:
         print_json(results)
     else:

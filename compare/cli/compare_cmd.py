@@ -16,6 +16,7 @@ from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
 from compare.report import ReportContext, command_line, write_report
 from compare.runner import run_grid
 from dpcore.errors import ConfigError
+from dpcore.results import run_id
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -63,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
             command=command_line(), wall_seconds=time.perf_counter() - started,
             title=f"{grid.name}: TF Privacy vs Opacus", description=grid.description,
             notes=grid.notes, published=grid.published,
+            run_ids=frozenset(run_id(cell.config.config_hash, backend)
+                              for cell, backend in grid.runs()),
         )
         path = write_report(out, report_dir, context)
         log(f"report: {path}")

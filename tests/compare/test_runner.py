@@ -137,3 +137,12 @@ def test_local_dp_cell_both_backends_train_on_the_same_privatised_arrays(tmp_pat
     assert ldp["privatised_fingerprint"] == torch_run.privacy["ldp"]["privatised_fingerprint"]
     report = write_report(tmp_path, tmp_path / "rep", ReportContext(command="x")).read_text()
     assert "## Local DP" in report and "protects a patient's image" in report
+
+
+def test_report_can_be_limited_to_a_grids_runs(finished_store: Path, tmp_path: Path) -> None:
+    runs = ResultsStore(finished_store).list_runs()
+    keep = frozenset(r.run_id for r in runs if r.backend == "tf")
+    write_report(finished_store, tmp_path / "rep", ReportContext(command="x", run_ids=keep))
+    import pandas as pd
+
+    assert set(pd.read_csv(tmp_path / "rep" / "runs.csv")["run_id"]) == keep
