@@ -106,6 +106,29 @@ def _backends(raw: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(raw))
 
 
+def _evaluation(raw: Any) -> dict[str, Any]:
+    """The grid's evaluation options over the defaults, checked (names, types, ranges)."""
+    raw = raw or {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"grid 'evaluation' must be a mapping, got {raw!r}")
+    unknown = sorted(set(raw) - set(EVALUATION_DEFAULTS), key=str)
+    if unknown:
+        raise ConfigError(
+            f"unknown evaluation key(s) {', '.join(map(str, unknown))}; "
+            f"valid: {', '.join(EVALUATION_DEFAULTS)}"
+        )
+    out = {**EVALUATION_DEFAULTS, **raw}
+    for key, low in (("faithfulness_subset", 1), ("montage_images", 0)):
+        value = out[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ConfigError(
+                f"evaluation.{key}={value!r} is not valid; valid: an integer >= {low}")
+    for key in ("faithfulness", "audit"):
+        if not isinstance(out[key], bool):
+            raise ConfigError(f"evaluation.{key}={out[key]!r} is not valid; valid: true, false")
+    return out
+
+
 def expand_grid(
     raw: Mapping[str, Any], *, seeds: int | None = None, backends: Iterable[str] | None = None,
     overrides: Iterable[str] = (),
@@ -114,12 +137,17 @@ def expand_grid(
 
     ``overrides`` (``section.key=value``) apply to every cell after the axes.
     """
-    unknown = sorted(set(raw) - GRID_KEYS)
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"a grid must be a mapping, got {type(raw).__name__}")
+    unknown = sorted(set(raw) - GRID_KEYS, key=str)
     if unknown:
         raise ConfigError(
-            f"unknown grid key(s) {', '.join(unknown)}; valid: {', '.join(sorted(GRID_KEYS))}"
+            f"unknown grid key(s) {', '.join(map(str, unknown))}; "
+            f"valid: {', '.join(sorted(GRID_KEYS))}"
         )
     base = raw.get("base") or {}
+    if not isinstance(base, Mapping):
+        raise ConfigError(f"grid 'base' must be a mapping (a partial run config), got {base!r}")
     axes = raw.get("axes") or {}
     if not isinstance(axes, Mapping):
         raise ConfigError("grid 'axes' must map axis names to lists of settings")
@@ -150,12 +178,17 @@ def expand_grid(
             config = RunConfig.from_dict(with_seed).with_overrides(overrides)
             cells.append(GridCell(config=config, labels=labels))
     perf_raw = raw.get("perf") or {}
+    if not isinstance(perf_raw, Mapping):
+        raise ConfigError(f"grid 'perf' must be a mapping, got {perf_raw!r}")
     try:
-        perf = PerfSpec(**perf_raw)
+        perf = PerfSpec(**{str(k): v for k, v in perf_raw.items()})
     except TypeError as exc:
         raise ConfigError(f"grid 'perf': {exc}") from exc
-    evaluation = dict(EVALUATION_DEFAULTS)
-    evaluation.update(raw.get("evaluation") or {})
+    evaluation = _evaluation(raw.get("evaluation"))
+    published = raw.get("published") or ()
+    if not isinstance(published, list | tuple) or not all(
+            isinstance(p, Mapping) for p in published):
+        raise ConfigError(f"grid 'published' must be a list of mappings, got {published!r}")
     return Grid(
         name=str(raw.get("name", "grid")),
         description=str(raw.get("description", "")),
@@ -164,7 +197,7 @@ def expand_grid(
             "backends", list(BACKENDS))),
         perf=perf,
         evaluation=evaluation,
-        published=tuple(raw.get("published") or ()),
+        published=tuple(published),
         notes=str(raw.get("notes", "")),
     )
 

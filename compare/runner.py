@@ -9,7 +9,14 @@ For every (cell, backend) of a :class:`~compare.grid.Grid`:
   backend trains, faithfulness metrics of Grad-CAM are computed on a fixed seeded test subset,
   and the checkpoint then the RunResult are written atomically;
 * a diverged run (NaN loss) is recorded as such and the grid goes on; a run that fails with an
-  error is recorded as ``failed`` with the message, and the grid goes on.
+  error is recorded as ``failed`` with the message, and the grid goes on;
+* a stored result that does not read as a valid RunResult (e.g. truncated by a crash outside
+  the atomic write) counts as not finished: a warning names it and the run is redone;
+* Ctrl-C (KeyboardInterrupt) during a run stores an ``interrupted`` record for that run (not
+  final: the next invocation redoes it) and re-raises; finished runs are never touched. A run
+  killed outright (SIGKILL) has no record and is redone in the same way;
+* a DP-SGD model holding a layer the accountant cannot cover (BatchNorm) is refused with the
+  privacy reason (:func:`dpcore.privacy_checks.check_dp_model`), never stored as finished.
 
 After the grid, a saliency montage per (data set, model) group is drawn from the stored
 checkpoints (so it is complete after a resume too), and the report is written.
@@ -34,10 +41,19 @@ from compare.grid import Grid, GridCell
 from dpcore.config import RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import DpCompareError
-from dpcore.results import ResultsStore, RunResult, library_versions, run_id, utc_now
+from dpcore.results import (
+    RESULT_FILE,
+    ResultsStore,
+    RunResult,
+    library_versions,
+    run_id,
+    utc_now,
+)
 
 BACKEND_PACKAGES = {"tf": "tfpipe", "torch": "torchpipe"}
 CONV_MODELS = ("cnn4", "resnet18", "vgg11", "vgg16", "alexnet")
+#: Statuses of a stored run that is not redone (``ResultsStore.is_finished``).
+FINAL_STATUSES = ("finished", "diverged")
 
 
 @dataclass
@@ -99,11 +115,13 @@ def faithfulness_of(
 
 
 def _failed_result(config: RunConfig, backend: str, grid: Grid, cell: GridCell,
-                   dataset: Dataset | None, error: str, started: str) -> RunResult:
-    """A schema-valid record of a run that raised an error (so the grid can go on)."""
+                   dataset: Dataset | None, error: str, started: str,
+                   status: str = "failed") -> RunResult:
+    """A schema-valid record of a run that raised an error (so the grid can go on), or of one
+    that was interrupted (``status="interrupted"``)."""
     return RunResult(
         run_id=run_id(config.config_hash, backend), config=config.to_dict(),
-        config_hash=config.config_hash, backend=backend, seed=config.seed, status="failed",
+        config_hash=config.config_hash, backend=backend, seed=config.seed, status=status,
         versions=library_versions(),
         dataset={"name": config.data.name,
                  "fingerprint": dataset.fingerprint if dataset else "",
@@ -129,6 +147,10 @@ def run_one(
         dataset = datasets.get(config)
         train = backend_module(backend, "train")
         trained = train.train(config, dataset, grid.perf, progress=progress)
+        if config.privacy.is_dpsgd:
+            from dpcore.privacy_checks import check_dp_model
+
+            check_dp_model(trained.model, model_name=f"model {config.model.name!r}")
         result: RunResult = trained.result
         if result.status == "finished" and grid.evaluation.get("faithfulness", True):
             result.faithfulness = faithfulness_of(
@@ -142,7 +164,10 @@ def run_one(
         run_dir = store.run_dir(config.config_hash, backend)
         checkpoint = train.save_checkpoint(trained, run_dir / "checkpoint.npz")
         result.checkpoint = str(Path(checkpoint).relative_to(store.root))
-    except (KeyboardInterrupt, SystemExit):
+    except KeyboardInterrupt:
+        _store_interrupted(store, config, backend, grid, cell, dataset, started)
+        raise
+    except SystemExit:
         raise
     except DpCompareError as exc:
         log(f"  {backend} {cell.setting}: error: {exc}")
@@ -155,6 +180,18 @@ def run_one(
     result.grid = grid.name
     store.save(result)
     return result
+
+
+def _store_interrupted(store: ResultsStore, config: RunConfig, backend: str, grid: Grid,
+                      cell: GridCell, dataset: Dataset | None, started: str) -> None:
+    """Record that this run was interrupted (best effort: the write is atomic, and a second
+    Ctrl-C during it only loses this marker, never a finished result)."""
+    record = _failed_result(config, backend, grid, cell, dataset,
+                            "interrupted (KeyboardInterrupt); redone by the next invocation",
+                            started, status="interrupted")
+    record.labels = dict(cell.labels)
+    record.grid = grid.name
+    store.save(record)
 
 
 def run_grid(
@@ -174,10 +211,14 @@ def run_grid(
     bar = tqdm(total=len(runs), desc=f"{grid.name}: runs", unit="run", disable=not show)
     for cell, backend in runs:
         rid = run_id(cell.config.config_hash, backend)
-        if store.is_finished(cell.config.config_hash, backend):
+        stored = store.load(cell.config.config_hash, backend)  # unreadable: warns, gives None
+        if stored is not None and stored.status in FINAL_STATUSES:
             outcome.skipped.append(rid)
             bar.update(1)
             continue
+        if (store.run_dir(cell.config.config_hash, backend) / RESULT_FILE).is_file():
+            previous = "unreadable" if stored is None else stored.status
+            log(f"  {rid}: stored record is {previous}, not final; redoing the run")
         bar.set_postfix_str(f"{backend} {cell.setting} seed {cell.config.seed}")
         if not show:
             log(f"[{len(outcome.ran) + len(outcome.skipped) + 1}/{len(runs)}] {backend} "

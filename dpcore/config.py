@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from dpcore.errors import ConfigError
+from dpcore.errors import ConfigError, PrivacyConfigError, PrivacyWarning
 
 CONFIG_VERSION = 1
 
@@ -34,6 +35,83 @@ ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
 LDP_MECHANISM_NAMES = ("laplace", "gaussian", "dp_pix")
 ENGINES = ("reference", "fast")
 
+# -- settings refused for privacy reasons -----------------------------------------------------
+# None of these is an option of the bench; they are named here so that a user who asks for one
+# learns why it is refused (the reported epsilon would be false), not merely that it is unknown.
+
+_SAMPLER_REASON = (
+    "a weighted or class-balanced sampler makes an example's chance of joining a batch depend "
+    "on its data (its label or weight), while the accountant charges every example the same "
+    "sampling rate q = B/N; the reported epsilon would be false"
+)
+_NORMALISATION_REASON = (
+    "under Poisson sampling the noised gradient sum is divided by the expected batch size "
+    "B = qN, never by the actual batch size: the actual size depends on who is in the batch, so "
+    "dividing by it leaks membership and breaks the sensitivity the accountant assumes; this "
+    "normalisation is fixed, not an option"
+)
+_BATCHNORM_REASON = (
+    "the model's normalisation layers are fixed to GroupNorm, not an option: BatchNorm mixes "
+    "the examples of a batch, so one example's gradient depends on the others and "
+    "per-example clipping no longer bounds its influence; the reported epsilon would be false"
+)
+
+#: ``privacy.sampling`` values refused with the privacy reason (compared lower-case, ``-`` as
+#: ``_``). Any other unknown value is simply "not known".
+REFUSED_SAMPLING_MODES: dict[str, str] = {
+    name: _SAMPLER_REASON
+    for name in ("weighted", "weighted_random", "class_balanced", "balanced", "stratified",
+                 "importance", "oversample", "oversampling", "undersample", "undersampling")
+}
+
+#: Keys that do not exist because they would make the guarantee false: ``section.key`` (or a
+#: top-level key) -> the privacy reason given when a config names it.
+REFUSED_KEYS: dict[str, str] = {
+    **{f"{section}.{key}": _SAMPLER_REASON
+       for section in ("privacy", "train", "data")
+       for key in ("sampler", "weighted_sampler", "weighted_sampling", "sample_weights",
+                   "sampling_weights", "class_balanced", "balanced_sampling",
+                   "balance_classes")},
+    **{f"{section}.{key}": _NORMALISATION_REASON
+       for section in ("privacy", "train")
+       for key in ("normalization", "normalisation", "normalize", "normalise", "normalize_by",
+                   "normalise_by", "normalize_by_actual_batch", "normalise_by_actual_batch",
+                   "divide_by", "divide_by_actual_batch", "actual_batch_size",
+                   "noise_normalization", "noise_normalisation")},
+    **{f"model.{key}": _BATCHNORM_REASON
+       for key in ("batch_norm", "batchnorm", "batch_normalization", "batch_normalisation",
+                   "use_batch_norm", "norm", "normalization", "normalisation")},
+    **{key: _SAMPLER_REASON for key in ("sampler", "weighted_sampler", "sample_weights")},
+    **{key: _NORMALISATION_REASON for key in ("normalization", "normalisation", "normalize_by")},
+}
+
+
+def refused_key_error(dotted: str) -> PrivacyConfigError | None:
+    """The error for a config key refused for a privacy reason, or None if it is not one."""
+    reason = REFUSED_KEYS.get(dotted.lower().replace("-", "_"))
+    if reason is None:
+        return None
+    return PrivacyConfigError(f"{dotted} is refused: {reason}")
+
+
+def check_delta_below_one_over_n(delta: float, n_train: int, *, key: str = "privacy.delta"
+                                 ) -> bool:
+    """Warn (:class:`~dpcore.errors.PrivacyWarning`) if ``delta >= 1/N``; True if it warned.
+
+    A mechanism that publishes one randomly chosen example in the clear is (0, 1/N)-DP, so a
+    delta of 1/N or more allows that and the (epsilon, delta) pair promises little. The run is
+    not refused (the epsilon is computed correctly), only flagged.
+    """
+    if n_train >= 1 and delta * n_train >= 1.0:
+        warnings.warn(
+            f"{key}={delta:g} is not below 1/N = 1/{n_train} = {1.0 / n_train:.3g}: at such a "
+            "delta, releasing one random example in the clear is allowed, so the guarantee is "
+            "weak; use a delta well below 1/N (the default is 1/N rounded down to a power of "
+            "ten)", PrivacyWarning, stacklevel=1,
+        )
+        return True
+    return False
+
 
 def _check_range(
     key: str,
@@ -43,19 +121,37 @@ def _check_range(
     high: float | None = None,
     low_open: bool = False,
     high_open: bool = False,
+    finite: bool = False,
     valid: str,
 ) -> None:
-    """Raise ConfigError naming ``key`` if ``value`` lies outside the described interval."""
+    """Raise ConfigError naming ``key`` if ``value`` lies outside the described interval.
+
+    ``finite=True`` also refuses +-inf (e.g. an infinite noise multiplier, which no accountant
+    can evaluate and which turns every weight into inf).
+    """
     if value is None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ConfigError(f"{key}={value!r} is not a number; valid: {valid}")
+    if finite and math.isinf(value):
+        raise ConfigError(f"{key}={value!r} is not finite; valid: {valid}")
     bad = (
         (low is not None and (value <= low if low_open else value < low))
         or (high is not None and (value >= high if high_open else value > high))
     )
     if bad:
         raise ConfigError(f"{key}={value!r} is out of range; valid: {valid}")
+
+
+def _integer_field(spec: Any, attr: str, key: str, *, low: int, valid: str) -> None:
+    """Check that ``spec.attr`` is None or an integer >= ``low``; a whole float (``64.0``, as
+    JSON or ``1e3`` may give) is stored as the int. Raises ConfigError naming ``key``."""
+    value = getattr(spec, attr)
+    _check_range(key, value, low=low, finite=True, valid=valid)
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ConfigError(f"{key}={value!r} is not a whole number; valid: {valid}")
+        object.__setattr__(spec, attr, int(value))
 
 
 def _check_choice(key: str, value: Any, choices: Iterable[str]) -> None:
@@ -93,13 +189,17 @@ class DataSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"data.name={self.name!r} must be a non-empty data set name")
-        _check_range("data.image_size", self.image_size, low=1, valid="an integer >= 1 or null")
+        _integer_field(self, "image_size", "data.image_size", low=1,
+                       valid="an integer >= 1 or null")
+        _integer_field(self, "split_seed", "data.split_seed", low=0, valid="an integer >= 0")
         if self.channels not in (None, 1, 3):
             raise ConfigError(f"data.channels={self.channels!r} is not valid; valid: 1, 3, null")
         if self.ldp_mechanism is not None:
             _check_choice("data.ldp_mechanism", self.ldp_mechanism, LDP_MECHANISM_NAMES)
-        _check_range("data.train_limit", self.train_limit, low=1, valid="an integer >= 1 or null")
-        _check_range("data.test_limit", self.test_limit, low=1, valid="an integer >= 1 or null")
+        _integer_field(self, "train_limit", "data.train_limit", low=1,
+                       valid="an integer >= 1 or null")
+        _integer_field(self, "test_limit", "data.test_limit", low=1,
+                       valid="an integer >= 1 or null")
 
 
 @dataclass(frozen=True)
@@ -127,7 +227,11 @@ class ModelSpec:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"model.name={self.name!r} must be a non-empty model name")
         _check_choice("model.activation", self.activation, ACTIVATIONS)
-        _check_range("model.width", self.width, low=0, low_open=True, valid="a number > 0")
+        _check_range("model.width", self.width, low=0, low_open=True, finite=True,
+                     valid="a finite number > 0")
+        for key in ("tempered_scale", "tempered_inverse_temperature", "tempered_offset"):
+            _check_range(f"model.{key}", getattr(self, key), finite=True,
+                         valid="a finite number")
 
 
 @dataclass(frozen=True)
@@ -145,6 +249,12 @@ class PrivacySpec:
         delta: target delta in (0, 1); ``None`` means 1/N rounded down to a power of ten.
         sampling: ``poisson`` (each example joins each batch independently with probability q)
             or ``shuffle`` (shuffled fixed-size batches).
+
+    Not options, on purpose (a config naming them is refused with the privacy reason, see
+    :data:`REFUSED_KEYS` and :data:`REFUSED_SAMPLING_MODES`): a weighted or class-balanced
+    sampler; dividing the noised sum by the actual batch size (it is always divided by the
+    expected batch size B = qN); BatchNorm in the model. A delta not below 1/N is allowed but
+    warned about (:func:`check_delta_below_one_over_n`).
     """
 
     mechanism: str = "none"
@@ -156,16 +266,25 @@ class PrivacySpec:
 
     def __post_init__(self) -> None:
         _check_choice("privacy.mechanism", self.mechanism, PRIVACY_MECHANISMS)
+        if isinstance(self.sampling, str) and (
+                self.sampling.lower().replace("-", "_") in REFUSED_SAMPLING_MODES):
+            raise PrivacyConfigError(
+                f"privacy.sampling={self.sampling!r} is refused: "
+                f"{REFUSED_SAMPLING_MODES[self.sampling.lower().replace('-', '_')]}; "
+                f"valid: {', '.join(SAMPLING_MODES)}"
+            )
         _check_choice("privacy.sampling", self.sampling, SAMPLING_MODES)
         _check_range(
-            "privacy.noise_multiplier", self.noise_multiplier, low=0, valid="a number >= 0"
+            "privacy.noise_multiplier", self.noise_multiplier, low=0, finite=True,
+            valid="a finite number >= 0",
         )
         _check_range(
             "privacy.target_epsilon", self.target_epsilon, low=0, low_open=True,
             valid="a number > 0",
         )
         _check_range(
-            "privacy.max_grad_norm", self.max_grad_norm, low=0, low_open=True, valid="a number > 0"
+            "privacy.max_grad_norm", self.max_grad_norm, low=0, low_open=True, finite=True,
+            valid="a finite number > 0",
         )
         _check_range(
             "privacy.delta", self.delta, low=0, high=1, low_open=True, high_open=True,
@@ -197,8 +316,12 @@ class PrivacySpec:
         return self.mechanism in ("dpsgd-gaussian", "dpsgd-laplace")
 
     def resolved_delta(self, n_train: int) -> float:
-        """The delta used for accounting: the configured one, else 1/N rounded down to 10^-k."""
+        """The delta used for accounting: the configured one, else 1/N rounded down to 10^-k.
+
+        A configured delta not below 1/N is used but warned about (:class:`PrivacyWarning`).
+        """
         if self.delta is not None:
+            check_delta_below_one_over_n(self.delta, n_train)
             return self.delta
         return default_delta(n_train)
 
@@ -243,10 +366,12 @@ class TrainSpec:
                 f"exactly one of train.epochs and train.steps must be set "
                 f"(got epochs={self.epochs!r}, steps={self.steps!r})"
             )
-        _check_range("train.epochs", self.epochs, low=0, low_open=True, valid="a number > 0")
-        _check_range("train.steps", self.steps, low=1, valid="an integer >= 1")
-        _check_range("train.batch_size", self.batch_size, low=1, valid="an integer >= 1")
-        _check_range("train.lr", self.lr, low=0, low_open=True, valid="a number > 0")
+        _check_range("train.epochs", self.epochs, low=0, low_open=True, finite=True,
+                     valid="a finite number > 0")
+        _integer_field(self, "steps", "train.steps", low=1, valid="an integer >= 1")
+        _integer_field(self, "batch_size", "train.batch_size", low=1, valid="an integer >= 1")
+        _check_range("train.lr", self.lr, low=0, low_open=True, finite=True,
+                     valid="a finite number > 0")
         _check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
         _check_range(
             "train.momentum", self.momentum, low=0, high=1, high_open=True, valid="[0, 1)"
@@ -279,11 +404,9 @@ class PerfSpec:
 
     def __post_init__(self) -> None:
         _check_choice("perf.engine", self.engine, ENGINES)
-        _check_range("perf.threads", self.threads, low=1, valid="an integer >= 1 or null")
-        _check_range(
-            "perf.physical_batch_size", self.physical_batch_size, low=1,
-            valid="an integer >= 1 or null",
-        )
+        _integer_field(self, "threads", "perf.threads", low=1, valid="an integer >= 1 or null")
+        _integer_field(self, "physical_batch_size", "perf.physical_batch_size", low=1,
+                       valid="an integer >= 1 or null")
 
 
 _SECTIONS: dict[str, type] = {
@@ -339,10 +462,15 @@ class RunConfig:
         if version != CONFIG_VERSION:
             raise ConfigError(f"config version={version!r} is not known; valid: {CONFIG_VERSION}")
         allowed = set(_SECTIONS) | {"seed"}
-        unknown = sorted(set(raw) - allowed)
+        unknown = sorted(set(raw) - allowed, key=str)
+        for key in unknown:
+            refused = refused_key_error(str(key))
+            if refused is not None:
+                raise refused
         if unknown:
             raise ConfigError(
-                f"unknown config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(allowed))}"
+                f"unknown config key(s) {', '.join(map(str, unknown))}; "
+                f"valid: {', '.join(sorted(allowed))}"
             )
         kwargs: dict[str, Any] = {}
         for name, spec_cls in _SECTIONS.items():
@@ -350,10 +478,14 @@ class RunConfig:
             if not isinstance(section, Mapping):
                 raise ConfigError(f"config section {name!r} must be a mapping")
             valid_keys = {f.name for f in fields(spec_cls)}
-            bad = sorted(set(section) - valid_keys)
+            bad = sorted(set(section) - valid_keys, key=str)
+            for key in bad:
+                refused = refused_key_error(f"{name}.{key}")
+                if refused is not None:
+                    raise refused
             if bad:
                 raise ConfigError(
-                    f"unknown key(s) {', '.join(name + '.' + b for b in bad)}; "
+                    f"unknown key(s) {', '.join(f'{name}.{b}' for b in bad)}; "
                     f"valid in {name}: {', '.join(sorted(valid_keys))}"
                 )
             section = _coerce_numeric_strings(spec_cls, section)
@@ -395,7 +527,10 @@ def load_mapping_file(path: str | Path) -> dict[str, Any]:
     try:
         loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {path} is not valid YAML/JSON: {exc}") from exc
+        detail = " ".join(str(exc).split())  # PyYAML's message spans several lines
+        raise ConfigError(f"config file {path} is not valid YAML/JSON: {detail}") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read ({exc.strerror})") from exc
     if not isinstance(loaded, dict):
         raise ConfigError(f"config file {path} must contain a mapping at the top level")
     return loaded

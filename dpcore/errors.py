@@ -19,3 +19,18 @@ class DataError(DpCompareError):
 
 class PrivacyError(DpCompareError):
     """A setting that would make the reported privacy guarantee false."""
+
+
+class PrivacyConfigError(ConfigError, PrivacyError):
+    """A configuration value refused because it would make the reported epsilon false.
+
+    Both a :class:`ConfigError` (it is a bad config value) and a :class:`PrivacyError` (the
+    message states the privacy reason).
+    """
+
+
+class PrivacyWarning(UserWarning):
+    """A legal setting whose privacy guarantee is weak (e.g. a delta not below 1/N).
+
+    The CLI prints it as one line ``dpcompare CMD: warning: ...`` on stderr.
+    """

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from pathlib import Path
 from typing import Any
+
+from dpcore.errors import DpCompareError
 
 
 def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -31,3 +35,29 @@ def _finite(obj: Any) -> Any:
     if isinstance(obj, list | tuple):
         return [_finite(v) for v in obj]
     return obj
+
+
+def check_output_folder(path: str | Path, option: str) -> Path:
+    """Fail fast if ``path`` cannot become a writable folder; nothing is created.
+
+    Walks up to the nearest existing ancestor: it must be a folder we may write to (a regular
+    file on the way, e.g. ``--out somefile/sub``, fails with the file named).
+
+    Raises:
+        DpCompareError: naming the folder, the option and why.
+    """
+    target = Path(path).expanduser()
+    probe = target
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise DpCompareError(
+            f"{option} {target} is not writable: {probe} is a file, not a folder; "
+            f"choose a folder you can write to with {option}"
+        )
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        raise DpCompareError(
+            f"{option} {target} is not writable: no write permission on {probe}; "
+            f"choose a folder you can write to with {option}"
+        )
+    return target

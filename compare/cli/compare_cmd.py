@@ -8,10 +8,11 @@ and redoes any that were interrupted. At the end the report is written (see
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
-from compare.cli.common import add_data_dir_option
+from compare.cli.common import add_data_dir_option, check_output_folder
 from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
 from compare.report import ReportContext, command_line, write_report
 from compare.runner import run_grid
@@ -45,6 +46,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dpcore.data import resolve_data_root
+
     raw = load_preset(args.preset) if args.preset else load_grid_file(args.config)
     backends = None
     if args.backends is not None:
@@ -53,13 +56,17 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--backends={args.backends!r} is empty; valid: tf, torch, tf,torch")
     grid = expand_grid(raw, seeds=args.seeds, backends=backends, overrides=args.overrides)
     out = Path(args.out or Path("runs") / grid.name)
+    # Inputs shared by every run are checked before any training (exit 2, nothing written).
+    resolve_data_root(args.data_dir)  # a --data-dir / $DPCOMPARE_DATA_DIR that does not exist
+    report_dir = Path(args.report or Path("reports") / grid.name)
+    if not args.no_report:
+        check_output_folder(report_dir, "--report")
     log = (lambda _msg: None) if args.quiet else print
     started = time.perf_counter()
     outcome = run_grid(grid, out, data_dir=args.data_dir, progress=not args.quiet, log=log)
     log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
         f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged; results in {out}")
     if not args.no_report:
-        report_dir = Path(args.report or Path("reports") / grid.name)
         context = ReportContext(
             command=command_line(), wall_seconds=time.perf_counter() - started,
             title=f"{grid.name}: TF Privacy vs Opacus", description=grid.description,
@@ -69,4 +76,18 @@ def run(args: argparse.Namespace) -> int:
         )
         path = write_report(out, report_dir, context)
         log(f"report: {path}")
-    return 1 if outcome.failed else 0
+    if outcome.failed:
+        _report_failures(out, outcome.failed)
+        return 1
+    return 0
+
+
+def _report_failures(out: Path, failed: list[str]) -> None:
+    """One line on stderr (even with --quiet): how many runs failed and the first reason."""
+    from dpcore.results import RESULT_FILE, read_result
+
+    first = read_result(out / "runs" / failed[0] / RESULT_FILE)
+    reason = first.error if first is not None and first.error else "see its result.json"
+    print(f"dpcompare compare: error: {len(failed)} run(s) failed and were recorded as "
+          f"'failed' in {out} (first, {failed[0]}: {' '.join(reason.split())}); finished runs "
+          "are kept, re-running the command retries only the failed ones", file=sys.stderr)

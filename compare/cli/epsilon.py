@@ -18,7 +18,7 @@ from dpcore.accounting import (
     epsilon_pld,
     epsilon_rdp,
 )
-from dpcore.config import default_delta
+from dpcore.config import check_delta_below_one_over_n, default_delta
 from dpcore.errors import ConfigError
 
 MECHANISMS = {"gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace"}
@@ -66,13 +66,15 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     delta = args.delta if args.delta is not None else default_delta(args.n)
     if not 0 < delta < 1:
         raise ConfigError(f"--delta={delta!r} is not valid; valid: (0, 1)")
+    check_delta_below_one_over_n(delta, args.n, key="--delta")
     if args.steps is not None:
         if args.steps < 1:
             raise ConfigError(f"--steps={args.steps} is not valid; valid: an integer >= 1")
         steps = args.steps
     else:
-        if not args.epochs > 0:
-            raise ConfigError(f"--epochs={args.epochs!r} is not valid; valid: a number > 0")
+        if not 0 < args.epochs < math.inf:
+            raise ConfigError(
+                f"--epochs={args.epochs!r} is not valid; valid: a finite number > 0")
         steps = max(1, math.ceil(args.epochs * max(1, round(1.0 / q)) - 1e-9))
     mechanism = MECHANISMS[args.mechanism]
     if args.target_epsilon is not None:
@@ -82,9 +84,10 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
             )
         noise = calibrate_noise_multiplier(mechanism, args.target_epsilon, delta, q, steps)
     else:
-        if not args.noise_multiplier >= 0:
+        if not 0 <= args.noise_multiplier < math.inf:  # inf: no accountant terminates
             raise ConfigError(
-                f"--noise-multiplier={args.noise_multiplier!r} is not valid; valid: >= 0"
+                f"--noise-multiplier={args.noise_multiplier!r} is not valid; valid: a finite "
+                "number >= 0"
             )
         noise = args.noise_multiplier
     event = dpsgd_event(mechanism, noise, q, steps)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from compare.cli.common import add_data_dir_option, print_json
+from compare.cli.common import add_data_dir_option, check_output_folder, print_json
 from dpcore.config import DataSpec, default_delta
 from dpcore.errors import ConfigError
 from dpcore.ldp import (
@@ -145,10 +145,13 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     extra_levels = [lvl for lvl in _parse_levels(args.montage_scales, "--montage-scales")
                     if mechanism.with_noise_level(lvl).noise_level() != mechanism.noise_level()]
 
+    if args.out:
+        check_output_folder(args.out, "--out")
     spec = DataSpec(name=args.dataset, train_limit=args.train_limit, test_limit=args.test_limit)
     ds = load_dataset(spec, resolve_data_root(args.data_dir))
     out_dir = Path(args.out) if args.out else (
         Path("ldp_out") / f"{safe_name(ds.name)}-{mechanism.label()}-seed{args.seed}")
+    check_output_folder(out_dir, "--out")
     npz_path = cache_path_for(ds, mechanism, args.seed, out_dir, splits)
     before = _file_identity(npz_path)
     private = privatize_dataset(ds, mechanism, args.seed, out_dir, splits=splits)

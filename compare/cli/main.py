@@ -5,8 +5,12 @@ Each sub-command lives in its own module under :mod:`compare.cli` and exposes
 ``run(args) -> int`` callable. Backends are imported lazily inside ``run`` so that light
 commands (``epsilon``, ``datasets``) start fast.
 
-Exit status: 0 success, 2 a user error (one line on stderr naming the bad value; the traceback
-only with ``--debug``), 130 interrupted.
+Exit status: 0 success; 1 ``compare`` ran but some runs failed (each recorded as ``failed``
+with its error, one summary line on stderr); 2 a user error (one line on stderr naming the bad
+value and what is valid; the traceback only with ``--debug``; checked before anything is
+written, so stored results are never touched); 130 interrupted (Ctrl-C: the current state is
+written first, see :mod:`compare.runner`). Warnings of the bench (e.g. a delta not below 1/N)
+print as one line ``dpcompare COMMAND: warning: ...``.
 """
 
 from __future__ import annotations
@@ -16,9 +20,18 @@ import importlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
 
-from dpcore.errors import DpCompareError
+from dpcore.errors import DpCompareError, PrivacyWarning
+
+#: Folders of the bench's own packages: their warnings are printed as one CLI line.
+_OWN_PACKAGES = tuple(
+    str(Path(__file__).resolve().parents[2] / name) for name in ("dpcore", "compare")
+)
 
 #: Sub-command modules, in the order ``--help`` lists them. A module missing from the install
 #: is skipped so that partial installs still offer the rest.
@@ -53,6 +66,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def one_line(text: str) -> str:
+    """``text`` folded onto one line (library messages, e.g. PyYAML's, span several)."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+@contextmanager
+def cli_warnings(command: str) -> Iterator[None]:
+    """Within the block, the bench's own warnings (and every :class:`PrivacyWarning`) print as
+    one line ``dpcompare COMMAND: warning: ...`` on stderr; other warnings keep Python's form.
+
+    Privacy warnings are always shown (once per message and place).
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", PrivacyWarning)
+        original = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+            if issubclass(category, PrivacyWarning) or str(filename).startswith(_OWN_PACKAGES):
+                print(f"dpcompare {command}: warning: {one_line(str(message))}",
+                      file=file or sys.stderr)
+            else:
+                original(message, category, filename, lineno, file, line)
+
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -62,13 +103,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        with cli_warnings(args.command):
+            return int(args.func(args) or 0)
     except DpCompareError as exc:
         if args.debug:
             traceback.print_exc()
-        print(f"dpcompare {args.command}: error: {exc}", file=sys.stderr)
+        print(f"dpcompare {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        if getattr(args, "debug", False):
+            traceback.print_exc()
         print(f"dpcompare {args.command}: interrupted", file=sys.stderr)
         return 130
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from compare.cli.common import check_output_folder
 from compare.report import ReportContext, command_line, write_report
 from dpcore.errors import DpCompareError
 
@@ -24,6 +25,7 @@ def run(args: argparse.Namespace) -> int:
         raise DpCompareError(
             f"{runs} holds no runs (expected {runs / 'runs'}/<run id>/result.json)"
         )
+    check_output_folder(args.out, "--out")
     path = write_report(runs, args.out, ReportContext(command=command_line(), title=args.title))
     print(f"report: {path}")
     return 0

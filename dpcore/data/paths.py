@@ -21,6 +21,11 @@ def resolve_data_root(cli_value: str | Path | None) -> Path:
         DataError: if the folder given by the option or the variable does not exist or is not
             a folder; the message names it and where it came from.
     """
+    default = DEFAULT_DATA_ROOT.expanduser()
+    if cli_value not in (None, "") and Path(cli_value).expanduser() == default:
+        # The default root handed back in (e.g. by a caller that resolved it already): it need
+        # not exist, as when it is the default.
+        return default
     if cli_value not in (None, ""):
         path, origin = Path(cli_value), "--data-dir"
     elif os.environ.get(DATA_DIR_ENV):

@@ -50,7 +50,13 @@ def decode(path: Path | None, request: DecodeRequest) -> Decoded:
     labels = {s: as_labels(arrays[f"{s}_labels"], n_classes, f"{path} [{s}_labels]")
               for s in splits}
     if not n_classes:
-        n_classes = int(max(int(y.max()) for y in labels.values() if y.size)) + 1
+        sizes = [int(y.max()) for y in labels.values() if y.size]
+        if not sizes:
+            raise DataError(
+                f"{path}: holds no labelled examples (every split is empty); need at least one "
+                "example in train and in test"
+            )
+        n_classes = max(sizes) + 1
     images = {}
     for s in splits:
         where = f"{path} [{s}_images]"
