@@ -141,10 +141,20 @@ def train(
         set_weights(model, initial_weights)
     details = {"per_example_gradients": "tf.vectorized_map per chunk",
                "dp_query": "tensorflow_privacy SumAggregationDPQuery subclass",
-               "engine_used": "reference"}  # no faster TF path exists yet: "fast" runs it too
+               "engine_used": "reference"}
+    engine_cls: type[TfStepEngine] = TfStepEngine
+    if perf.engine == "fast":
+        from tfpipe import fast  # imports this module: loaded only when asked for
+
+        unsupported = fast.unsupported_layers(model)
+        if unsupported:
+            details["fast_engine_fallback"] = "unsupported layers: " + ", ".join(unsupported)
+        else:
+            engine_cls = fast.FastTfStepEngine
+            details.update(per_example_gradients=fast.DESCRIPTION, engine_used="fast")
     return fit(
         config, dataset, perf, backend=BACKEND, model=model,
-        make_engine=lambda plan, mechanism: TfStepEngine(model, config, mechanism, perf),
+        make_engine=lambda plan, mechanism: engine_cls(model, config, mechanism, perf),
         library_epsilon=library_epsilon, progress=progress, callbacks=callbacks,
         perf_details=details,
     )

@@ -1,0 +1,1 @@
+"""Performance benchmarks of the two backends (``dpcompare bench``)."""
