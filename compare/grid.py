@@ -43,6 +43,15 @@ EVALUATION_DEFAULTS: dict[str, Any] = {"faithfulness_subset": 500, "montage_imag
                                        "faithfulness": True, "audit": False}
 
 
+#: Separator of a cell's axis labels in its setting name (not ``|``: it splits Markdown cells).
+SETTING_SEPARATOR = " · "
+
+
+def setting_label(labels: Mapping[str, str]) -> str:
+    """A cell's axis labels joined into its setting name, e.g. ``"15 epochs · non-private"``."""
+    return SETTING_SEPARATOR.join(labels.values())
+
+
 @dataclass(frozen=True)
 class GridCell:
     """One configuration of a grid: its config, its labels along each axis, and its seed."""
@@ -52,8 +61,8 @@ class GridCell:
 
     @property
     def setting(self) -> str:
-        """The cell's labels joined, e.g. ``"eps=1 | cnn4"`` (seed excluded)."""
-        return " | ".join(self.labels.values())
+        """The cell's labels joined, e.g. ``"eps=1 · cnn4"`` (seed excluded)."""
+        return setting_label(self.labels)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from compare.grid import setting_label
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
 
 FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "masked_score",
@@ -71,7 +72,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "backend": r.backend,
             "status": r.status,
             "seed": r.seed,
-            "setting": " | ".join(r.labels.values()) if r.labels else r.config_hash,
+            "setting": setting_label(r.labels) if r.labels else r.config_hash,
             "dataset": config["data"]["name"],
             "model": config["model"]["name"],
             "mechanism": config["privacy"]["mechanism"],
@@ -132,7 +133,7 @@ def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         for entry in r.metrics.get("per_class") or []:
             rows.append({
                 "run_id": r.run_id, "backend": r.backend, "seed": r.seed,
-                "setting": " | ".join(r.labels.values()) if r.labels else r.config_hash,
+                "setting": setting_label(r.labels) if r.labels else r.config_hash,
                 "class": entry.get("class_name", entry.get("class")),
                 "accuracy": entry.get("recall", entry.get("accuracy")),
                 "support": entry.get("support"),
@@ -173,7 +174,7 @@ def markdown_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) ->
     columns = [c for c in (columns or list(frame.columns)) if c in frame.columns]
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for _, row in frame[columns].iterrows():
-        lines.append("| " + " | ".join(_fmt(row[c]) for c in columns) + " |")
+        lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|") for c in columns) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -267,6 +268,34 @@ def time_ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def engines_used(results: Sequence[RunResult]) -> str:
+    """How each backend's DP runs computed per-example gradients, from their RunResults:
+    e.g. ``tf: fast engine (2 runs); torch: Opacus grad-sample mode hooks (2 runs)``.
+
+    Performance-only (the engines compute the same update); stated so that the times in a
+    report can be read. Non-private runs are not counted.
+    """
+    counts: dict[str, dict[str, int]] = {}
+    for r in results:
+        if r.config["privacy"]["mechanism"] not in ("dpsgd-gaussian", "dpsgd-laplace"):
+            continue
+        perf = r.perf or {}
+        if r.backend == "torch":
+            how = f"Opacus grad-sample mode {perf.get('grad_sample_mode', '?')}"
+        else:
+            how = f"{perf.get('engine_used', perf.get('engine', '?'))} engine"
+            if perf.get("fast_engine_fallback"):
+                how += f" (fast engine not used: {perf['fast_engine_fallback']})"
+        per_backend = counts.setdefault(r.backend, {})
+        per_backend[how] = per_backend.get(how, 0) + 1
+    if not counts:
+        return "no DP-SGD runs"
+    return "; ".join(
+        f"{backend}: " + ", ".join(f"{how} ({n} run{'s' if n > 1 else ''})"
+                                   for how, n in hows.items())
+        for backend, hows in sorted(counts.items()))
+
+
 def write_report(
     store_root: str | Path, out_dir: str | Path, context: ReportContext
 ) -> Path:
@@ -300,6 +329,7 @@ def write_report(
         shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "platform")
         lines.append(f"- versions: {shown}")
         lines.append(f"- machine: {versions.get('platform', '?')}")
+        lines.append(f"- per-example gradients: {engines_used(results)}")
     if not frame.empty:
         data_used = frame.groupby("dataset").agg(
             n_train=("n_train", "first"), n_test=("n_test", "first"),

@@ -33,7 +33,7 @@ def test_expansion_is_the_cartesian_product_times_seeds() -> None:
     assert len(hashes) == 8  # every cell distinct
     first = grid.cells[0]
     assert first.labels == {"privacy": "eps=1", "model": "cnn4"}
-    assert first.setting == "eps=1 | cnn4"
+    assert first.setting == "eps=1 · cnn4"  # not "|": it would split a Markdown table cell
     assert {c.config.seed for c in grid.cells} == {0, 1}
     # the same cell runs on both backends with the identical config
     assert grid.runs()[0][0] is grid.runs()[1][0]
