@@ -6,7 +6,8 @@ The reference engine (:class:`tfpipe.train.TfStepEngine`) gets per-example gradi
 examples, which makes it slow. This engine computes the same clipped sum from one ordinary
 forward and backward pass (the "ghost clipping" idea of Goodfellow 2015 / Lee & Kifer 2021 /
 Bu et al. 2022, hand-written per layer: TF Privacy's fast-gradient-clipping registry computes
-per-example norms only for Dense/Embedding/LayerNorm, not Conv2D/GroupNorm, and not L1 norms):
+per-example L2 norms only for Dense/Embedding/LayerNorm, not Conv1D/Conv2D/GroupNorm, and no
+L1 norms at all, which Laplace DP-SGD needs):
 
 1. the forward pass walks the Keras functional graph with TF Privacy's own traversal
    (``gradient_clipping_utils.model_forward_pass``) and records each parameterised layer's
@@ -25,8 +26,10 @@ noise (once per logical batch), the division by the expected batch size and the 
 are the reference engine's. The update is therefore the reference one up to float rounding
 (tested to rel 1e-5). Deterministic kernels are kept (no XLA: on this CPU it was slower).
 
-A model with another trainable layer type (``Embedding``, ``Conv1D``: textcnn) is not
-supported: :func:`unsupported_layers` names them and :func:`tfpipe.train.train` falls back to
+Rules exist for every trainable layer type of the registered models (Dense, Conv2D, Conv1D,
+Embedding, GroupNormalization). A model with another trainable layer type (or a fused
+activation, a grouped or causal convolution) is not supported: :func:`unsupported_layers`
+names its layers and :func:`tfpipe.train.train` falls back to
 the reference engine (recorded in ``engine_used`` / ``fast_engine_fallback``).
 """
 
@@ -105,26 +108,33 @@ class Conv2DRule:
     """
 
     @staticmethod
-    def _patches(layer: Any, a: tf.Tensor) -> tf.Tensor:
+    def _as_2d(layer: Any, a: tf.Tensor, g: tf.Tensor
+               ) -> tuple[tf.Tensor, tf.Tensor, tuple[int, int], list[int], list[int]]:
+        """``(a, g, (kh, kw), strides, dilations)`` in the NHWC form of a 2-D convolution."""
+        return (a, g, tuple(layer.kernel_size), [1, *layer.strides, 1],
+                [1, *layer.dilation_rate, 1])
+
+    def _patches(self, layer: Any, a: tf.Tensor, kernel_size: tuple[int, int],
+                 strides: list[int], dilations: list[int]) -> tf.Tensor:
         """[n, T, K] input patches. For K <= :data:`IDENTITY_CONV_MAX_K` they are the layer's
         convolution with an identity kernel (exact: each output sums one product by 1.0;
         ~10x faster than ``tf.image.extract_patches`` on cnn4's conv1, measured), else
         ``tf.image.extract_patches`` (same order: kh, kw, c_in)."""
-        kh, kw = layer.kernel_size
+        kh, kw = kernel_size
         k = kh * kw * a.shape[-1]
         if k <= IDENTITY_CONV_MAX_K:
             eye = tf.reshape(tf.eye(k, dtype=a.dtype), [kh, kw, a.shape[-1], k])
-            patches = tf.nn.conv2d(a, eye, strides=[1, *layer.strides, 1],
-                                   padding=layer.padding.upper(),
-                                   dilations=[1, *layer.dilation_rate, 1])
+            patches = tf.nn.conv2d(a, eye, strides=strides, padding=layer.padding.upper(),
+                                   dilations=dilations)
         else:
             patches = tf.image.extract_patches(
-                a, sizes=[1, kh, kw, 1], strides=[1, *layer.strides, 1],
-                rates=[1, *layer.dilation_rate, 1], padding=layer.padding.upper())
+                a, sizes=[1, kh, kw, 1], strides=strides, rates=dilations,
+                padding=layer.padding.upper())
         return tf.reshape(patches, [tf.shape(a)[0], -1, k])
 
     def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> tf.Tensor:
-        p = self._patches(layer, a)
+        a, g, kernel_size, strides, dilations = self._as_2d(layer, a, g)
+        p = self._patches(layer, a, kernel_size, strides, dilations)
         g2 = tf.reshape(g, [tf.shape(g)[0], -1, g.shape[-1]])
         t, k, c = g.shape[1] * g.shape[2], p.shape[-1], g.shape[-1]
         if kind == "l2" and t * (k + c) < k * c:
@@ -138,14 +148,56 @@ class Conv2DRule:
 
     def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor
                      ) -> VarTensors:
+        a, g, (kh, kw), strides, dilations = self._as_2d(layer, a, g)
         gw = _scaled(g, factors)
         kernel = tf.compat.v1.nn.conv2d_backprop_filter(
-            a, tf.shape(layer.kernel), gw, strides=[1, *layer.strides, 1],
-            padding=layer.padding.upper(), dilations=[1, *layer.dilation_rate, 1])
-        out = [(layer.kernel, kernel)]
+            a, [kh, kw, a.shape[-1], g.shape[-1]], gw, strides=strides,
+            padding=layer.padding.upper(), dilations=dilations)
+        out = [(layer.kernel, tf.reshape(kernel, tf.shape(layer.kernel)))]
         if layer.use_bias:
             out.append((layer.bias, tf.reduce_sum(gw, axis=[0, 1, 2])))
         return out
+
+
+class Conv1DRule(Conv2DRule):
+    """``Conv1D`` (channels last, groups 1, ``valid`` or ``same`` padding): the 2-D rule on
+    a height-1 image (``[n, L, C]`` -> ``[n, 1, L, C]``, kernel ``(1, k)``); the [1, k, c_in,
+    c_out] kernel gradient is reshaped to Keras's [k, c_in, c_out] (the same memory order)."""
+
+    @staticmethod
+    def _as_2d(layer: Any, a: tf.Tensor, g: tf.Tensor
+               ) -> tuple[tf.Tensor, tf.Tensor, tuple[int, int], list[int], list[int]]:
+        return (a[:, None], g[:, None], (1, layer.kernel_size[0]),
+                [1, 1, layer.strides[0], 1], [1, 1, layer.dilation_rate[0], 1])
+
+
+class EmbeddingRule:
+    """``Embedding``: example i's gradient of the [V, D] table is zero except in the rows of
+    the tokens it holds, row v being ``sum_{t: id[i,t] = v} g[i, t]``. Those rows are summed
+    per distinct (example, token) pair (``tf.unique`` + ``unsorted_segment_sum``: at most
+    n T rows of D values, never n V D), which gives both norms exactly; the clip-weighted sum
+    is one segment sum of the scaled output gradients into the [V, D] table."""
+
+    @staticmethod
+    def _flat(a: tf.Tensor, g: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        """Token ids [n T] (int64) and their output gradients [n T, D]."""
+        ids = tf.reshape(tf.cast(a, tf.int64), [-1])
+        return ids, tf.reshape(g, [-1, g.shape[-1]])
+
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> tf.Tensor:
+        ids, rows = self._flat(a, g)
+        n = tf.shape(a, out_type=tf.int64)[0]
+        example = tf.reshape(tf.broadcast_to(tf.range(n)[:, None], tf.shape(a, tf.int64)), [-1])
+        vocab = tf.constant(layer.input_dim, tf.int64)
+        pairs, pair_of_position = tf.unique(example * vocab + ids)
+        per_pair = tf.math.unsorted_segment_sum(rows, pair_of_position, tf.size(pairs))
+        return tf.math.unsorted_segment_sum(_sum_abs_or_sq(per_pair, kind), pairs // vocab, n)
+
+    def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor
+                     ) -> VarTensors:
+        ids, rows = self._flat(a, _scaled(g, factors))
+        return [(layer.embeddings,
+                 tf.math.unsorted_segment_sum(rows, ids, layer.input_dim))]
 
 
 class GroupNormRule:
@@ -182,6 +234,8 @@ class GroupNormRule:
 RULES: dict[type, LayerRule] = {
     tf.keras.layers.Dense: DenseRule(),
     tf.keras.layers.Conv2D: Conv2DRule(),
+    tf.keras.layers.Conv1D: Conv1DRule(),
+    tf.keras.layers.Embedding: EmbeddingRule(),
     tf.keras.layers.GroupNormalization: GroupNormRule(),
 }
 
@@ -194,9 +248,11 @@ def _layer_problem(layer: tf.keras.layers.Layer) -> str | None:
         return f"{layer.name} ({type(layer).__name__}: no per-example rule)"
     if getattr(layer, "activation", None) not in (None, tf.keras.activations.linear):
         return f"{layer.name} (fused activation)"
-    if isinstance(layer, tf.keras.layers.Conv2D) and (
+    if isinstance(layer, tf.keras.layers.Conv2D | tf.keras.layers.Conv1D) and (
             layer.groups != 1 or layer.data_format != "channels_last"):
         return f"{layer.name} (grouped or channels-first convolution)"
+    if isinstance(layer, tf.keras.layers.Conv1D) and layer.padding == "causal":
+        return f"{layer.name} (causal padding)"
     rank = layer.input.shape.rank
     if isinstance(layer, tf.keras.layers.Dense) and rank != 2:
         return f"{layer.name} (Dense on a rank-{rank} input)"
