@@ -80,3 +80,15 @@ def test_target_verdicts() -> None:
                        "opacus_fastest_mode": "opacus_hooks"}}
     lines = render.targets({"cases": {render.TARGET_CASE: case}})
     assert "NOT met" in lines[0] and lines[1].endswith(": met")
+
+
+def test_the_benchmark_package_is_installed_not_only_found_in_the_checkout(
+        tmp_path: Path) -> None:
+    """`dpcompare bench` imports `benchmarks` lazily: it must import from any folder, as the
+    console script runs there (sys.path[0] is the script's folder, not the checkout)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import benchmarks.bench, benchmarks.render"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
