@@ -12,6 +12,17 @@ from typing import Any
 from dpcore.errors import DpCompareError
 
 
+def add_engine_option(parser: argparse.ArgumentParser) -> None:
+    """``--engine``: the TF backend's per-example path (performance only, not in the hash)."""
+    from dpcore.config import ENGINES
+
+    parser.add_argument(
+        "--engine", choices=ENGINES, default=None,
+        help="TF backend's DP path: 'reference' (per-example gradients by tf.vectorized_map) "
+        "or 'fast' (layer-wise clipping, the same update, several times faster); performance "
+        "only, not part of the config hash (default: the grid's perf.engine, else reference)")
+
+
 def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
     """``--data-dir``: the data root (else $DPCOMPARE_DATA_DIR, else ~/.dpcompare/data)."""
     parser.add_argument(

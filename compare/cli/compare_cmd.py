@@ -8,11 +8,12 @@ and redoes any that were interrupted. At the end the report is written (see
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import time
 from pathlib import Path
 
-from compare.cli.common import add_data_dir_option, check_output_folder
+from compare.cli.common import add_data_dir_option, add_engine_option, check_output_folder
 from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
 from compare.report import ReportContext, command_line, write_report
 from compare.runner import run_grid
@@ -39,6 +40,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="results folder (default runs/<grid name>)")
     parser.add_argument("--report", default=None,
                         help="report folder (default reports/<grid name>)")
+    add_engine_option(parser)
     parser.add_argument("--no-report", action="store_true", help="do not write the report")
     add_data_dir_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
@@ -55,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         if not backends:
             raise ConfigError(f"--backends={args.backends!r} is empty; valid: tf, torch, tf,torch")
     grid = expand_grid(raw, seeds=args.seeds, backends=backends, overrides=args.overrides)
+    if args.engine is not None:  # performance only: the runs (and their hashes) are the same
+        grid = dataclasses.replace(grid, perf=dataclasses.replace(grid.perf, engine=args.engine))
     out = Path(args.out or Path("runs") / grid.name)
     # Inputs shared by every run are checked before any training (exit 2, nothing written).
     resolve_data_root(args.data_dir)  # a --data-dir / $DPCOMPARE_DATA_DIR that does not exist

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from compare.cli.common import add_data_dir_option, print_json
+from compare.cli.common import add_data_dir_option, add_engine_option, print_json
 from dpcore.config import PerfSpec, RunConfig, apply_overrides
 from dpcore.errors import ConfigError
 
@@ -61,6 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="largest chunk of examples per forward/backward pass (memory only; "
                         f"default {PerfSpec().physical_batch_size})")
     parser.add_argument("--threads", type=int, help="framework intra-op threads")
+    add_engine_option(parser)
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"results store folder (default ./{DEFAULT_OUT})")
     parser.add_argument("--faithfulness-subset", type=int, default=500, metavar="N",
@@ -116,6 +117,7 @@ def build_perf(args: argparse.Namespace) -> PerfSpec:
         physical_batch_size=(args.physical_batch_size if args.physical_batch_size is not None
                              else defaults.physical_batch_size),
         threads=args.threads,
+        engine=args.engine or defaults.engine,
     )
 
 

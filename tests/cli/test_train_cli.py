@@ -33,6 +33,11 @@ def test_options_build_the_config(tmp_path: Path) -> None:
     assert config.privacy.noise_multiplier == 1.5 and config.privacy.max_grad_norm == 0.5
     assert config.privacy.delta == 1e-6 and config.train.optimizer == "adam"
     assert config.seed == 4
+    from compare.cli.train import build_perf
+
+    assert build_perf(parse("--dataset", "digits", "--epochs", "1")).engine == "reference"
+    assert build_perf(parse("--dataset", "digits", "--epochs", "1", "--engine", "fast")
+                      ).engine == "fast"
 
     path = tmp_path / "run.yaml"
     path.write_text("privacy: {mechanism: dpsgd-laplace, target_epsilon: 3}\n"
@@ -59,7 +64,7 @@ def test_bad_value_is_one_line_and_exit_2(tmp_path: Path,
 def test_train_writes_result_and_checkpoint(backend: str, tmp_path: Path,
                                             capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["train", "--backend", backend, *DIGITS_ARGS, "--epochs", "1",
-                 "--noise-multiplier", "1.0", "--out", str(tmp_path)])
+                 "--noise-multiplier", "1.0", "--engine", "fast", "--out", str(tmp_path)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     runs = list((tmp_path / "runs").glob(f"*-{backend}"))
@@ -70,6 +75,9 @@ def test_train_writes_result_and_checkpoint(backend: str, tmp_path: Path,
     assert result.privacy["noise_multiplier"] == 1.0
     assert len(result.history) == 1 and result.history[0]["epsilon_spent"] > 0
     assert result.privacy["library_epsilon"]
+    assert result.perf["engine"] == "fast"
+    if backend == "tf":
+        assert result.perf["engine_used"] == "fast"
     # Grad-CAM faithfulness on the fixed seeded test subset (digits has 360 test images)
     assert result.faithfulness is not None and result.faithfulness["n"] == 360
     assert 0.0 <= result.faithfulness["average_drop"] <= 100.0
