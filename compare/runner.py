@@ -93,7 +93,12 @@ class DatasetCache:
 def faithfulness_of(
     backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
 ) -> dict[str, Any] | None:
-    """Grad-CAM faithfulness metrics on a fixed seeded test subset (image conv models only)."""
+    """Grad-CAM faithfulness metrics on a fixed seeded test subset (image conv models only).
+
+    None for text or non-convolutional models, and for a local-DP run whose privatised test
+    images leave [0, 1] (unclipped noise): the metrics mask images by saliency maps, which is
+    defined on [0, 1] images only (:func:`faithfulness_skip_reason` says why).
+    """
     if dataset.task != "image" or trained.config.model.name not in CONV_MODELS:
         return None
     from dpcore.data import as_float01
@@ -103,6 +108,8 @@ def faithfulness_of(
     predict = backend_module(backend, "predict")
     idx = seeded_subset(len(dataset.x_test), subset_size, seed)
     x = as_float01(dataset.x_test[idx])
+    if faithfulness_skip_reason(x) is not None:
+        return None
     proba = predict.predict_proba(trained.model, x)
     target = proba.argmax(axis=1)
     saliency = explain.gradcam(trained.model, x, target)
@@ -112,6 +119,17 @@ def faithfulness_of(
     )
     metrics["subset_seed"] = seed
     return metrics
+
+
+def faithfulness_skip_reason(images: np.ndarray) -> str | None:
+    """Why Grad-CAM faithfulness is not computed on ``images`` (float), or None if it is: the
+    metrics (saliency-masked inputs, deletion / insertion) are defined on [0, 1] images, and
+    the test images of a local-DP run with unclipped noise leave that range."""
+    if images.size and (float(images.min()) < 0.0 or float(images.max()) > 1.0):
+        return (f"not computed: the (locally privatised) test images have values in "
+                f"[{float(images.min()):.3g}, {float(images.max()):.3g}], outside [0, 1]; "
+                "set data.ldp_params.clip: true to clip them (post-processing)")
+    return None
 
 
 def _failed_result(config: RunConfig, backend: str, grid: Grid, cell: GridCell,
@@ -157,6 +175,12 @@ def run_one(
                 backend, trained, dataset, int(grid.evaluation["faithfulness_subset"]),
                 seed=0,
             )
+            if result.faithfulness is None and dataset.task == "image":
+                from dpcore.data import as_float01
+
+                reason = faithfulness_skip_reason(as_float01(dataset.x_test))
+                if reason is not None:
+                    result.metrics["faithfulness_note"] = reason
         if result.status == "finished" and grid.evaluation.get("audit", False):
             from compare.audit import audit_trained
 
@@ -264,7 +288,8 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 continue
             try:
                 dataset = datasets.get(cell.config)
-                # The montage shows the clean test images (LDP runs saw noisy training images).
+                # The run's own test images (privatised for local-DP runs: a run whose
+                # noise leaves [0, 1] is skipped with the reason logged).
                 idx = seeded_subset(len(dataset.x_test), n_images, 1)
                 x = as_float01(dataset.x_test[idx])
                 if images is None:

@@ -125,9 +125,15 @@ def test_local_dp_cell_both_backends_train_on_the_same_privatised_arrays(tmp_pat
             "axes": {"privacy": [{"label": "ldp b=2", "privacy": {"mechanism": "ldp"},
                                   "data": {"ldp_mechanism": "laplace",
                                            "ldp_params": {"scale": 2.0}}}]}}
+    grid["evaluation"] = {"faithfulness": True, "faithfulness_subset": 16, "montage_images": 0}
     run_grid(expand_grid(grid), tmp_path, progress=False, log=lambda _m: None)
     tf_run, torch_run = sorted(ResultsStore(tmp_path).list_runs(), key=lambda r: r.backend)
     assert tf_run.status == torch_run.status == "finished"
+    # unclipped noise leaves [0, 1]: faithfulness (defined on [0, 1] images) is skipped, with
+    # the reason recorded, and the run is kept
+    for run in (tf_run, torch_run):
+        assert run.faithfulness is None
+        assert "outside [0, 1]" in run.metrics["faithfulness_note"]
     assert tf_run.dataset["fingerprint"] == torch_run.dataset["fingerprint"]
     ldp = tf_run.privacy["ldp"]
     # Laplace scale b on values in [0, 1]: per value eps = 1/b; per 16x16x1 image eps = 256/b.
@@ -137,6 +143,18 @@ def test_local_dp_cell_both_backends_train_on_the_same_privatised_arrays(tmp_pat
     assert ldp["privatised_fingerprint"] == torch_run.privacy["ldp"]["privatised_fingerprint"]
     report = write_report(tmp_path, tmp_path / "rep", ReportContext(command="x")).read_text()
     assert "## Local DP" in report and "protects a patient's image" in report
+
+
+def test_local_dp_with_clipped_noise_gets_faithfulness_metrics(tmp_path: Path) -> None:
+    grid = {**TINY, "backends": ["torch"],
+            "evaluation": {"faithfulness": True, "faithfulness_subset": 16, "montage_images": 0},
+            "axes": {"privacy": [{"label": "ldp b=2 clipped", "privacy": {"mechanism": "ldp"},
+                                  "data": {"ldp_mechanism": "laplace",
+                                           "ldp_params": {"scale": 2.0, "clip": True}}}]}}
+    run_grid(expand_grid(grid), tmp_path, progress=False, log=lambda _m: None)
+    (run,) = ResultsStore(tmp_path).list_runs()
+    assert run.status == "finished" and run.faithfulness is not None
+    assert run.faithfulness["n"] == 16 and "faithfulness_note" not in run.metrics
 
 
 def test_report_can_be_limited_to_a_grids_runs(finished_store: Path, tmp_path: Path) -> None:
