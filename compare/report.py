@@ -39,7 +39,9 @@ class ReportContext:
 
 
 def _epsilon_of(result: RunResult) -> float:
-    """The epsilon plotted for a run: shared RDP (PLD if RDP is unsupported); inf non-private."""
+    """The epsilon plotted for a run: the central (DP-SGD) epsilon of the shared accountant,
+    RDP (PLD if RDP is unsupported); inf for non-private and local-DP runs, which train without
+    DP-SGD (a local-DP run's own per-value / per-image epsilons are reported separately)."""
     privacy = result.privacy
     if privacy.get("mechanism") in ("none", "ldp"):
         return math.inf
@@ -123,6 +125,13 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                           "model", "mechanism", "data_fingerprint",
                           "suspected_privacy_bug", "worst_group"):
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    # A reading order: per data set and model, mechanism by mechanism (non-private last),
+    # epsilon ascending; then the two backends side by side.
+    order = [c for c in ("dataset", "model", "mechanism", "epsilon", "setting", "backend", "seed")
+             if c in frame.columns]
+    if order:
+        frame = frame.sort_values(order, kind="stable", na_position="last").reset_index(
+            drop=True)
     return frame
 
 
@@ -361,6 +370,10 @@ def write_report(
     cols = ["setting", "backend", "seeds", "accuracy_mean", "accuracy_std", "auc_mean",
             "auc_std", "epsilon_mean"]
     lines += [markdown_table(summary, cols), ""]
+    if (frame["mechanism"] == "ldp").any():
+        lines += ["`epsilon` is the central DP-SGD epsilon: local-DP runs train without DP-SGD "
+                  "(∞ here); their per-value and per-image epsilons are in the Local DP section.",
+                  ""]
 
     lines += ["## Epsilon side by side", "",
               "Shared accountant (dp_accounting, from each run's DpEvent) next to the "

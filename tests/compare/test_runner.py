@@ -96,6 +96,9 @@ def test_report_from_the_store(finished_store: Path, tmp_path: Path) -> None:
 
     runs = pd.read_csv(tmp_path / "rep" / "runs.csv")
     assert len(runs) == 4 and set(runs["backend"]) == {"tf", "torch"}
+    # reading order: DP-SGD before non-private, the two backends side by side
+    assert list(runs["mechanism"]) == ["dpsgd-gaussian"] * 2 + ["none"] * 2
+    assert list(runs["backend"]) == ["tf", "torch", "tf", "torch"]
     stored = {r.run_id: r for r in ResultsStore(finished_store).list_runs()}
     for _, row in runs.iterrows():  # every number comes from a RunResult
         assert row["accuracy"] == pytest.approx(stored[row["run_id"]].metrics["accuracy"])
