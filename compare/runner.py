@@ -99,8 +99,24 @@ def faithfulness_of(
     images leave [0, 1] (unclipped noise): the metrics mask images by saliency maps, which is
     defined on [0, 1] images only (:func:`faithfulness_skip_reason` says why).
     """
+    return _faithfulness(backend, trained, dataset, subset_size, seed)[0]
+
+
+def record_faithfulness(result: RunResult, backend: str, trained: Any, dataset: Dataset,
+                        subset_size: int, seed: int) -> None:
+    """Store :func:`faithfulness_of` in ``result.faithfulness``; where it was skipped for the
+    test images' range, the reason goes to ``result.metrics["faithfulness_note"]``."""
+    result.faithfulness, reason = _faithfulness(backend, trained, dataset, subset_size, seed)
+    if reason is not None:
+        result.metrics["faithfulness_note"] = reason
+
+
+def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
+                  ) -> tuple[dict[str, Any] | None, str | None]:
+    """(metrics, None), or (None, why skipped) for images outside [0, 1], or (None, None)
+    for models the metrics do not apply to."""
     if dataset.task != "image" or trained.config.model.name not in CONV_MODELS:
-        return None
+        return None, None
     from dpcore.data import as_float01
     from dpcore.metrics import faithfulness_metrics, seeded_subset
 
@@ -108,8 +124,9 @@ def faithfulness_of(
     predict = backend_module(backend, "predict")
     idx = seeded_subset(len(dataset.x_test), subset_size, seed)
     x = as_float01(dataset.x_test[idx])
-    if faithfulness_skip_reason(x) is not None:
-        return None
+    reason = faithfulness_skip_reason(x)
+    if reason is not None:
+        return None, reason
     proba = predict.predict_proba(trained.model, x)
     target = proba.argmax(axis=1)
     saliency = explain.gradcam(trained.model, x, target)
@@ -118,7 +135,7 @@ def faithfulness_of(
         labels=dataset.y_test[idx], curves=True,
     )
     metrics["subset_seed"] = seed
-    return metrics
+    return metrics, None
 
 
 def faithfulness_skip_reason(images: np.ndarray) -> str | None:
@@ -171,16 +188,8 @@ def run_one(
             check_dp_model(trained.model, model_name=f"model {config.model.name!r}")
         result: RunResult = trained.result
         if result.status == "finished" and grid.evaluation.get("faithfulness", True):
-            result.faithfulness = faithfulness_of(
-                backend, trained, dataset, int(grid.evaluation["faithfulness_subset"]),
-                seed=0,
-            )
-            if result.faithfulness is None and dataset.task == "image":
-                from dpcore.data import as_float01
-
-                reason = faithfulness_skip_reason(as_float01(dataset.x_test))
-                if reason is not None:
-                    result.metrics["faithfulness_note"] = reason
+            record_faithfulness(result, backend, trained, dataset,
+                                int(grid.evaluation["faithfulness_subset"]), seed=0)
         if result.status == "finished" and grid.evaluation.get("audit", False):
             from compare.audit import audit_trained
 

@@ -165,10 +165,10 @@ def run(args: argparse.Namespace) -> int:
     if result is None:  # pragma: no cover - train always attaches one
         raise ConfigError("the backend returned no RunResult")
     if result.status == "finished" and args.faithfulness_subset > 0:
-        from compare.runner import faithfulness_of
+        from compare.runner import record_faithfulness
 
-        result.faithfulness = faithfulness_of(args.backend, trained, dataset,
-                                              args.faithfulness_subset, seed=0)
+        record_faithfulness(result, args.backend, trained, dataset, args.faithfulness_subset,
+                            seed=0)
     result.checkpoint = str(checkpoint.relative_to(store.root))  # as compare.runner stores it
     path = store.save(result)
     if args.json:

@@ -99,3 +99,17 @@ def test_target_epsilon_is_calibrated_and_quiet_prints_nothing_on_stderr(
     result = json.loads(captured.out)
     assert result["privacy"]["calibrated"] is True
     assert result["privacy"]["epsilon_rdp"] == pytest.approx(2.0, rel=1e-3)
+
+
+def test_unclipped_local_dp_run_records_why_faithfulness_was_skipped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--backend", "torch", *DIGITS_ARGS, "--steps", "2",
+                 "--mechanism", "ldp", "--set", "data.ldp_mechanism=laplace",
+                 "--set", "data.ldp_params={scale: 2.0}", "--faithfulness-subset", "16",
+                 "--quiet", "--out", str(tmp_path)])
+    assert code == 0, capsys.readouterr().err
+    (run,) = (tmp_path / "runs").glob("*-torch")
+    result = read_result(run / "result.json")
+    assert result is not None and result.status == "finished"
+    assert result.faithfulness is None
+    assert "outside [0, 1]" in result.metrics["faithfulness_note"]
