@@ -23,6 +23,7 @@ CLI) works without the ``ray`` extra.
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 import warnings
@@ -55,13 +56,27 @@ RunTask = Callable[[GridJob, "GridCell", str], RunResult]
 def run_in_worker(job: GridJob, cell: GridCell, backend: str) -> RunResult:
     """The body of one Ray task: :func:`compare.runner.run_one` against the shared store.
 
-    Returns the stored RunResult (its ``perf`` also says which node and GPUs ran it).
+    Returns the stored RunResult; its ``perf["executor"]`` says where it ran (performance
+    facts only: the config hash and the metrics are those of any executor).
     """
     from compare.runner import DatasetCache, run_one
 
-    result = run_one(cell, backend, job.grid, ResultsStore(job.out_dir),
-                     DatasetCache(job.data_dir), progress=False, log=lambda _msg: None)
+    store = ResultsStore(job.out_dir)
+    result = run_one(cell, backend, job.grid, store, DatasetCache(job.data_dir),
+                     progress=False, log=lambda _msg: None)
+    result.perf["executor"] = placement()
+    store.save(result)  # atomic: a kill in between leaves run_one's own, complete record
     return result
+
+
+def placement() -> dict[str, Any]:
+    """Where this Ray task runs: the executor, the node's IP, and the GPUs Ray gave it (their
+    ids, and ``CUDA_VISIBLE_DEVICES`` as the frameworks see it; empty without a GPU)."""
+    import ray
+
+    return {"name": "ray", "node_ip": ray.util.get_node_ip_address(),
+            "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
+            "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
 
 def call_task(task: RunTask, job: GridJob, cell: GridCell, backend: str) -> RunResult:

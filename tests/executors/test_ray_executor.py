@@ -43,6 +43,7 @@ def local_ray() -> Iterator[None]:
     """One local Ray for the module; the executors join it (and so leave it running)."""
     warnings.simplefilter("ignore", FutureWarning)  # Ray 2.52's note on future GPU masking
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             object_store_memory=256 * 1024**2,  # results are small; spare the shared memory
              configure_logging=False, _system_config={"enable_metrics_collection": False})
     yield
     ray.shutdown()
@@ -124,6 +125,8 @@ def test_ray_gives_the_same_results_as_local(local_and_ray: tuple[Path, Path]) -
         assert a.status == b.status == "finished"
         assert a.config == b.config and a.dataset == b.dataset and a.privacy == b.privacy
         assert (local_and_ray[1] / b.checkpoint).is_file()
+        assert b.perf["executor"]["name"] == "ray" and b.perf["executor"]["gpu_ids"] == []
+        assert "executor" not in a.perf
         # Same metrics up to float summation order (a Ray task runs torch on 1 thread).
         assert a.metrics.keys() == b.metrics.keys()
         assert a.metrics["accuracy"] == b.metrics["accuracy"]
