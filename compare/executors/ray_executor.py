@@ -159,10 +159,12 @@ class RayExecutor:
                     # Ray 2.52 warns that a future Ray stops hiding GPUs from num_gpus=0 tasks.
                     warnings.simplefilter("ignore", FutureWarning)
                     if address is None:  # no dashboard / metrics agent: a grid needs neither
+                        # Core Ray has no metrics agent: without this, every Ray process logs
+                        # that it cannot reach one. Read by this process's Ray core and
+                        # inherited by the local Ray it starts; a user's own setting wins.
+                        os.environ.setdefault("RAY_enable_metrics_collection", "0")
                         ray.init(include_dashboard=False, log_to_driver=False,
-                                 configure_logging=False,
-                                 _system_config={"enable_metrics_collection": False},
-                                 **self.init_kwargs)
+                                 configure_logging=False, **self.init_kwargs)
                     else:
                         ray.init(address=address, log_to_driver=False,
                                  configure_logging=False)

@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 
@@ -27,10 +27,10 @@ ray = pytest.importorskip(
     "ray", reason="the ray executor tests need Ray: pip install -c constraints.txt -e '.[ray]'")
 
 from compare.cli.main import main  # noqa: E402
-from compare.executors import GridJob  # noqa: E402
+from compare.executors import Executor, GridJob  # noqa: E402
 from compare.executors.ray_executor import RayExecutor, RayOptions, run_in_worker  # noqa: E402
-from compare.grid import GridCell, expand_grid, load_preset  # noqa: E402
-from compare.runner import run_grid  # noqa: E402
+from compare.grid import Grid, GridCell, expand_grid, load_preset  # noqa: E402
+from compare.runner import GridOutcome, run_grid  # noqa: E402
 from dpcore.results import ResultsStore, RunResult, read_result, run_id  # noqa: E402
 
 #: Bound on waiting for a state another process must reach (a hang guard, not a timing race:
@@ -41,23 +41,26 @@ WAIT_S = 300.0
 @pytest.fixture(scope="module", autouse=True)
 def local_ray() -> Iterator[None]:
     """One local Ray for the module; the executors join it (and so leave it running)."""
-    warnings.simplefilter("ignore", FutureWarning)  # Ray 2.52's note on future GPU masking
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             object_store_memory=256 * 1024**2,  # results are small; spare the shared memory
-             configure_logging=False, _system_config={"enable_metrics_collection": False})
-    yield
-    ray.shutdown()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_enable_metrics_collection", "0")  # core Ray has no metrics agent
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)  # Ray 2.52: future GPU masking note
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                     object_store_memory=256 * 1024**2,  # results are small
+                     configure_logging=False)
+        yield
+        ray.shutdown()
 
 
-def smoke_grid(backends: list[str] | None = None) -> object:
+def smoke_grid(backends: list[str] | None = None) -> Grid:
     return expand_grid(load_preset("smoke"), backends=backends)
 
 
-def quiet_run(grid: object, out: Path, executor: object) -> object:
+def quiet_run(grid: Grid, out: Path, executor: Executor) -> GridOutcome:
     return run_grid(grid, out, progress=False, log=lambda _m: None, executor=executor)
 
 
-def wait_for(condition: object, what: str) -> None:
+def wait_for(condition: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + WAIT_S
     while not condition():
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
