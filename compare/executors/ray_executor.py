@@ -169,10 +169,11 @@ class RayExecutor:
                         ray.init(address=address, log_to_driver=False,
                                  configure_logging=False)
             except ConnectionError as exc:
+                where = "on this machine" if address == "auto" else "there"
                 raise ConfigError(
-                    f"--ray-address={address}: no Ray cluster found there ({one_line(exc)}); "
-                    "start one with 'ray start --head' or give the head's HOST:PORT"
-                ) from exc
+                    f"--ray-address={address}: no running Ray found {where}; start one with "
+                    "'ray start --head', give the head's HOST:PORT, or omit --ray-address to "
+                    "start a local Ray") from exc
             self._owns_ray = True
         self._ray = ray
         try:
