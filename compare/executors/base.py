@@ -56,8 +56,8 @@ class RunTracker:
     def skipped(self) -> None:
         """A run already finished in the store: counts as done, nothing is run."""
         self.done += 1
+        self._refresh(redraw=False)
         self._bar.update(1)
-        self._refresh()
 
     def started(self, cell: GridCell, backend: str) -> None:
         """``(cell, backend)`` is now running (or queued on the cluster for a free slot)."""
@@ -73,16 +73,16 @@ class RunTracker:
         self.running.discard(rid)
         self.done += 1
         self.on_result(rid, result)
-        self._bar.update(1)
-        self._refresh()
+        self._refresh(redraw=False)
+        self._bar.update(1)  # one redraw with the new count and the new postfix
 
     def close(self) -> None:
         self._bar.close()
 
-    def _refresh(self, current: str | None = None) -> None:
+    def _refresh(self, current: str | None = None, *, redraw: bool = True) -> None:
         left = self.total - self.done - len(self.running)
         text = f"running {len(self.running)}, left {left}"
-        self._bar.set_postfix_str(f"{text}; {current}" if current else text)
+        self._bar.set_postfix_str(f"{text}; {current}" if current else text, refresh=redraw)
 
 
 class Executor(Protocol):

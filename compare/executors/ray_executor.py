@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 import warnings
 from collections import deque
@@ -145,6 +146,11 @@ class RayExecutor:
         address is unreachable, or no node has the requested resources."""
         if self._ray is not None:
             return
+        if self.options.address is None and "ray" not in sys.modules:
+            # Core Ray has no metrics agent: without this, Ray's processes log that they cannot
+            # reach one. Read when Ray is imported, inherited by the local Ray started below;
+            # a user's own setting wins.
+            os.environ.setdefault("RAY_enable_metrics_collection", "0")
         try:
             import ray
         except ImportError as exc:
@@ -159,10 +165,6 @@ class RayExecutor:
                     # Ray 2.52 warns that a future Ray stops hiding GPUs from num_gpus=0 tasks.
                     warnings.simplefilter("ignore", FutureWarning)
                     if address is None:  # no dashboard / metrics agent: a grid needs neither
-                        # Core Ray has no metrics agent: without this, every Ray process logs
-                        # that it cannot reach one. Read by this process's Ray core and
-                        # inherited by the local Ray it starts; a user's own setting wins.
-                        os.environ.setdefault("RAY_enable_metrics_collection", "0")
                         ray.init(include_dashboard=False, log_to_driver=False,
                                  configure_logging=False, **self.init_kwargs)
                     else:
