@@ -268,8 +268,9 @@ def run_grid(
                 log(f"  {rid}: stored record is {previous}, not final; redoing the run")
             pending.append((cell, backend))
         try:
-            executor.run(GridJob(grid, Path(out_dir), data_dir), pending, tracker, log,
-                         datasets)
+            job = GridJob(grid, Path(out_dir).absolute(),  # a worker's cwd may differ
+                          None if data_dir is None else Path(data_dir).absolute())
+            executor.run(job, pending, tracker, log, datasets)
         finally:
             tracker.close()
     finally:

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 class GridJob:
     """The grid-wide inputs of every run: the grid, the results store folder and the data root.
 
-    Everything here is picklable, so a job can be shipped to another process or node.
+    Everything here is picklable, so a job can be shipped to another process or node; the
+    runner makes the paths absolute (a worker's working directory is not the driver's).
     """
 
     grid: Grid

@@ -214,7 +214,8 @@ class RayExecutor:
         remote = ray.remote(num_cpus=self.options.cpus_per_run,
                             num_gpus=self.options.gpus_per_run,
                             max_retries=self.options.max_retries,
-                            retry_exceptions=False)(call_task)
+                            retry_exceptions=False,
+                            runtime_env={"env_vars": bench_environment()})(call_task)
         queue = deque(pending)
         in_flight: dict[Any, tuple[GridCell, str]] = {}
         try:
@@ -276,6 +277,12 @@ class RayExecutor:
             self._ray.shutdown()
         self._ray = None
         self._owns_ray = False
+
+
+def bench_environment() -> dict[str, str]:
+    """The driver's ``DPCOMPARE_*`` variables (data root, data cache), handed to every task:
+    a worker on another node does not inherit the driver's environment."""
+    return {key: value for key, value in os.environ.items() if key.startswith("DPCOMPARE_")}
 
 
 def check_reachable(address: str) -> None:

@@ -90,7 +90,8 @@ def die_then_run(control: Path, always_dies: str, dies_once: str, job: GridJob,
 def meet_then_run(control: Path, job: GridJob, cell: GridCell, backend: str) -> RunResult:
     """Wait until both runs are in a worker, then both train and write the store at once."""
     rid = run_id(cell.config.config_hash, backend)
-    (control / f"{rid}.ready").write_text(str(os.getpid()))
+    seen = {"pid": os.getpid(), "cache": os.environ.get("DPCOMPARE_CACHE_DIR")}
+    (control / f"{rid}.ready").write_text(json.dumps(seen))
     wait_for(lambda: len(list(control.glob("*.ready"))) == 2, "the other worker")
     return run_in_worker(job, cell, backend)
 
@@ -114,8 +115,10 @@ def local_and_ray(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]
     ray_out = tmp_path_factory.mktemp("ray")
     assert main(["compare", "--preset", "smoke", "--out", str(local_out), "--no-report",
                  "--quiet"]) == 0
-    assert main(["compare", "--preset", "smoke", "--executor", "ray", "--out", str(ray_out),
-                 "--no-report", "--quiet"]) == 0
+    with pytest.MonkeyPatch.context() as patch:  # a relative --out: the workers' cwd differs
+        patch.chdir(ray_out.parent)
+        assert main(["compare", "--preset", "smoke", "--executor", "ray", "--out",
+                     ray_out.name, "--no-report", "--quiet"]) == 0
     return local_out, ray_out
 
 
@@ -174,15 +177,19 @@ def test_killed_worker_is_retried_then_recorded_failed_and_the_grid_goes_on(
     assert retried is not None and retried.status == "finished"
 
 
-def test_two_workers_write_one_store_at_once(tmp_path: Path) -> None:
+def test_two_workers_write_one_store_at_once(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     control = tmp_path / "control"
     control.mkdir()
+    # Set after the module's Ray started: its workers get it only from the driver's task.
+    monkeypatch.setenv("DPCOMPARE_CACHE_DIR", str(tmp_path / "cache"))
     executor = RayExecutor(RayOptions(cpus_per_run=1, max_concurrent=2),
                            task=partial(meet_then_run, control))
     outcome = quiet_run(smoke_grid(["torch"]), tmp_path / "out", executor)
     assert len(outcome.ran) == 2 and not outcome.failed
-    pids = {p.read_text() for p in control.glob("*.ready")}
-    assert len(pids) == 2, "the two runs must run in two worker processes at once"
+    seen = [json.loads(p.read_text()) for p in control.glob("*.ready")]
+    assert len({s["pid"] for s in seen}) == 2, "the two runs must run in two workers at once"
+    assert all(s["cache"] == str(tmp_path / "cache") for s in seen)  # DPCOMPARE_* passed on
     results = [read_result(p) for p in sorted((tmp_path / "out").glob("runs/*/result.json"))]
     assert len(results) == 2 and all(r is not None and r.status == "finished" for r in results)
     assert not list((tmp_path / "out").glob("runs/*/.*.tmp"))  # no stray temporary file
