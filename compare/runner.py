@@ -27,13 +27,12 @@ from __future__ import annotations
 import importlib
 import math
 import re
-import sys
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +48,9 @@ from dpcore.results import (
     run_id,
     utc_now,
 )
+
+if TYPE_CHECKING:
+    from compare.executors import Executor
 
 BACKEND_PACKAGES = {"tf": "tfpipe", "torch": "torchpipe"}
 CONV_MODELS = ("cnn4", "resnet18", "vgg11", "vgg16", "alexnet")
@@ -230,44 +232,62 @@ def _store_interrupted(store: ResultsStore, config: RunConfig, backend: str, gri
 def run_grid(
     grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,
     progress: bool = True, log: Callable[[str], None] = print,
+    executor: Executor | None = None,
 ) -> GridOutcome:
-    """Run every (cell, backend) not yet finished in ``out_dir``; returns what happened."""
-    from tqdm import tqdm
+    """Run every (cell, backend) not yet finished in ``out_dir``; returns what happened.
 
-    store = ResultsStore(out_dir)
-    store.ensure_writable()
-    datasets = DatasetCache(data_dir)
-    outcome = GridOutcome()
-    start = time.perf_counter()
-    runs = grid.runs()
-    show = progress and sys.stderr.isatty()
-    bar = tqdm(total=len(runs), desc=f"{grid.name}: runs", unit="run", disable=not show)
-    for cell, backend in runs:
-        rid = run_id(cell.config.config_hash, backend)
-        stored = store.load(cell.config.config_hash, backend)  # unreadable: warns, gives None
-        if stored is not None and stored.status in FINAL_STATUSES:
-            outcome.skipped.append(rid)
-            bar.update(1)
-            continue
-        if (store.run_dir(cell.config.config_hash, backend) / RESULT_FILE).is_file():
-            previous = "unreadable" if stored is None else stored.status
-            log(f"  {rid}: stored record is {previous}, not final; redoing the run")
-        bar.set_postfix_str(f"{backend} {cell.setting} seed {cell.config.seed}")
-        if not show:
-            log(f"[{len(outcome.ran) + len(outcome.skipped) + 1}/{len(runs)}] {backend} "
-                f"{cell.setting} seed {cell.config.seed} ({rid})")
-        result = run_one(cell, backend, grid, store, datasets, progress=show, log=log)
-        outcome.ran.append(rid)
-        if result.status == "failed":
-            outcome.failed.append(rid)
-        elif result.status == "diverged":
-            outcome.diverged.append(rid)
-        bar.update(1)
-    bar.close()
+    ``executor`` runs the unfinished runs (default: :class:`~compare.executors.LocalExecutor`,
+    in this process); it is prepared before anything is written (a bad executor setting is a
+    DpCompareError with nothing written) and closed at the end.
+    """
+    from compare.executors import GridJob, LocalExecutor, RunTracker
+    from compare.executors.base import progress_shown
+
+    executor = executor or LocalExecutor()
+    executor.prepare()
+    try:
+        store = ResultsStore(out_dir)
+        store.ensure_writable()
+        datasets = DatasetCache(data_dir)
+        outcome = GridOutcome()
+        start = time.perf_counter()
+        runs = grid.runs()
+        tracker = RunTracker(total=len(runs), desc=f"{grid.name}: runs", log=log,
+                             show=progress_shown(progress),
+                             on_result=lambda rid, result: _count(outcome, rid, result))
+        pending = []
+        for cell, backend in runs:
+            rid = run_id(cell.config.config_hash, backend)
+            stored = store.load(cell.config.config_hash, backend)  # unreadable: warns, None
+            if stored is not None and stored.status in FINAL_STATUSES:
+                outcome.skipped.append(rid)
+                tracker.skipped()
+                continue
+            if (store.run_dir(cell.config.config_hash, backend) / RESULT_FILE).is_file():
+                previous = "unreadable" if stored is None else stored.status
+                log(f"  {rid}: stored record is {previous}, not final; redoing the run")
+            pending.append((cell, backend))
+        try:
+            job = GridJob(grid, Path(out_dir).absolute(),  # a worker's cwd may differ
+                          None if data_dir is None else Path(data_dir).absolute())
+            executor.run(job, pending, tracker, log, datasets)
+        finally:
+            tracker.close()
+    finally:
+        executor.close()
     if grid.evaluation.get("montage_images", 0):
         write_montages(grid, store, datasets, log=log)
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
+
+
+def _count(outcome: GridOutcome, rid: str, result: RunResult) -> None:
+    """Book one run that ran (whatever its status) into ``outcome``."""
+    outcome.ran.append(rid)
+    if result.status == "failed":
+        outcome.failed.append(rid)
+    elif result.status == "diverged":
+        outcome.diverged.append(rid)
 
 
 def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from compare.cli.common import add_data_dir_option, add_engine_option, check_output_folder
+from compare.executors import EXECUTORS, make_executor
 from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
 from compare.report import ReportContext, command_line, write_report
 from compare.runner import run_grid
@@ -44,7 +45,29 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-report", action="store_true", help="do not write the report")
     add_data_dir_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    add_executor_options(parser)
     parser.set_defaults(func=run)
+
+
+def add_executor_options(parser: argparse.ArgumentParser) -> None:
+    """``--executor`` and the Ray placement options (see compare/executors)."""
+    group = parser.add_argument_group("executor (where the runs execute)")
+    group.add_argument("--executor", choices=EXECUTORS, default="local",
+                       help="local: one run at a time in this process (default); ray: one Ray "
+                            "task per unfinished run (needs the 'ray' extra). On a multi-node "
+                            "cluster --out (and the data) must be on storage shared by every "
+                            "node at the same path: Ray does not sync files between nodes")
+    group.add_argument("--ray-address", default=None, metavar="ADDR",
+                       help="Ray cluster to join: HOST:PORT of the head, ray://HOST:PORT, or "
+                            "auto (the Ray started on this machine by 'ray start --head'); "
+                            "default: start a local Ray for this grid")
+    group.add_argument("--cpus-per-run", type=float, default=None, metavar="N",
+                       help="CPU cores Ray reserves per run (default 1)")
+    group.add_argument("--gpus-per-run", type=float, default=None, metavar="G",
+                       help="GPUs Ray reserves per run; the run sees only those (default 0)")
+    group.add_argument("--max-concurrent", type=int, default=None, metavar="K",
+                       help="most runs in flight at once (default: as many as the cluster's "
+                            "CPUs/GPUs fit)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,9 +88,13 @@ def run(args: argparse.Namespace) -> int:
     report_dir = Path(args.report or Path("reports") / grid.name)
     if not args.no_report:
         check_output_folder(report_dir, "--report")
+    executor = make_executor(args.executor, ray_address=args.ray_address,
+                             cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
+                             max_concurrent=args.max_concurrent)
     log = (lambda _msg: None) if args.quiet else print
     started = time.perf_counter()
-    outcome = run_grid(grid, out, data_dir=args.data_dir, progress=not args.quiet, log=log)
+    outcome = run_grid(grid, out, data_dir=args.data_dir, progress=not args.quiet, log=log,
+                       executor=executor)
     log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
         f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged; results in {out}")
     if not args.no_report:
