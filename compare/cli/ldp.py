@@ -10,7 +10,6 @@ writes a montage PNG of a few images at one or several noise levels.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -217,19 +216,9 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 
 def _write_summary(path: Path, result: dict[str, Any]) -> None:
-    from dpcore.ldp.cache import write_text_atomic
+    from dpcore.io import atomic_write_json
 
-    write_text_atomic(path, json.dumps(_json_safe(result), indent=2, sort_keys=True) + "\n")
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    return obj
+    atomic_write_json(path, result)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -27,7 +27,8 @@ import numpy as np
 
 from dpcore.data import Dataset, as_float01
 from dpcore.errors import ConfigError, DataError
-from dpcore.ldp.cache import cache_file, cache_key, read_npz, write_npz_atomic
+from dpcore.io import read_npz, write_npz
+from dpcore.ldp.cache import cache_file, cache_key
 from dpcore.ldp.mechanisms import LdpMechanism
 
 #: The splits a data set has, in the order of their stream index in the noise seed.
@@ -162,7 +163,7 @@ def privatize_dataset(
         meta = {"key": key, "source_fingerprint": source_fp, "mechanism": mechanism.name,
                 "params": mechanism.params(), "seed": int(seed), "splits": list(chosen),
                 "privatised_fingerprint": out.extra["privatised_fingerprint"]}
-        write_npz_atomic(path, {f"x_{s}": images[s] for s in SPLITS}, meta)
+        write_npz(path, {f"x_{s}": images[s] for s in SPLITS}, meta)
     return out
 
 
