@@ -36,6 +36,7 @@ from typing import Any
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.privacy_checks import check_dp_model
 from dpcore.results import json_safe, utc_now
 from dpcore.runrecord import build_run_result
 from dpcore.trained import TrainedModel
@@ -146,7 +147,9 @@ def fit(
         dataset: the (already privatised, for LDP) data.
         perf: performance switches (chunk size...).
         backend: ``tf`` or ``torch``.
-        model: the framework model the engine trains (it holds the evaluation weights after).
+        model: the framework model the engine trains (it holds the evaluation weights after);
+            for DP-SGD it is checked by :func:`dpcore.privacy_checks.check_dp_model` before
+            the engine is built (PrivacyError: nothing trained, no privacy spent).
         make_engine: builds the backend's step engine from the plan and mechanism.
         library_epsilon: the library's own accountant, called with the plan (Gaussian only).
         progress: tqdm bar per epoch (only on a terminal).
@@ -155,6 +158,8 @@ def fit(
     """
     started = utc_now()
     plan = privacy_plan(config, len(dataset.x_train))
+    if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
+        check_dp_model(model, model_name=f"model {config.model.name!r}")
     engine = make_engine(plan, step_mechanism(config, plan))
     outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
                            callbacks=callbacks)
