@@ -154,6 +154,8 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     npz_path = cache_path_for(ds, mechanism, args.seed, out_dir, splits)
     before = _file_identity(npz_path)
     private = privatize_dataset(ds, mechanism, args.seed, out_dir, splits=splits)
+    record = private.ldp
+    assert record is not None  # privatize_dataset always attaches its record
     # Reused iff the same file (inode, mtime) is still there: a rebuilt one was os.replace'd.
     reused = before is not None and before == _file_identity(npz_path)
 
@@ -187,8 +189,8 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         "dataset": ds.name,
         "n_images": {"train": int(len(ds.x_train)), "test": int(len(ds.x_test))},
         "image_shape": list(ds.input_shape),
-        "source_fingerprint": private.extra["source_fingerprint"],
-        "privatised_fingerprint": private.extra["privatised_fingerprint"],
+        "source_fingerprint": record.source_fingerprint,
+        "privatised_fingerprint": record.privatised_fingerprint,
         "mechanism": mechanism.name,
         "params": mechanism.params(),
         "seed": int(args.seed),

@@ -130,3 +130,34 @@ def test_grid_evaluation_options_map_onto_one_evaluation() -> None:
     assert training.Evaluation.of_grid({}) == training.Evaluation(500, False)
     assert training.Evaluation.of_grid({"faithfulness": False, "faithfulness_subset": 9,
                                         "audit": True}) == training.Evaluation(0, True)
+
+
+def test_a_local_dp_run_has_one_ledger_and_no_ldp_text_in_extra(tmp_path: Path) -> None:
+    """The plan carries the LDP mechanism's per-image DpEvent; the run's epsilon is the shared
+    accountant's epsilon of it and agrees with the mechanism's own per-image epsilon."""
+    from dpcore.pipeline import prepare_dataset, privacy_plan
+
+    config = RunConfig.from_dict({
+        **BASE, "privacy": {"mechanism": "ldp"},
+        "data": {**BASE["data"], "ldp_mechanism": "laplace", "ldp_params": {"scale": 2.0}}})
+    dataset = prepare_dataset(config)
+    assert dataset.ldp is not None
+    assert not any(k.startswith(("ldp_", "source_", "privatised_")) for k in dataset.extra)
+    event = dataset.ldp.dp_event
+    assert type(event).__name__ == "LaplaceDpEvent"
+    plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
+    assert plan.event == event
+    # Laplace b=2 on a 16x16x1 image in [0, 1]: L1 sensitivity 256, pure epsilon 128.
+    assert plan.epsilon_rdp == pytest.approx(128.0, rel=1e-3)
+
+    result, _ = training.train_and_record(config, dataset, "torch", ResultsStore(tmp_path),
+                                          evaluation=training.Evaluation(0), progress=False)
+    privacy = result.privacy
+    assert privacy["dp_event"]["class_name"] == "LaplaceDpEvent"
+    assert privacy["ldp"]["dp_event"] == privacy["dp_event"]
+    assert privacy["epsilon_rdp"] == pytest.approx(privacy["ldp"]["epsilon_per_image"],
+                                                   rel=1e-3)
+    assert privacy["ldp"]["epsilon_per_value"] == pytest.approx(0.5)
+    assert "epsilon_pld is not computed" in privacy["accounting_note"]
+    assert privacy["ldp"]["privatised_fingerprint"] == result.dataset["fingerprint"]
+    assert not any(k.startswith("ldp_") for k in result.dataset["extra"])
