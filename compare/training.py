@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.architectures import IMAGE_ARCHITECTURES
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import DpCompareError
@@ -35,7 +36,8 @@ from dpcore.trained import CHECKPOINT_FILE
 from dpcore.trainloop import EpochCallback
 
 BACKEND_PACKAGES = {"tf": "tfpipe", "torch": "torchpipe"}
-CONV_MODELS = ("cnn4", "resnet18", "vgg11", "vgg16", "alexnet")
+#: The models Grad-CAM faithfulness applies to: every image (convolutional) architecture.
+CONV_MODELS: tuple[str, ...] = tuple(IMAGE_ARCHITECTURES)
 INTERRUPTED_MESSAGE = "interrupted (KeyboardInterrupt); redone by the next invocation"
 
 
