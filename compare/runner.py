@@ -133,6 +133,15 @@ def run_one(
     return failed
 
 
+def _failed_result(config: RunConfig, backend: str, grid: Grid, cell: GridCell,
+                   dataset: Dataset | None, error: str, started: str,
+                   status: str = "failed") -> RunResult:
+    """:func:`compare.training.incomplete_record` of a grid cell (the former signature, kept
+    for the executors that record a run they could not start)."""
+    return incomplete_record(config, backend, dataset, status=status, error=error,
+                             started=started, labels=cell.labels, grid_name=grid.name)
+
+
 def run_grid(
     grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,
     progress: bool = True, log: Callable[[str], None] = print,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.errors import DpCompareError
+from dpcore.io import json_safe, json_text
 
 
 def add_engine_option(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +34,11 @@ def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
 
 def print_json(obj: Any) -> None:
     """Print one JSON object on stdout (NaN/inf written as null)."""
-    from dpcore.io import json_text
-
     sys.stdout.write(json_text(obj))
+
+
+#: The former name of the one JSON sanitiser (:func:`dpcore.io.json_safe`), kept for callers.
+_finite = json_safe
 
 
 def check_output_folder(path: str | Path, option: str) -> Path:
