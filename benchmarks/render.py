@@ -133,14 +133,10 @@ def markdown(results: dict[str, Any], command: str) -> str:
 
 def write_report(results: dict[str, Any], out_dir: str | Path, command: str) -> Path:
     """Write ``report.md`` (and ``results.json``) into ``out_dir``; returns the report path."""
-    import json
-
-    from compare.cli.common import _finite
+    from dpcore.io import atomic_write_json, atomic_write_text
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(_finite(results), indent=2, sort_keys=True)
-                                      + "\n", encoding="utf-8")
+    atomic_write_json(out / "results.json", results)
     path = out / "report.md"
-    path.write_text(markdown(results, command), encoding="utf-8")
+    atomic_write_text(path, markdown(results, command))
     return path

@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dpcore.errors import ConfigError
-from dpcore.ldp.cache import atomic_path
+from dpcore.io import atomic_path
 
 COLUMN_KEYS = ("title", "backend", "maps", "pred_class", "confidence")
 TILE_INCHES = 1.5

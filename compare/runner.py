@@ -5,9 +5,10 @@ For every (cell, backend) of a :class:`~compare.grid.Grid`:
 * a run whose valid RunResult (status ``finished`` or ``diverged``) is already in the store is
   skipped (keyed by config hash + backend), so re-running the same command resumes the grid;
   a run that was interrupted has no final record and is redone from its start;
-* otherwise the data set is prepared once per data spec (local DP applied, cached), the
-  backend trains, faithfulness metrics of Grad-CAM are computed on a fixed seeded test subset,
-  and the checkpoint then the RunResult are written atomically;
+* otherwise the data set is prepared once per data spec (local DP applied, cached) and
+  :func:`compare.training.train_and_record` trains, computes Grad-CAM faithfulness on a fixed
+  seeded test subset, and writes the checkpoint then the RunResult atomically (the same
+  record path as ``dpcompare train``);
 * a diverged run (NaN loss) is recorded as such and the grid goes on; a run that fails with an
   error is recorded as ``failed`` with the message, and the grid goes on;
 * a stored result that does not read as a valid RunResult (e.g. truncated by a crash outside
@@ -16,7 +17,8 @@ For every (cell, backend) of a :class:`~compare.grid.Grid`:
   final: the next invocation redoes it) and re-raises; finished runs are never touched. A run
   killed outright (SIGKILL) has no record and is redone in the same way;
 * a DP-SGD model holding a layer the accountant cannot cover (BatchNorm) is refused with the
-  privacy reason (:func:`dpcore.privacy_checks.check_dp_model`), never stored as finished.
+  privacy reason before its first step (:func:`dpcore.privacy_checks.check_dp_model`), never
+  stored as finished.
 
 After the grid, a saliency montage per (data set, model) group is drawn from the stored
 checkpoints (so it is complete after a resume too), and the report is written.
@@ -24,7 +26,6 @@ checkpoints (so it is complete after a resume too), and the report is written.
 
 from __future__ import annotations
 
-import importlib
 import math
 import re
 import time
@@ -32,28 +33,37 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from compare.grid import Grid, GridCell
+from compare.training import (  # re-exported: callers import them from here too
+    BACKEND_PACKAGES,
+    CONV_MODELS,
+    Evaluation,
+    backend_module,
+    faithfulness_of,
+    faithfulness_skip_reason,
+    incomplete_record,
+    record_faithfulness,
+    store_interrupted,
+    train_and_record,
+)
 from dpcore.config import RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import DpCompareError
-from dpcore.results import (
-    RESULT_FILE,
-    ResultsStore,
-    RunResult,
-    library_versions,
-    run_id,
-    utc_now,
-)
+from dpcore.results import RESULT_FILE, ResultsStore, RunResult, run_id, utc_now
+
+__all__ = [
+    "BACKEND_PACKAGES", "CONV_MODELS", "FINAL_STATUSES", "DatasetCache", "GridOutcome",
+    "backend_module", "faithfulness_of", "faithfulness_skip_reason", "record_faithfulness",
+    "run_grid", "run_one", "write_montages",
+]
 
 if TYPE_CHECKING:
     from compare.executors import Executor
 
-BACKEND_PACKAGES = {"tf": "tfpipe", "torch": "torchpipe"}
-CONV_MODELS = ("cnn4", "resnet18", "vgg11", "vgg16", "alexnet")
 #: Statuses of a stored run that is not redone (``ResultsStore.is_finished``).
 FINAL_STATUSES = ("finished", "diverged")
 
@@ -67,13 +77,6 @@ class GridOutcome:
     failed: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
-
-
-def backend_module(backend: str, part: str) -> Any:
-    """Import ``tfpipe.<part>`` / ``torchpipe.<part>`` lazily (frameworks load only when used)."""
-    if backend not in BACKEND_PACKAGES:
-        raise DpCompareError(f"backend {backend!r} is not known; valid: tf, torch")
-    return importlib.import_module(f"{BACKEND_PACKAGES[backend]}.{part}")
 
 
 class DatasetCache:
@@ -92,141 +95,54 @@ class DatasetCache:
         return self._cache[key]
 
 
-def faithfulness_of(
-    backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
-) -> dict[str, Any] | None:
-    """Grad-CAM faithfulness metrics on a fixed seeded test subset (image conv models only).
+def run_one(
+    cell: GridCell, backend: str, grid: Grid, store: ResultsStore, datasets: DatasetCache,
+    *, progress: bool = True, log: Callable[[str], None] = print,
+) -> RunResult:
+    """Train, evaluate and store one (cell, backend); returns the stored RunResult.
 
-    None for text or non-convolutional models, and for a local-DP run whose privatised test
-    images leave [0, 1] (unclipped noise): the metrics mask images by saliency maps, which is
-    defined on [0, 1] images only (:func:`faithfulness_skip_reason` says why).
+    The data set comes from ``datasets`` (prepared once per data spec); the rest is
+    :func:`compare.training.train_and_record`, the record path ``dpcompare train`` uses too.
+    An error is recorded as a ``failed`` run (the grid goes on); Ctrl-C stores an
+    ``interrupted`` record and is re-raised.
     """
-    return _faithfulness(backend, trained, dataset, subset_size, seed)[0]
-
-
-def record_faithfulness(result: RunResult, backend: str, trained: Any, dataset: Dataset,
-                        subset_size: int, seed: int) -> None:
-    """Store :func:`faithfulness_of` in ``result.faithfulness``; where it was skipped for the
-    test images' range, the reason goes to ``result.metrics["faithfulness_note"]``."""
-    result.faithfulness, reason = _faithfulness(backend, trained, dataset, subset_size, seed)
-    if reason is not None:
-        result.metrics["faithfulness_note"] = reason
-
-
-def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
-                  ) -> tuple[dict[str, Any] | None, str | None]:
-    """(metrics, None), or (None, why skipped) for images outside [0, 1], or (None, None)
-    for models the metrics do not apply to."""
-    if dataset.task != "image" or trained.config.model.name not in CONV_MODELS:
-        return None, None
-    from dpcore.data import as_float01
-    from dpcore.metrics import faithfulness_metrics, seeded_subset
-
-    explain = backend_module(backend, "explain")
-    predict = backend_module(backend, "predict")
-    idx = seeded_subset(len(dataset.x_test), subset_size, seed)
-    x = as_float01(dataset.x_test[idx])
-    reason = faithfulness_skip_reason(x)
-    if reason is not None:
-        return None, reason
-    proba = predict.predict_proba(trained.model, x)
-    target = proba.argmax(axis=1)
-    saliency = explain.gradcam(trained.model, x, target)
-    metrics = faithfulness_metrics(
-        x, saliency, lambda batch: predict.predict_proba(trained.model, batch), target,
-        labels=dataset.y_test[idx], curves=True,
-    )
-    metrics["subset_seed"] = seed
-    return metrics, None
-
-
-def faithfulness_skip_reason(images: np.ndarray) -> str | None:
-    """Why Grad-CAM faithfulness is not computed on ``images`` (float), or None if it is: the
-    metrics (saliency-masked inputs, deletion / insertion) are defined on [0, 1] images, and
-    the test images of a local-DP run with unclipped noise leave that range."""
-    if images.size and (float(images.min()) < 0.0 or float(images.max()) > 1.0):
-        return (f"not computed: the (locally privatised) test images have values in "
-                f"[{float(images.min()):.3g}, {float(images.max()):.3g}], outside [0, 1]; "
-                "set data.ldp_params.clip: true to clip them (post-processing)")
-    return None
+    config = cell.config
+    started = utc_now()
+    dataset: Dataset | None = None
+    try:
+        try:
+            dataset = datasets.get(config)
+        except KeyboardInterrupt:
+            store_interrupted(store, config, backend, None, started, labels=cell.labels,
+                              grid_name=grid.name)
+            raise
+        result, _path = train_and_record(
+            config, dataset, backend, store, perf=grid.perf,
+            evaluation=Evaluation.of_grid(grid.evaluation), progress=progress,
+            labels=cell.labels, grid_name=grid.name,
+        )
+        return result
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except DpCompareError as exc:
+        log(f"  {backend} {cell.setting}: error: {exc}")
+        error = str(exc)
+    except Exception as exc:  # a bug in one run must not lose the rest of the grid
+        log(f"  {backend} {cell.setting}: failed: {type(exc).__name__}: {exc}")
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    failed = incomplete_record(config, backend, dataset, status="failed", error=error,
+                               started=started, labels=cell.labels, grid_name=grid.name)
+    store.save(failed)
+    return failed
 
 
 def _failed_result(config: RunConfig, backend: str, grid: Grid, cell: GridCell,
                    dataset: Dataset | None, error: str, started: str,
                    status: str = "failed") -> RunResult:
-    """A schema-valid record of a run that raised an error (so the grid can go on), or of one
-    that was interrupted (``status="interrupted"``)."""
-    return RunResult(
-        run_id=run_id(config.config_hash, backend), config=config.to_dict(),
-        config_hash=config.config_hash, backend=backend, seed=config.seed, status=status,
-        versions=library_versions(),
-        dataset={"name": config.data.name,
-                 "fingerprint": dataset.fingerprint if dataset else "",
-                 "n_train": len(dataset.x_train) if dataset else 1,
-                 "n_test": len(dataset.x_test) if dataset else 1},
-        privacy={"mechanism": config.privacy.mechanism, "noise_multiplier": None,
-                 "delta": None, "steps": None, "sampling_rate": None, "epsilon_rdp": None,
-                 "epsilon_pld": None, "dp_event": {}},
-        error=error, labels=dict(cell.labels), grid=grid.name, started_at=started,
-        finished_at=utc_now(),
-    )
-
-
-def run_one(
-    cell: GridCell, backend: str, grid: Grid, store: ResultsStore, datasets: DatasetCache,
-    *, progress: bool = True, log: Callable[[str], None] = print,
-) -> RunResult:
-    """Train, evaluate and store one (cell, backend); returns the stored RunResult."""
-    config = cell.config
-    started = utc_now()
-    dataset: Dataset | None = None
-    try:
-        dataset = datasets.get(config)
-        train = backend_module(backend, "train")
-        trained = train.train(config, dataset, grid.perf, progress=progress)
-        if config.privacy.is_dpsgd:
-            from dpcore.privacy_checks import check_dp_model
-
-            check_dp_model(trained.model, model_name=f"model {config.model.name!r}")
-        result: RunResult = trained.result
-        if result.status == "finished" and grid.evaluation.get("faithfulness", True):
-            record_faithfulness(result, backend, trained, dataset,
-                                int(grid.evaluation["faithfulness_subset"]), seed=0)
-        if result.status == "finished" and grid.evaluation.get("audit", False):
-            from compare.audit import audit_trained
-
-            result.audit = audit_trained(trained, dataset, result.privacy)
-        run_dir = store.run_dir(config.config_hash, backend)
-        checkpoint = train.save_checkpoint(trained, run_dir / "checkpoint.npz")
-        result.checkpoint = str(Path(checkpoint).relative_to(store.root))
-    except KeyboardInterrupt:
-        _store_interrupted(store, config, backend, grid, cell, dataset, started)
-        raise
-    except SystemExit:
-        raise
-    except DpCompareError as exc:
-        log(f"  {backend} {cell.setting}: error: {exc}")
-        result = _failed_result(config, backend, grid, cell, dataset, str(exc), started)
-    except Exception as exc:  # a bug in one run must not lose the rest of the grid
-        log(f"  {backend} {cell.setting}: failed: {type(exc).__name__}: {exc}")
-        detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        result = _failed_result(config, backend, grid, cell, dataset, detail, started)
-    result.labels = dict(cell.labels)
-    result.grid = grid.name
-    store.save(result)
-    return result
-
-
-def _store_interrupted(store: ResultsStore, config: RunConfig, backend: str, grid: Grid,
-                      cell: GridCell, dataset: Dataset | None, started: str) -> None:
-    """Record that this run was interrupted (best effort: the write is atomic, and a second
-    Ctrl-C during it only loses this marker, never a finished result)."""
-    record = _failed_result(config, backend, grid, cell, dataset,
-                            "interrupted (KeyboardInterrupt); redone by the next invocation",
-                            started, status="interrupted")
-    record.labels = dict(cell.labels)
-    record.grid = grid.name
-    store.save(record)
+    """:func:`compare.training.incomplete_record` of a grid cell (the former signature, kept
+    for the executors that record a run they could not start)."""
+    return incomplete_record(config, backend, dataset, status=status, error=error,
+                             started=started, labels=cell.labels, grid_name=grid.name)
 
 
 def run_grid(

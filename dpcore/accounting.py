@@ -235,12 +235,6 @@ def plan_privacy(config: RunConfig, n_train: int) -> PrivacyPlan:
 
 def event_to_dict(event: dpe.DpEvent) -> dict[str, Any]:
     """A JSON-able description of a DpEvent (dp_accounting's own ``to_named_tuple`` form)."""
-    return _jsonable(event.to_named_tuple())
+    from dpcore.io import json_safe
 
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "_asdict"):
-        return {k: _jsonable(v) for k, v in value._asdict().items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return value
+    return json_safe(event.to_named_tuple())

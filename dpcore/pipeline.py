@@ -28,7 +28,7 @@ plus ``predict_proba(model, x)``, ``save_checkpoint(trained, path)`` and
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,8 @@ from typing import Any
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.ldp.record import LdpRecord
+from dpcore.privacy_checks import check_dp_model
 from dpcore.results import json_safe, utc_now
 from dpcore.runrecord import build_run_result
 from dpcore.trained import TrainedModel
@@ -52,7 +54,9 @@ def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Da
     """The data set a run trains on: loaded, and privatised when ``data.ldp_mechanism`` is set.
 
     The local-DP noise is seeded by ``config.seed`` (both backends of one configuration see
-    byte-identical images) and cached under the data cache folder (``ldp/``).
+    byte-identical images) and cached under the data cache folder (``ldp/``). A privatised
+    data set carries its typed :class:`~dpcore.ldp.record.LdpRecord` in ``Dataset.ldp``,
+    completed with the epsilons at the run's delta and the image quality (:func:`ldp_details`).
 
     Raises:
         DataError / ConfigError: from the loader or the LDP layer, naming the bad value.
@@ -68,54 +72,61 @@ def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Da
 
     mechanism = build_mechanism(config.data.ldp_mechanism, config.data.ldp_params)
     noisy = privatize_dataset(dataset, mechanism, config.seed, cache_dir(root) / "ldp")
-    noisy.extra["ldp_summary"] = json.dumps(
-        ldp_summary(config, mechanism, dataset, noisy), sort_keys=True
-    )
-    return noisy
+    return dataclasses.replace(noisy, ldp=ldp_details(config, mechanism, dataset, noisy))
 
 
-def ldp_summary(config: RunConfig, mechanism: Any, clean: Dataset, noisy: Dataset
-                ) -> dict[str, Any]:
-    """Both epsilons of a local-DP run and how visible its images still are.
-
-    Returns ``epsilon_per_value`` (one pixel value), ``epsilon_per_image`` (a whole image: the
-    one that protects a patient's image), their deltas, ``psnr`` (dB) and ``ssim`` of the
-    privatised test images against the originals (seeded subset of at most 500).
-    """
+def ldp_details(config: RunConfig, mechanism: Any, clean: Dataset, noisy: Dataset
+                ) -> LdpRecord:
+    """``noisy.ldp`` completed with the epsilons of the mechanism at the run's delta (per
+    pixel value, per image: the one that protects a patient's image, ...) and how visible the
+    images still are: PSNR (dB) and SSIM of the privatised test images against the originals
+    (seeded subset of at most 500)."""
     from dpcore.data import as_float01
     from dpcore.ldp.quality import image_quality
+    from dpcore.ldp.record import LdpQuality
 
+    assert noisy.ldp is not None  # privatize_dataset always attaches it
     delta = config.privacy.resolved_delta(len(clean.x_train))
-    eps = mechanism.epsilons(clean.input_shape, delta)
     quality = image_quality(as_float01(clean.x_test), noisy.x_test, max_images=500, seed=0)
-    per_m = eps.get("per_m_neighbourhood") or {}
-    return json_safe({
-        "mechanism": eps["mechanism"],
-        "params": eps["params"],
-        "epsilon_per_value": eps["per_value"]["epsilon"],
-        "delta_per_value": eps["per_value"]["delta"],
-        "epsilon_per_image": eps["per_image"]["epsilon"],
-        "delta_per_image": eps["per_image"]["delta"],
-        "epsilon_per_m_neighbourhood": per_m.get("epsilon"),
-        "protects": eps["protects"],
-        "psnr": quality["psnr_db"],
-        "ssim": quality["ssim"],
-        "quality_images": quality["n_images"],
-    })
+    return dataclasses.replace(
+        noisy.ldp, epsilons=json_safe(mechanism.epsilons(clean.input_shape, delta)),
+        quality=LdpQuality(psnr=float(quality["psnr_db"]), ssim=float(quality["ssim"]),
+                           n_images=int(quality["n_images"])),
+    )
 
 
-_PLANS: dict[tuple[str, int], PrivacyPlan] = {}
+_PLANS: dict[tuple[str, int, str], PrivacyPlan] = {}
+
+#: Why a local-DP plan has no PLD epsilon.
+LDP_PLD_NOTE = ("local DP: the event is releasing one privatised image (per-image level); "
+                "epsilon_pld is not computed for it (dp_accounting's PLD takes tens of seconds "
+                "at the large per-image epsilons of local DP); epsilon_rdp is the shared "
+                "accountant's epsilon of that event")
 
 
-def privacy_plan(config: RunConfig, n_train: int) -> PrivacyPlan:
-    """``plan_privacy(config, n_train)``, computed once per (config hash, N) in a process.
+def privacy_plan(config: RunConfig, n_train: int, ldp: LdpRecord | None = None
+                 ) -> PrivacyPlan:
+    """``plan_privacy(config, n_train)``, computed once per (config hash, N, LDP event) in a
+    process.
+
+    For a local-DP run given its data set's :class:`~dpcore.ldp.record.LdpRecord`, the plan
+    carries the mechanism's per-image DpEvent (one ledger: the run's epsilon is computed from
+    it by the shared accountant, see :data:`LDP_PLD_NOTE`) instead of a no-op event.
 
     Calibration and the PLD epsilon take seconds; the CLI (which prints the plan before
     training) and the trainer then share one computation. A PrivacyPlan is immutable.
     """
-    key = (config.config_hash, int(n_train))
+    event = ldp.dp_event if ldp is not None and config.privacy.mechanism == "ldp" else None
+    key = (config.config_hash, int(n_train), repr(event))
     if key not in _PLANS:
-        _PLANS[key] = plan_privacy(config, n_train)
+        plan = plan_privacy(config, n_train)
+        if event is not None:
+            from dpcore.accounting import epsilon_rdp
+
+            plan = dataclasses.replace(
+                plan, event=event, epsilon_rdp=epsilon_rdp(event, plan.delta),
+                epsilon_pld=None, accounting_note=f"{plan.accounting_note}; {LDP_PLD_NOTE}")
+        _PLANS[key] = plan
     return _PLANS[key]
 
 
@@ -146,7 +157,9 @@ def fit(
         dataset: the (already privatised, for LDP) data.
         perf: performance switches (chunk size...).
         backend: ``tf`` or ``torch``.
-        model: the framework model the engine trains (it holds the evaluation weights after).
+        model: the framework model the engine trains (it holds the evaluation weights after);
+            for DP-SGD it is checked by :func:`dpcore.privacy_checks.check_dp_model` before
+            the engine is built (PrivacyError: nothing trained, no privacy spent).
         make_engine: builds the backend's step engine from the plan and mechanism.
         library_epsilon: the library's own accountant, called with the plan (Gaussian only).
         progress: tqdm bar per epoch (only on a terminal).
@@ -154,7 +167,9 @@ def fit(
         perf_details: backend facts to record in the result's ``perf`` entry.
     """
     started = utc_now()
-    plan = privacy_plan(config, len(dataset.x_train))
+    plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
+    if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
+        check_dp_model(model, model_name=f"model {config.model.name!r}")
     engine = make_engine(plan, step_mechanism(config, plan))
     outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
                            callbacks=callbacks)

@@ -5,18 +5,16 @@ Layout of a store rooted at ``ROOT``::
     ROOT/runs/<config_hash>-<backend>/result.json     the RunResult
     ROOT/runs/<config_hash>-<backend>/checkpoint.*    the trained weights (backend format)
 
-Writes are atomic (temporary file in the same folder, fsync, ``os.replace``), so a killed
-process leaves either the previous file or the new one, never half a file. Non-finite floats
-(NaN, inf) are written as JSON ``null``: a non-private run's epsilon is null with
+Writes are atomic (:func:`dpcore.io.atomic_write_json`: temporary file in the same folder,
+fsync, ``os.replace``), so a killed process leaves either the previous file or the new one,
+never half a file. Non-finite floats (NaN, inf) are written as JSON ``null``
+(:func:`dpcore.io.json_safe`): a non-private run's epsilon is null with
 ``privacy.mechanism == "none"``; a diverged run says so in ``status``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import math
-import os
 import platform
 import tempfile
 import warnings
@@ -31,6 +29,13 @@ from typing import Any
 import jsonschema
 
 from dpcore.errors import DpCompareError
+from dpcore.io import atomic_write_bytes, atomic_write_json, json_safe
+
+__all__ = [  # atomic_write_bytes / atomic_write_json / json_safe: re-exported from dpcore.io
+    "BACKENDS", "RESULT_FILE", "SCHEMA_VERSION", "STATUSES", "ResultsStore", "RunResult",
+    "atomic_write_bytes", "atomic_write_json", "json_safe", "library_versions", "read_result",
+    "run_id", "utc_now", "validate_result_dict",
+]
 
 SCHEMA_VERSION = 1
 RESULT_FILE = "result.json"
@@ -102,19 +107,6 @@ def library_versions() -> dict[str, str]:
     return out
 
 
-def json_safe(value: Any) -> Any:
-    """Recursively replace NaN/inf by None and numpy scalars/arrays by Python values."""
-    if isinstance(value, dict):
-        return {str(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [json_safe(v) for v in value]
-    if hasattr(value, "tolist") and not isinstance(value, str | bytes):
-        return json_safe(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 @cache
 def _schema() -> dict[str, Any]:
     text = resources.files("dpcore").joinpath("schemas/run_result.v1.json").read_text("utf-8")
@@ -130,37 +122,6 @@ def validate_result_dict(raw: Any) -> None:
     except jsonschema.ValidationError as exc:
         where = "/".join(str(p) for p in exc.absolute_path) or "(top level)"
         raise DpCompareError(f"RunResult field {where}: {exc.message}") from exc
-
-
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same folder, fsync, rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp creates the file 0600; give it the permissions a plain open() would.
-        os.chmod(tmp, 0o666 & ~_current_umask())
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def atomic_write_json(path: str | Path, obj: Any) -> None:
-    """Write ``obj`` as indented JSON atomically (non-finite floats become null)."""
-    text = json.dumps(json_safe(obj), indent=2, sort_keys=True, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode("utf-8"))
 
 
 class ResultsStore:

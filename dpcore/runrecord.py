@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -91,12 +90,7 @@ def build_run_result(
         perf_details: backend facts recorded under ``perf`` (e.g. the grad-sample mode).
         checkpoint: path of the written checkpoint, if any.
     """
-    ldp = None
-    if "ldp_mechanism" in dataset.extra:
-        ldp = {k: v for k, v in dataset.extra.items()
-               if k.startswith(("ldp_", "source_", "privatised_")) and k != "ldp_summary"}
-        if "ldp_summary" in dataset.extra:
-            ldp.update(json.loads(dataset.extra["ldp_summary"]))
+    ldp = None if dataset.ldp is None else dataset.ldp.to_dict()
     perf_record = asdict(perf)
     perf_record.update(perf_details or {})
     metrics = final_metrics(outcome, dataset)

@@ -1,7 +1,7 @@
 """The fast TF DP engine (``perf.engine: fast``): per-example clipping without per-example
 gradients of the whole model.
 
-The reference engine (:class:`tfpipe.train.TfStepEngine`) gets per-example gradients from
+The reference engine (:class:`tfpipe.engine.TfStepEngine`) gets per-example gradients from
 ``tf.vectorized_map`` over a chunk; TF vectorises ``Conv2DBackpropFilter`` as a loop over the
 examples, which makes it slow. This engine computes the same clipped sum from one ordinary
 forward and backward pass (the "ghost clipping" idea of Goodfellow 2015 / Lee & Kifer 2021 /
@@ -42,7 +42,7 @@ import tensorflow as tf
 from tensorflow_privacy.privacy.fast_gradient_clipping import gradient_clipping_utils
 
 from dpcore.errors import ConfigError
-from tfpipe.train import TfStepEngine
+from tfpipe.engine import TfStepEngine
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
 DESCRIPTION = "layer-wise norms from one forward/backward pass (tfpipe.fast), clip-weighted sum"
@@ -312,7 +312,7 @@ def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable]
 
 
 class FastTfStepEngine(TfStepEngine):
-    """:class:`~tfpipe.train.TfStepEngine` with layer-wise clipping.
+    """:class:`~tfpipe.engine.TfStepEngine` with layer-wise clipping.
 
     Noise, the division by B and the optimizer step are the reference engine's (TF Privacy
     query and optimizer); each chunk's clipped sum comes from :func:`clipped_gradient_sum`

@@ -23,11 +23,10 @@ from dpcore.errors import ConfigError
 from dpcore.pipeline import fit
 from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
-from dpcore.trainloop import Chunk, EpochCallback, StepMechanism, noise_seed
-from tfpipe import dp
+from dpcore.trainloop import EpochCallback
 from tfpipe.accounting import tf_privacy_epsilon
-from tfpipe.models import build_model, get_weights, set_weights
-from tfpipe.predict import probability_function
+from tfpipe.engine import TfStepEngine  # also imported from here by callers and tests
+from tfpipe.models import build_model, set_weights
 
 BACKEND = "tf"
 
@@ -60,62 +59,6 @@ def configure_tensorflow(seed: int, perf: PerfSpec) -> None:
             tf.config.threading.set_inter_op_parallelism_threads(perf.threads)
 
 
-class TfStepEngine:
-    """One logical DP-SGD step on a Keras model (see :class:`dpcore.trainloop.StepEngine`)."""
-
-    def __init__(self, model: tf.keras.Model, config: RunConfig, mechanism: StepMechanism,
-                 perf: PerfSpec) -> None:
-        self.model = model
-        self.mechanism = mechanism
-        self.variables = list(model.trainable_variables)
-        self.query = dp.make_query(mechanism, noise_seed(config.seed))
-        self.optimizer = dp.make_optimizer(config.train, self.query)
-        x_dtype = model.inputs[0].dtype
-        x_spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], x_dtype)
-        y_spec = tf.TensorSpec([None], tf.int64)
-        state_spec = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables]
-        self._x_dtype = x_dtype.as_numpy_dtype
-        self._accumulate = tf.function(self._accumulate_chunk, jit_compile=perf.xla,
-                                       input_signature=[x_spec, y_spec, state_spec])
-        self._apply = tf.function(self._apply_update, input_signature=[state_spec])
-        self._predict = probability_function(model)
-
-    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
-                          ) -> tuple[list[tf.Tensor], tf.Tensor]:
-        if self.query.per_example:
-            losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
-        else:
-            losses, records = dp.summed_gradient(self.model, self.variables, x, y)
-        return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses)
-
-    def _apply_update(self, state: list[tf.Tensor]) -> None:
-        grads = self.optimizer.noised_mean(state, self.mechanism.expected_batch_size)
-        self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
-
-    def train_step(self, chunks: Sequence[Chunk]) -> float:
-        """Accumulate the chunks' clipped gradients, then noise once, divide by B and step."""
-        state = self.optimizer.initial_sample_state(self.variables)
-        loss = 0.0
-        for x, y in chunks:
-            state, chunk_loss = self._accumulate(
-                tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state)
-            loss += float(chunk_loss)
-        self._apply(state)
-        return loss
-
-    def predict_proba(self, x: np.ndarray) -> np.ndarray:
-        """Softmax probabilities of one batch of model inputs."""
-        return self._predict(np.asarray(x, self._x_dtype))
-
-    def get_weights(self) -> dict[str, np.ndarray]:
-        """Current weights, neutral layout."""
-        return get_weights(self.model)
-
-    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
-        """Load neutral-layout weights."""
-        set_weights(self.model, weights)
-
-
 def library_epsilon(plan: PrivacyPlan) -> dict[str, float | None]:
     """TF Privacy's own epsilon for the planned steps (``compute_dp_sgd_privacy``)."""
     return {"tf_privacy": tf_privacy_epsilon(plan.batches.sampling_rate, plan.noise_multiplier,
@@ -144,7 +87,7 @@ def train(
                "engine_used": "reference"}
     engine_cls: type[TfStepEngine] = TfStepEngine
     if perf.engine == "fast":
-        from tfpipe import fast  # imports this module: loaded only when asked for
+        from tfpipe import fast  # loaded only when asked for
 
         unsupported = fast.unsupported_layers(model)
         if unsupported:

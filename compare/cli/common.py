@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from dpcore.errors import DpCompareError
+from dpcore.io import json_safe, json_text
 
 
 def add_engine_option(parser: argparse.ArgumentParser) -> None:
@@ -34,18 +34,11 @@ def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
 
 def print_json(obj: Any) -> None:
     """Print one JSON object on stdout (NaN/inf written as null)."""
-    json.dump(_finite(obj), sys.stdout, indent=2, sort_keys=True)
-    sys.stdout.write("\n")
+    sys.stdout.write(json_text(obj))
 
 
-def _finite(obj: Any) -> Any:
-    if isinstance(obj, float) and (obj != obj or obj in (float("inf"), float("-inf"))):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
+#: The former name of the one JSON sanitiser (:func:`dpcore.io.json_safe`), kept for callers.
+_finite = json_safe
 
 
 def check_output_folder(path: str | Path, option: str) -> Path:

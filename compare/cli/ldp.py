@@ -10,7 +10,6 @@ writes a montage PNG of a few images at one or several noise levels.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +154,8 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
     npz_path = cache_path_for(ds, mechanism, args.seed, out_dir, splits)
     before = _file_identity(npz_path)
     private = privatize_dataset(ds, mechanism, args.seed, out_dir, splits=splits)
+    record = private.ldp
+    assert record is not None  # privatize_dataset always attaches its record
     # Reused iff the same file (inode, mtime) is still there: a rebuilt one was os.replace'd.
     reused = before is not None and before == _file_identity(npz_path)
 
@@ -188,8 +189,8 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         "dataset": ds.name,
         "n_images": {"train": int(len(ds.x_train)), "test": int(len(ds.x_test))},
         "image_shape": list(ds.input_shape),
-        "source_fingerprint": private.extra["source_fingerprint"],
-        "privatised_fingerprint": private.extra["privatised_fingerprint"],
+        "source_fingerprint": record.source_fingerprint,
+        "privatised_fingerprint": record.privatised_fingerprint,
         "mechanism": mechanism.name,
         "params": mechanism.params(),
         "seed": int(args.seed),
@@ -217,19 +218,9 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 
 def _write_summary(path: Path, result: dict[str, Any]) -> None:
-    from dpcore.ldp.cache import write_text_atomic
+    from dpcore.io import atomic_write_json
 
-    write_text_atomic(path, json.dumps(_json_safe(result), indent=2, sort_keys=True) + "\n")
-
-
-def _json_safe(obj: Any) -> Any:
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _json_safe(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_json_safe(v) for v in obj]
-    return obj
+    atomic_write_json(path, result)
 
 
 def run(args: argparse.Namespace) -> int:

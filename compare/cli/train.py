@@ -5,13 +5,14 @@ then ``--set section.key=value`` overrides. Giving ``--noise-multiplier`` or ``-
 selects Gaussian DP-SGD unless ``--mechanism`` says otherwise.
 
 Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (a RunResult whose ``checkpoint`` is
-relative to OUT) and ``checkpoint.npz`` (framework-neutral weights; loads into either backend).
+relative to OUT) and ``checkpoint.npz`` (framework-neutral weights; loads into either backend),
+through the same record path as ``dpcompare compare`` (:func:`compare.training.train_and_record`).
+Ctrl-C during training writes an ``interrupted`` record and exits with status 130.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from dpcore.errors import ConfigError
 
 MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
               "ldp": "ldp"}
-BACKEND_MODULES = {"tf": "tfpipe.train", "torch": "torchpipe.train"}
+BACKENDS = ("tf", "torch")
 DEFAULT_OUT = "dpcompare-runs"
 
 
@@ -31,7 +32,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train one model with one backend (TF Privacy or Opacus)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--backend", choices=sorted(BACKEND_MODULES), required=True,
+    parser.add_argument("--backend", choices=BACKENDS, required=True,
                         help="tf (Keras + TensorFlow Privacy) or torch (PyTorch + Opacus)")
     parser.add_argument("--config", metavar="FILE", help="YAML/JSON run config to start from")
     parser.add_argument("--dataset", help="data set name (see `dpcompare datasets`)")
@@ -133,9 +134,9 @@ def epoch_printer(total_epochs: int) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from compare.training import Evaluation, train_and_record
     from dpcore.pipeline import prepare_dataset, privacy_plan
     from dpcore.results import ResultsStore
-    from dpcore.trained import CHECKPOINT_FILE
 
     config = build_config(args)
     perf = build_perf(args)
@@ -156,25 +157,15 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet and not sys.stderr.isatty():
         epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
         callbacks.append(epoch_printer(epochs))
-    backend = importlib.import_module(BACKEND_MODULES[args.backend])
-    trained = backend.train(config, dataset, perf, progress=not args.quiet,
-                            callbacks=callbacks)
-    run_dir = store.run_dir(config.config_hash, args.backend)
-    checkpoint = Path(backend.save_checkpoint(trained, run_dir / CHECKPOINT_FILE))
-    result = trained.result
-    if result is None:  # pragma: no cover - train always attaches one
-        raise ConfigError("the backend returned no RunResult")
-    if result.status == "finished" and args.faithfulness_subset > 0:
-        from compare.runner import record_faithfulness
-
-        record_faithfulness(result, args.backend, trained, dataset, args.faithfulness_subset,
-                            seed=0)
-    result.checkpoint = str(checkpoint.relative_to(store.root))  # as compare.runner stores it
-    path = store.save(result)
+    result, path = train_and_record(
+        config, dataset, args.backend, store, perf=perf,
+        evaluation=Evaluation(faithfulness_subset=args.faithfulness_subset),
+        progress=not args.quiet, callbacks=callbacks,
+    )
     if args.json:
         print_json(result.to_dict())
         return 0
-    print_summary(result.to_dict(), path, checkpoint)
+    print_summary(result.to_dict(), path, store.root / str(result.checkpoint))
     return 0
 
 

@@ -6,9 +6,10 @@
   path, size and modification time (ns), and every option that changes the arrays (image
   size, channels, split seed when the split is drawn, loader options). Editing, replacing or
   touching a source file therefore changes the key.
-* Writes are atomic (a temp file in the same folder, fsync, then ``os.replace``), so a reader
-  never sees half a file. A cache write that fails (read-only disk, full disk) only logs a
-  warning: the data set is still returned.
+* Files are the bench's one npz+metadata format, written atomically by
+  :func:`dpcore.io.write_npz` (a reader never sees half a file); entries of the older layout
+  (metadata member ``meta``) still read. A cache write that fails (read-only disk, full
+  disk) only logs a warning: the data set is still returned.
 * Reads never trust the file: anything unreadable, of another format or key, failing the
   Dataset checks, or whose arrays do not hash to the fingerprint stored next to them is
   ignored (logged) and rebuilt by the caller.
@@ -21,15 +22,13 @@ import json
 import logging
 import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from dpcore.data.dataset import Dataset
 from dpcore.errors import DataError
+from dpcore.io import read_npz, write_npz
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +78,16 @@ def cache_file(directory: Path, name: str, key: str) -> Path:
 
 def read_cached(path: Path, key: str) -> Dataset | None:
     """The Dataset stored at ``path`` under ``key``, or ``None`` if absent or not trustworthy."""
-    if not path.is_file():
+    stored = read_npz(path)
+    if stored is None:
+        if path.is_file():
+            log.warning("ignoring unreadable cache file %s; rebuilding it", path)
         return None
+    arrays, meta = stored
     try:
-        with np.load(path, allow_pickle=False) as stored:
-            meta = json.loads(str(stored["meta"][()]))
-            if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
-                log.warning("ignoring cache file %s: written for another key or format", path)
-                return None
-            arrays = {k: stored[k] for k in _ARRAYS if k in stored.files}
+        if meta.get("format") != CACHE_FORMAT or meta.get("key") != key:
+            log.warning("ignoring cache file %s: written for another key or format", path)
+            return None
         ds = Dataset(
             name=meta["name"],
             task=meta["task"],
@@ -127,19 +127,9 @@ def write_cached(path: Path, ds: Dataset, key: str) -> bool:
         "fingerprint": ds.fingerprint,
     }
     arrays = {k: getattr(ds, k) for k in _ARRAYS if getattr(ds, k) is not None}
-    tmp_name: str | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, meta=np.array(json.dumps(meta)), **arrays)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp_name, 0o644)  # mkstemp makes 0600; a shared cache should be readable
-        os.replace(tmp_name, path)
+        write_npz(path, arrays, meta)
         return True
     except OSError as exc:
         log.warning("could not write cache file %s (%s); continuing without cache", path, exc)
-        if tmp_name is not None and os.path.exists(tmp_name):
-            os.unlink(tmp_name)
         return False

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dpcore.errors import DataError
+
+if TYPE_CHECKING:  # annotation only: dpcore.ldp imports this module at run time
+    from dpcore.ldp.record import LdpRecord
 
 
 @dataclass(frozen=True, eq=False)
@@ -30,6 +34,8 @@ class Dataset:
         source: where the arrays came from (a path, or the package that ships them).
         vocabulary_size: for text data sets, the number of token ids (padding included).
         extra: free-form facts about the data (e.g. "balanced subset, not the official split").
+        ldp: for a locally privatised copy, what was done and what it costs (typed; see
+            :mod:`dpcore.ldp.record`); ``None`` for the data as loaded.
     """
 
     name: str
@@ -45,6 +51,7 @@ class Dataset:
     source: str = ""
     vocabulary_size: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    ldp: LdpRecord | None = None
 
     def __post_init__(self) -> None:
         validate_arrays(self)

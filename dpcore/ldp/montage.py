@@ -17,7 +17,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from dpcore.errors import DataError
-from dpcore.ldp.cache import atomic_path
+from dpcore.io import atomic_path
 from dpcore.ldp.mechanisms import LdpMechanism
 from dpcore.ldp.privatize import privatize_images
 from dpcore.ldp.quality import psnr

@@ -18,7 +18,6 @@ the order they are processed in.
 from __future__ import annotations
 
 import dataclasses
-import json
 import numbers
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,8 +26,10 @@ import numpy as np
 
 from dpcore.data import Dataset, as_float01
 from dpcore.errors import ConfigError, DataError
-from dpcore.ldp.cache import cache_file, cache_key, read_npz, write_npz_atomic
+from dpcore.io import read_npz, write_npz
+from dpcore.ldp.cache import cache_file, cache_key
 from dpcore.ldp.mechanisms import LdpMechanism
+from dpcore.ldp.record import LdpRecord
 
 #: The splits a data set has, in the order of their stream index in the noise seed.
 SPLITS: tuple[str, ...] = ("train", "test")
@@ -118,10 +119,10 @@ def privatize_dataset(
         splits: which splits to perturb (default both, see the module docstring).
 
     Returns:
-        A Dataset with ``float32`` images (labels, groups and class names unchanged) whose
-        ``extra`` records ``ldp_mechanism``, ``ldp_params`` (JSON), ``ldp_seed``,
-        ``ldp_splits``, ``source_fingerprint``, ``privatised_fingerprint`` and
-        ``ldp_cache_file`` (empty without a cache).
+        A Dataset with ``float32`` images (labels, groups, class names and ``extra``
+        unchanged) whose ``ldp`` is an :class:`~dpcore.ldp.record.LdpRecord`: mechanism,
+        parameters, seed, splits, source and privatised fingerprints, cache file (empty
+        without a cache) and the mechanism's per-image DpEvent.
 
     Raises:
         DataError: a text data set. ConfigError: bad seed or splits.
@@ -135,18 +136,15 @@ def privatize_dataset(
     key = cache_key(source_fp, mechanism.name, mechanism.params(), int(seed), chosen)
     path = (None if cache_dir is None
             else cache_file(cache_dir, ds.name, mechanism.label(), int(seed), key))
-    extra = dict(ds.extra)
-    extra.update({
-        "ldp_mechanism": mechanism.name,
-        "ldp_params": json.dumps(mechanism.params(), sort_keys=True),
-        "ldp_seed": str(int(seed)),
-        "ldp_splits": ",".join(chosen),
-        "source_fingerprint": source_fp,
-        "ldp_cache_file": "" if path is None else str(path),
-    })
+    record = LdpRecord(
+        mechanism=mechanism.name, params=mechanism.params(), seed=int(seed), splits=chosen,
+        source_fingerprint=source_fp, privatised_fingerprint="",
+        cache_file="" if path is None else str(path),
+        dp_event=mechanism.dp_event(ds.input_shape, "image"),
+    )
 
     if path is not None:
-        cached = _load_cached(path, ds, key, extra)
+        cached = _load_cached(path, ds, key, record)
         if cached is not None:
             return cached
 
@@ -157,22 +155,23 @@ def privatize_dataset(
             images[split] = privatize_images(x01, mechanism, int(seed), split)
         else:
             images[split] = np.array(x01, dtype=np.float32, copy=True)
-    out = _with_images(ds, images, extra)
+    out = _with_images(ds, images, record)
     if path is not None:
         meta = {"key": key, "source_fingerprint": source_fp, "mechanism": mechanism.name,
                 "params": mechanism.params(), "seed": int(seed), "splits": list(chosen),
-                "privatised_fingerprint": out.extra["privatised_fingerprint"]}
-        write_npz_atomic(path, {f"x_{s}": images[s] for s in SPLITS}, meta)
+                "privatised_fingerprint": out.fingerprint}
+        write_npz(path, {f"x_{s}": images[s] for s in SPLITS}, meta)
     return out
 
 
-def _with_images(ds: Dataset, images: dict[str, np.ndarray], extra: dict[str, str]) -> Dataset:
-    out = dataclasses.replace(ds, x_train=images["train"], x_test=images["test"], extra=extra)
-    out.extra["privatised_fingerprint"] = out.fingerprint
-    return out
+def _with_images(ds: Dataset, images: dict[str, np.ndarray], record: LdpRecord) -> Dataset:
+    out = dataclasses.replace(ds, x_train=images["train"], x_test=images["test"],
+                              extra=dict(ds.extra), ldp=None)
+    return dataclasses.replace(out, ldp=dataclasses.replace(
+        record, privatised_fingerprint=out.fingerprint))
 
 
-def _load_cached(path: Path, ds: Dataset, key: str, extra: dict[str, str]) -> Dataset | None:
+def _load_cached(path: Path, ds: Dataset, key: str, record: LdpRecord) -> Dataset | None:
     loaded = read_npz(path)
     if loaded is None:
         return None
@@ -187,9 +186,9 @@ def _load_cached(path: Path, ds: Dataset, key: str, extra: dict[str, str]) -> Da
     if meta.get("key") != key:
         return None
     try:
-        out = _with_images(ds, images, dict(extra))
+        out = _with_images(ds, images, record)
     except DataError:  # e.g. NaN written into the file
         return None
-    if out.extra["privatised_fingerprint"] != meta.get("privatised_fingerprint"):
+    if out.fingerprint != meta.get("privatised_fingerprint"):
         return None
     return out

@@ -15,7 +15,6 @@ the results store writes as JSON null).
 from dpcore.metrics.audit import advantage_upper_bound, empirical_advantage, exceeds_bound
 from dpcore.metrics.classification import (
     accuracy,
-    classification_summary,
     one_vs_rest_auc,
     per_class_metrics,
     roc_auc,
@@ -37,6 +36,7 @@ from dpcore.metrics.faithfulness import (
     seeded_subset,
     step_fractions,
 )
+from dpcore.metrics.summary import classification_summary
 
 __all__ = [
     "accuracy",

@@ -1,4 +1,4 @@
-"""Classification metrics over predicted probabilities: accuracy, ROC AUC, per-class, summary.
+"""Classification metrics over predicted probabilities: accuracy, ROC AUC, per-class.
 
 Shapes and conventions used throughout:
 
@@ -10,7 +10,8 @@ Shapes and conventions used throughout:
 
 All functions return plain Python floats / lists / dicts. An undefined value (a class with no
 examples, an AUC with one class present) is ``float("nan")``, never an exception; the results
-store writes NaN as JSON ``null`` (see :func:`dpcore.results.json_safe`).
+store writes NaN as JSON ``null`` (see :func:`dpcore.io.json_safe`). The summary of a run
+(these plus the per-group gaps) is :func:`dpcore.metrics.summary.classification_summary`.
 """
 
 from __future__ import annotations
@@ -111,7 +112,7 @@ def per_class_metrics(
     p = as_proba(proba)
     n_classes = p.shape[1]
     labels = as_labels(y, p.shape[0], n_classes)
-    names = _names(class_names, n_classes)
+    names = class_name_list(class_names, n_classes)
     pred = np.argmax(p, axis=1)
     out: list[dict[str, Any]] = []
     for k in range(n_classes):
@@ -129,42 +130,12 @@ def per_class_metrics(
     return out
 
 
-def classification_summary(
-    proba: np.ndarray,
-    y: np.ndarray,
-    class_names: Sequence[str] | None = None,
-    groups: np.ndarray | None = None,
-    group_names: Sequence[str] | dict[Any, str] | None = None,
-) -> dict[str, Any]:
-    """All test-set classification metrics of one run, as one JSON-able dict.
+def class_name_list(class_names: Sequence[str] | None, n_classes: int) -> list[str]:
+    """``class_names`` as a list of str, or ``["0", ..., "K-1"]`` when None.
 
-    Keys: ``n``, ``n_classes``, ``accuracy`` (:func:`accuracy`), ``auc`` (:func:`roc_auc`),
-    ``auc_undefined_reason`` (str or None), ``per_class`` (:func:`per_class_metrics`),
-    ``per_group`` (:func:`dpcore.metrics.fairness.per_group_metrics`; the groups are the
-    classes, named by ``class_names``, when ``groups`` is None) and ``gaps`` (the same as
-    ``per_group["gaps"]``: max - min over groups of accuracy, recall and AUC).
+    Raises:
+        DataError: if the number of names is not ``n_classes``.
     """
-    # Imported here: fairness imports this module.
-    from dpcore.metrics.fairness import per_group_metrics
-
-    p = as_proba(proba)
-    labels = as_labels(y, p.shape[0], p.shape[1])
-    if groups is None and group_names is None:
-        group_names = _names(class_names, p.shape[1])
-    per_group = per_group_metrics(p, labels, groups, group_names)
-    return {
-        "n": int(labels.size),
-        "n_classes": int(p.shape[1]),
-        "accuracy": accuracy(p, labels),
-        "auc": roc_auc(p, labels),
-        "auc_undefined_reason": roc_auc_undefined_reason(p, labels),
-        "per_class": per_class_metrics(p, labels, class_names),
-        "per_group": per_group,
-        "gaps": dict(per_group["gaps"]),
-    }
-
-
-def _names(class_names: Sequence[str] | None, n_classes: int) -> list[str]:
     if class_names is None:
         return [str(k) for k in range(n_classes)]
     names = [str(n) for n in class_names]

@@ -14,6 +14,7 @@ from dpcore.config import DataSpec
 from dpcore.data import load_dataset
 from dpcore.data.cache import CACHE_ENV, cache_dir
 from dpcore.errors import DataError
+from dpcore.io import META_KEY
 from tests.dpcore.data_writers import isolate, tiny_mnist, write_mnist_idx
 
 
@@ -86,7 +87,7 @@ def test_tampered_cache_is_not_trusted(monkeypatch, cache: Path, root: Path) -> 
     np.savez(entry, **arrays)
     again = load_dataset(DataSpec(name="mnist"), root)
     np.testing.assert_array_equal(again.x_train, good.x_train)
-    meta = json.loads(str(arrays["meta"][()]))
+    meta = json.loads(str(arrays[META_KEY][()]))
     assert meta["fingerprint"] == good.fingerprint
 
 

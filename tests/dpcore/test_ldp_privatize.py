@@ -42,13 +42,19 @@ def test_both_splits_noised_and_recorded(tmp_path: Path) -> None:
     assert not np.allclose(out.x_train, as_float01(ds.x_train))
     assert not np.allclose(out.x_test, as_float01(ds.x_test))
     assert np.array_equal(out.y_train, ds.y_train) and np.array_equal(out.y_test, ds.y_test)
-    assert out.extra["ldp_mechanism"] == "laplace"
-    assert json.loads(out.extra["ldp_params"]) == {"scale": 0.5, "clip": False}
-    assert out.extra["ldp_seed"] == "3" and out.extra["ldp_splits"] == "train,test"
-    assert out.extra["source_fingerprint"] == ds.fingerprint
-    assert out.extra["privatised_fingerprint"] == out.fingerprint != ds.fingerprint
-    assert out.extra["note"] == "generated"
-    path = Path(out.extra["ldp_cache_file"])
+    record = out.ldp
+    assert record is not None and record.mechanism == "laplace"
+    assert dict(record.params) == {"scale": 0.5, "clip": False}
+    assert record.seed == 3 and record.splits == ("train", "test")
+    assert record.source_fingerprint == ds.fingerprint
+    assert record.privatised_fingerprint == out.fingerprint != ds.fingerprint
+    assert record.dp_event == mech.dp_event(ds.input_shape, "image")
+    assert out.extra == {"note": "generated"}  # facts of the data only: no LDP text in it
+    as_json = record.to_dict()
+    assert json.loads(as_json["ldp_params"]) == {"scale": 0.5, "clip": False}
+    assert as_json["ldp_seed"] == "3" and as_json["ldp_splits"] == "train,test"
+    assert as_json["dp_event"]["class_name"] == "LaplaceDpEvent"
+    path = Path(record.cache_file)
     assert path == cache_path_for(ds, mech, 3, tmp_path) and path.is_file()
     with np.load(path, allow_pickle=False) as npz:  # plain numpy, no pickle
         assert np.array_equal(npz["x_train"], out.x_train)
@@ -62,7 +68,7 @@ def test_train_only_keeps_test_clean_and_same_train_noise(tmp_path: Path) -> Non
     assert np.array_equal(train_only.x_test, as_float01(ds.x_test))
     assert train_only.x_test.dtype == np.float32
     assert np.array_equal(train_only.x_train, both.x_train)
-    assert train_only.extra["ldp_splits"] == "train"
+    assert train_only.ldp is not None and train_only.ldp.splits == ("train",)
 
 
 def test_cache_is_reused_not_recomputed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -77,7 +83,7 @@ def test_cache_is_reused_not_recomputed(tmp_path: Path, monkeypatch: pytest.Monk
     second = privatize_dataset(ds, mech, 0, tmp_path)
     assert np.array_equal(first.x_train, second.x_train)
     assert np.array_equal(first.x_test, second.x_test)
-    assert second.extra == first.extra
+    assert second.extra == first.extra and second.ldp == first.ldp
     # a different seed is a different cache entry: it must compute (and here, fail)
     with pytest.raises(AssertionError, match="mechanism ran"):
         privatize_dataset(ds, mech, 1, tmp_path)
@@ -89,14 +95,15 @@ def test_same_seed_byte_identical_other_seed_differs(tmp_path: Path) -> None:
     a = privatize_dataset(ds, mech, 7, tmp_path / "a")
     b = privatize_dataset(ds, mech, 7, tmp_path / "b")
     c = privatize_dataset(ds, mech, 8, tmp_path / "c")
-    bytes_a = Path(a.extra["ldp_cache_file"]).read_bytes()
-    assert bytes_a == Path(b.extra["ldp_cache_file"]).read_bytes()
+    assert a.ldp is not None and b.ldp is not None and c.ldp is not None
+    bytes_a = Path(a.ldp.cache_file).read_bytes()
+    assert bytes_a == Path(b.ldp.cache_file).read_bytes()
     assert a.x_train.tobytes() == b.x_train.tobytes()
     assert not np.array_equal(a.x_train, c.x_train)
-    assert bytes_a != Path(c.extra["ldp_cache_file"]).read_bytes()
+    assert bytes_a != Path(c.ldp.cache_file).read_bytes()
     # without a cache folder: same arrays, nothing written
     d = privatize_dataset(ds, mech, 7, None)
-    assert np.array_equal(d.x_train, a.x_train) and d.extra["ldp_cache_file"] == ""
+    assert np.array_equal(d.x_train, a.x_train) and d.ldp is not None and d.ldp.cache_file == ""
 
 
 def test_noise_independent_of_chunking(tmp_path: Path) -> None:
@@ -117,7 +124,8 @@ def test_corrupt_cache_file_is_rebuilt(tmp_path: Path, damage: str) -> None:
     ds = _dataset()
     mech = LaplaceMechanism(0.5)
     good = privatize_dataset(ds, mech, 0, tmp_path)
-    path = Path(good.extra["ldp_cache_file"])
+    assert good.ldp is not None
+    path = Path(good.ldp.cache_file)
     original = path.read_bytes()
     if damage == "garbage":
         path.write_bytes(b"not an npz")

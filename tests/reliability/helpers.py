@@ -4,9 +4,6 @@ snapshots of a results folder, and a tiny grid."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -89,11 +86,3 @@ def cli_env(cache: Path) -> dict[str, str]:
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     env["PYTHONUNBUFFERED"] = "1"
     return env
-
-
-def popen_cli(argv: Sequence[str], cache: Path, cwd: Path) -> subprocess.Popen[str]:
-    """Start ``python -m compare.cli.main ARGV`` (stdout/stderr captured as text)."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "compare.cli.main", *map(str, argv)], cwd=cwd, env=cli_env(cache),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )

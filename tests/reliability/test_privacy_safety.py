@@ -103,10 +103,11 @@ def test_runner_refuses_a_dp_model_with_batchnorm(tmp_path: Path,
     """Defence in depth: a DP run whose model holds BatchNorm is never stored as finished."""
     torch = pytest.importorskip("torch")
     import compare.runner as runner
+    import compare.training as training
     from compare.grid import expand_grid
     from dpcore.results import ResultsStore
 
-    real = runner.backend_module
+    real = training.backend_module
 
     class AddBatchNorm:
         def __init__(self, module: Any) -> None:
@@ -120,7 +121,7 @@ def test_runner_refuses_a_dp_model_with_batchnorm(tmp_path: Path,
             trained.model.add_module("sneaky_bn", torch.nn.BatchNorm2d(4))
             return trained
 
-    monkeypatch.setattr(runner, "backend_module", lambda b, part: (
+    monkeypatch.setattr(training, "backend_module", lambda b, part: (
         AddBatchNorm(real(b, part)) if part == "train" else real(b, part)))
     grid = expand_grid({**TINY_GRID, "axes": {"privacy": TINY_GRID["axes"]["privacy"][:1]}})
     outcome = runner.run_grid(grid, tmp_path, progress=False, log=lambda _m: None)

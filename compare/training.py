@@ -1,0 +1,228 @@
+"""The one record path of a run: train, evaluate, checkpoint, store (:func:`train_and_record`).
+
+Both ``dpcompare train`` (:mod:`compare.cli.train`) and the grid runner
+(:func:`compare.runner.run_one`) call :func:`train_and_record`, so a stored RunResult always went
+through the same steps, in this order:
+
+1. the backend trains (:func:`backend_module` ``(backend, "train").train``); a DP-SGD model
+   holding a layer the accountant cannot cover (BatchNorm) is refused before the first step by
+   :func:`dpcore.pipeline.fit` (:func:`dpcore.privacy_checks.check_dp_model`), and the trained
+   model is checked once more (defence in depth: nothing refused is ever stored as finished);
+2. for a finished run: Grad-CAM faithfulness on a fixed seeded test subset (image conv models;
+   the reason is recorded where it is skipped), then the empirical audit if asked;
+3. the checkpoint is written, then the RunResult (both atomically) with its path relative to
+   the store root.
+
+Ctrl-C (KeyboardInterrupt) during any of these stores an ``interrupted`` record (not final:
+the next invocation redoes the run) and is re-raised, never swallowed: the CLI exits 130.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from dpcore.architectures import IMAGE_ARCHITECTURES
+from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.errors import DpCompareError
+from dpcore.results import ResultsStore, RunResult, library_versions, run_id, utc_now
+from dpcore.trained import CHECKPOINT_FILE
+from dpcore.trainloop import EpochCallback
+
+BACKEND_PACKAGES = {"tf": "tfpipe", "torch": "torchpipe"}
+#: The models Grad-CAM faithfulness applies to: every image (convolutional) architecture.
+CONV_MODELS: tuple[str, ...] = tuple(IMAGE_ARCHITECTURES)
+INTERRUPTED_MESSAGE = "interrupted (KeyboardInterrupt); redone by the next invocation"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What is measured after a finished run.
+
+    Attributes:
+        faithfulness_subset: Grad-CAM faithfulness on this many seeded test images (0 skips).
+        audit: run the empirical membership-inference audit (:mod:`compare.audit`).
+    """
+
+    faithfulness_subset: int = 500
+    audit: bool = False
+
+    @classmethod
+    def of_grid(cls, evaluation: Mapping[str, Any]) -> Evaluation:
+        """The options of a grid's ``evaluation`` mapping (``faithfulness: false`` skips)."""
+        subset = int(evaluation.get("faithfulness_subset", 500))
+        if not evaluation.get("faithfulness", True):
+            subset = 0
+        return cls(faithfulness_subset=subset, audit=bool(evaluation.get("audit", False)))
+
+
+def backend_module(backend: str, part: str) -> Any:
+    """Import ``tfpipe.<part>`` / ``torchpipe.<part>`` lazily (frameworks load only when used).
+
+    Raises:
+        DpCompareError: for an unknown backend name.
+    """
+    if backend not in BACKEND_PACKAGES:
+        raise DpCompareError(f"backend {backend!r} is not known; valid: tf, torch")
+    return importlib.import_module(f"{BACKEND_PACKAGES[backend]}.{part}")
+
+
+def train_and_record(
+    config: RunConfig, dataset: Dataset, backend: str, store: ResultsStore, *,
+    perf: PerfSpec | None = None, evaluation: Evaluation | None = None,
+    progress: bool = True, callbacks: Sequence[EpochCallback] = (),
+    labels: Mapping[str, str] | None = None, grid_name: str | None = None,
+) -> tuple[RunResult, Path]:
+    """Train one run, evaluate it, write its checkpoint and store its RunResult.
+
+    Args:
+        config: the run's configuration.
+        dataset: the prepared data (privatised already for a local-DP run).
+        backend: ``tf`` or ``torch``.
+        store: where ``runs/<config_hash>-<backend>/`` is written.
+        perf: performance switches (never change the result beyond float tolerance).
+        evaluation: what to measure after training (default :class:`Evaluation`).
+        progress: tqdm bars (only on a terminal).
+        callbacks: per-epoch callbacks, passed to the backend.
+        labels: the grid's labels of this run (recorded).
+        grid_name: the grid's name (recorded).
+
+    Returns:
+        The stored RunResult (status ``finished`` or ``diverged``) and the path of its file.
+
+    Raises:
+        PrivacyError: the model holds a layer DP-SGD cannot account for (nothing stored).
+        KeyboardInterrupt: after an ``interrupted`` record was stored.
+    """
+    started = utc_now()
+    evaluation = evaluation or Evaluation()
+    try:
+        train = backend_module(backend, "train")
+        trained = train.train(config, dataset, perf or PerfSpec(), progress=progress,
+                              callbacks=list(callbacks))
+        if config.privacy.is_dpsgd:
+            from dpcore.privacy_checks import check_dp_model
+
+            check_dp_model(trained.model, model_name=f"model {config.model.name!r}")
+        result: RunResult | None = trained.result
+        if result is None:  # pragma: no cover - the backend contract attaches one
+            raise DpCompareError(f"backend {backend!r} returned no RunResult")
+        if result.status == "finished" and evaluation.faithfulness_subset > 0:
+            record_faithfulness(result, backend, trained, dataset,
+                                evaluation.faithfulness_subset, seed=0)
+        if result.status == "finished" and evaluation.audit:
+            from compare.audit import audit_trained
+
+            result.audit = audit_trained(trained, dataset, result.privacy)
+        checkpoint = Path(train.save_checkpoint(
+            trained, store.run_dir(config.config_hash, backend) / CHECKPOINT_FILE))
+        result.checkpoint = str(checkpoint.relative_to(store.root))
+        result.labels = dict(labels or {})
+        result.grid = grid_name
+        return result, store.save(result)
+    except KeyboardInterrupt:
+        store_interrupted(store, config, backend, dataset, started, labels=labels,
+                          grid_name=grid_name)
+        raise
+
+
+def incomplete_record(
+    config: RunConfig, backend: str, dataset: Dataset | None, *, status: str, error: str,
+    started: str, labels: Mapping[str, str] | None = None, grid_name: str | None = None,
+) -> RunResult:
+    """A schema-valid record of a run that did not finish: ``failed`` (with its error) or
+    ``interrupted``. Neither is final: the runner redoes such a run."""
+    return RunResult(
+        run_id=run_id(config.config_hash, backend), config=config.to_dict(),
+        config_hash=config.config_hash, backend=backend, seed=config.seed, status=status,
+        versions=library_versions(),
+        dataset={"name": config.data.name,
+                 "fingerprint": dataset.fingerprint if dataset else "",
+                 "n_train": len(dataset.x_train) if dataset else 1,
+                 "n_test": len(dataset.x_test) if dataset else 1},
+        privacy={"mechanism": config.privacy.mechanism, "noise_multiplier": None,
+                 "delta": None, "steps": None, "sampling_rate": None, "epsilon_rdp": None,
+                 "epsilon_pld": None, "dp_event": {}},
+        error=error, labels=dict(labels or {}), grid=grid_name, started_at=started,
+        finished_at=utc_now(),
+    )
+
+
+def store_interrupted(
+    store: ResultsStore, config: RunConfig, backend: str, dataset: Dataset | None,
+    started: str, *, labels: Mapping[str, str] | None = None, grid_name: str | None = None,
+) -> Path:
+    """Store that this run was interrupted; returns the record's path.
+
+    Best effort by design: the write is atomic, so a second Ctrl-C during it loses only this
+    marker, never a finished result of another run.
+    """
+    return store.save(incomplete_record(
+        config, backend, dataset, status="interrupted", error=INTERRUPTED_MESSAGE,
+        started=started, labels=labels, grid_name=grid_name))
+
+
+# ------------------------------------------------------------------------ Grad-CAM faithfulness
+def faithfulness_of(
+    backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
+) -> dict[str, Any] | None:
+    """Grad-CAM faithfulness metrics on a fixed seeded test subset (image conv models only).
+
+    None for text or non-convolutional models, and for a local-DP run whose privatised test
+    images leave [0, 1] (unclipped noise): the metrics mask images by saliency maps, which is
+    defined on [0, 1] images only (:func:`faithfulness_skip_reason` says why).
+    """
+    return _faithfulness(backend, trained, dataset, subset_size, seed)[0]
+
+
+def record_faithfulness(result: RunResult, backend: str, trained: Any, dataset: Dataset,
+                        subset_size: int, seed: int) -> None:
+    """Store :func:`faithfulness_of` in ``result.faithfulness``; where it was skipped for the
+    test images' range, the reason goes to ``result.metrics["faithfulness_note"]``."""
+    result.faithfulness, reason = _faithfulness(backend, trained, dataset, subset_size, seed)
+    if reason is not None:
+        result.metrics["faithfulness_note"] = reason
+
+
+def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
+                  ) -> tuple[dict[str, Any] | None, str | None]:
+    """(metrics, None), or (None, why skipped) for images outside [0, 1], or (None, None)
+    for models the metrics do not apply to."""
+    if dataset.task != "image" or trained.config.model.name not in CONV_MODELS:
+        return None, None
+    from dpcore.data import as_float01
+    from dpcore.metrics import faithfulness_metrics, seeded_subset
+
+    explain = backend_module(backend, "explain")
+    predict = backend_module(backend, "predict")
+    idx = seeded_subset(len(dataset.x_test), subset_size, seed)
+    x = as_float01(dataset.x_test[idx])
+    reason = faithfulness_skip_reason(x)
+    if reason is not None:
+        return None, reason
+    proba = predict.predict_proba(trained.model, x)
+    target = proba.argmax(axis=1)
+    saliency = explain.gradcam(trained.model, x, target)
+    metrics = faithfulness_metrics(
+        x, saliency, lambda batch: predict.predict_proba(trained.model, batch), target,
+        labels=dataset.y_test[idx], curves=True,
+    )
+    metrics["subset_seed"] = seed
+    return metrics, None
+
+
+def faithfulness_skip_reason(images: np.ndarray) -> str | None:
+    """Why Grad-CAM faithfulness is not computed on ``images`` (float), or None if it is: the
+    metrics (saliency-masked inputs, deletion / insertion) are defined on [0, 1] images, and
+    the test images of a local-DP run with unclipped noise leave that range."""
+    if images.size and (float(images.min()) < 0.0 or float(images.max()) > 1.0):
+        return (f"not computed: the (locally privatised) test images have values in "
+                f"[{float(images.min()):.3g}, {float(images.max()):.3g}], outside [0, 1]; "
+                "set data.ldp_params.clip: true to clip them (post-processing)")
+    return None

@@ -1,0 +1,165 @@
+"""The packages' import graph: no cycle, no private name imported across packages, and the
+layering of docs/ARCHITECTURE.md (dpcore imports neither a backend nor compare; a backend does
+not import the other backend nor compare).
+
+The graph is read from the source with ``ast`` (nothing is imported), over every import
+statement, including the lazy ones inside functions: a lazy import hides a cycle from Python's
+import machinery, not from the design.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("dpcore", "tfpipe", "torchpipe", "compare", "benchmarks")
+#: Which of the bench's packages each package may import (besides itself).
+ALLOWED: dict[str, set[str]] = {
+    "dpcore": set(),
+    "tfpipe": {"dpcore"},
+    "torchpipe": {"dpcore"},
+    "compare": {"dpcore", "tfpipe", "torchpipe", "benchmarks"},  # `dpcompare bench` runs them
+    "benchmarks": {"dpcore", "tfpipe", "torchpipe"},
+}
+
+
+def module_files(root: Path = REPO) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the bench's packages."""
+    out: dict[str, Path] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            out[".".join(parts)] = path
+    return out
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]
+               ) -> Iterator[tuple[str, str, int]]:
+    """(imported module, imported name or "", line) of every import statement in the file.
+
+    ``from a.b import c`` gives the module ``a.b.c`` when that is a module of the bench, else
+    ``a.b`` with the name ``c``. Relative imports are resolved against ``name``.
+    """
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, "", node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_package else 0)]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                if full in modules:
+                    yield full, "", node.lineno
+                else:
+                    yield base, alias.name, node.lineno
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the bench's modules it imports."""
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for target, _, _ in imports_of(name, path, modules):
+            while target and target not in modules:  # `import a.b.c` of a package path
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                graph[name].add(target)
+    return graph
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan), as a sorted
+    list of module names; a module importing itself is not counted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+    counter = [0]
+
+    def visit(node: str) -> None:  # recursive: the graph is a few hundred modules
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle_and_only_cycles() -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert find_cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_the_graph_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "dpcore" / "metrics"
+    pkg.mkdir(parents=True)
+    (tmp_path / "dpcore" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("from .a import f\n")
+    (pkg / "a.py").write_text("def f():\n    from dpcore.metrics import b\n")
+    (pkg / "b.py").write_text("from . import a\n")
+    modules = {k: v for k, v in module_files(tmp_path).items() if k.startswith("dpcore")}
+    graph = import_graph(modules)
+    assert graph["dpcore.metrics"] == {"dpcore.metrics.a"}
+    assert find_cycles(graph) == [["dpcore.metrics.a", "dpcore.metrics.b"]]
+
+
+def test_no_import_cycle() -> None:
+    cycles = find_cycles(import_graph(module_files()))
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_private_name_is_imported_across_packages() -> None:
+    modules = module_files()
+    offences = []
+    for name, path in modules.items():
+        own = name.split(".")[0]
+        for target, imported, line in imports_of(name, path, modules):
+            if target.split(".")[0] not in PACKAGES or target.split(".")[0] == own:
+                continue
+            private_part = [p for p in [*target.split("."), imported]
+                            if p.startswith("_") and not p.startswith("__")]
+            if private_part:
+                offences.append(f"{path.relative_to(REPO)}:{line}: {target} {imported}")
+    assert not offences, "private imports across packages:\n" + "\n".join(offences)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_dependencies_point_one_way(package: str) -> None:
+    modules = module_files()
+    graph = import_graph(modules)
+    wrong = sorted(
+        f"{name} -> {target}" for name, targets in graph.items()
+        if name.split(".")[0] == package for target in targets
+        if target.split(".")[0] not in ALLOWED[package] | {package}
+    )
+    assert not wrong, f"{package} imports what it must not:\n" + "\n".join(wrong)
