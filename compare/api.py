@@ -382,16 +382,16 @@ def load_grid(
 
     if isinstance(preset_or_grid, Mapping):
         raw = dict(preset_or_grid)
+    elif not isinstance(preset_or_grid, str | Path):
+        raise ConfigError(f"a grid of type {type(preset_or_grid).__name__} is not valid; valid: "
+                          "a preset name, a grid file path, or a grid mapping")
     elif isinstance(preset_or_grid, str) and preset_or_grid in preset_names():
         raw = load_preset(preset_or_grid)
-    elif isinstance(preset_or_grid, str | Path) and (
-            Path(preset_or_grid).suffix in (".yaml", ".yml", ".json")
-            or Path(preset_or_grid).is_file()):
+    elif isinstance(preset_or_grid, Path) or Path(preset_or_grid).suffix in (
+            ".yaml", ".yml", ".json") or Path(preset_or_grid).is_file():
         raw = load_grid_file(preset_or_grid)
     else:
-        raise ConfigError(
-            f"{preset_or_grid!r} is neither a bundled preset nor a grid file; valid: "
-            f"{', '.join(preset_names())}, or the path of a YAML/JSON grid file")
+        raw = load_preset(preset_or_grid)  # an unknown name: the message lists the valid ones
     if backends is not None:
         if isinstance(backends, str):
             backends = [b.strip() for b in backends.split(",") if b.strip()]
