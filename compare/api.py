@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -50,9 +51,9 @@ if TYPE_CHECKING:
     from dpcore.trained import TrainedModel
 
 __all__ = [
-    "EXECUTORS", "Store", "calibrate", "compare", "datasets", "epsilon", "faithfulness",
-    "gradcam", "history", "load_data", "load_model", "predict_proba", "report", "results",
-    "train",
+    "EXECUTORS", "Store", "as_config", "calibrate", "compare", "datasets", "epsilon",
+    "faithfulness", "gradcam", "history", "load_data", "load_grid", "load_model",
+    "predict_proba", "report", "results", "train",
 ]
 
 #: Noise distributions of :func:`epsilon` / :func:`calibrate`, by their CLI names.
@@ -67,6 +68,9 @@ PYTHON_NAMES = {name: name for name in (
     "steps", "delta", "mechanism")}
 
 Log = Callable[[str], None]
+
+# TensorFlow's C++ start-up logging off unless the user set it, as the CLI does.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 # --- accounting: dpcompare epsilon -------------------------------------------------------

@@ -322,3 +322,27 @@ def test_load_model_rejects_an_unknown_backend(smoke: Path) -> None:
     with pytest.raises(ConfigError, match=r"backend='jax' is not valid; valid: tf, torch"):
         api.load_model(run_dir, backend="jax")
     assert issubclass(ConfigError, DpCompareError) and issubclass(DataError, DpCompareError)
+
+
+def test_datasets_equals_cli_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, err = run_cli(capsys, "datasets", "--json")
+    assert code == 0, err
+    table = api.datasets()
+    rows = json.loads(stdout)["datasets"]
+    assert list(table["name"]) == [row["name"] for row in rows]
+    assert list(table["status"]) == [row["status"] for row in rows]
+    assert {"digits", "mnist5k"} <= set(table["name"])
+
+
+def test_config_from_a_mapping_a_file_or_a_run_folder(smoke: Path, tmp_path: Path) -> None:
+    import yaml
+
+    partial = {"data": {"name": "digits", "image_size": 16}, "train": {"steps": 3,
+                                                                       "epochs": None}}
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(partial))
+    assert api.as_config(path) == api.as_config(partial) == api.as_config(api.as_config(path))
+    row = api.results(smoke).iloc[0]
+    assert api.as_config(row["run_dir"]).config_hash == row["config_hash"]
+    with pytest.raises(ConfigError, match="does not exist"):
+        api.as_config(tmp_path / "absent.yaml")
