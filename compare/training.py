@@ -1,7 +1,7 @@
 """The one record path of a run: train, evaluate, checkpoint, store (:func:`train_and_record`).
 
 Both ``dpcompare train`` (:mod:`compare.cli.train`) and the grid runner
-(:func:`compare.runner.run_one`) call :func:`train_and_record`, so a stored RunResult always went
+(:func:`compare.cellrun.run_one`) call :func:`train_and_record`, so a stored RunResult always went
 through the same steps, in this order:
 
 1. the backend trains (:func:`backend_module` ``(backend, "train").train``); a DP-SGD model

@@ -8,18 +8,15 @@ and redoes any that were interrupted. At the end the report is written (see
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-import time
 from pathlib import Path
 
+from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, check_output_folder
-from compare.executors import EXECUTORS, make_executor
-from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
-from compare.report import ReportContext, command_line, write_report
-from compare.runner import run_grid
+from compare.executors import EXECUTORS
+from compare.grid import load_grid_file, load_preset, preset_names
+from compare.report import command_line
 from dpcore.errors import ConfigError
-from dpcore.results import run_id
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -71,42 +68,23 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpcore.data import resolve_data_root
-
     raw = load_preset(args.preset) if args.preset else load_grid_file(args.config)
     backends = None
     if args.backends is not None:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         if not backends:
             raise ConfigError(f"--backends={args.backends!r} is empty; valid: tf, torch, tf,torch")
-    grid = expand_grid(raw, seeds=args.seeds, backends=backends, overrides=args.overrides)
-    if args.engine is not None:  # performance only: the runs (and their hashes) are the same
-        grid = dataclasses.replace(grid, perf=dataclasses.replace(grid.perf, engine=args.engine))
-    out = Path(args.out or Path("runs") / grid.name)
     # Inputs shared by every run are checked before any training (exit 2, nothing written).
-    resolve_data_root(args.data_dir)  # a --data-dir / $DPCOMPARE_DATA_DIR that does not exist
-    report_dir = Path(args.report or Path("reports") / grid.name)
-    if not args.no_report:
-        check_output_folder(report_dir, "--report")
-    executor = make_executor(args.executor, ray_address=args.ray_address,
-                             cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
-                             max_concurrent=args.max_concurrent)
-    log = (lambda _msg: None) if args.quiet else print
-    started = time.perf_counter()
-    outcome = run_grid(grid, out, data_dir=args.data_dir, progress=not args.quiet, log=log,
-                       executor=executor)
-    log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
-        f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged; results in {out}")
-    if not args.no_report:
-        context = ReportContext(
-            command=command_line(), wall_seconds=time.perf_counter() - started,
-            title=f"{grid.name}: TF Privacy vs Opacus", description=grid.description,
-            notes=grid.notes, published=grid.published,
-            run_ids=frozenset(run_id(cell.config.config_hash, backend)
-                              for cell, backend in grid.runs()),
-        )
-        path = write_report(out, report_dir, context)
-        log(f"report: {path}")
+    if args.report and not args.no_report:
+        check_output_folder(args.report, "--report")  # the message names this option
+    store = api.compare(raw, out=args.out, backends=backends, seeds=args.seeds,
+                        overrides=args.overrides, engine=args.engine, data_dir=args.data_dir,
+                        report=False if args.no_report else (args.report or True),
+                        progress=not args.quiet, command=command_line(),
+                        executor=args.executor, ray_address=args.ray_address,
+                        cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
+                        max_concurrent=args.max_concurrent)
+    outcome, out = store.outcome, store.root
     if outcome.failed:
         _report_failures(out, outcome.failed)
         return 1

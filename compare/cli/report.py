@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from compare import api
 from compare.cli.common import check_output_folder
-from compare.report import ReportContext, command_line, write_report
-from dpcore.errors import DpCompareError
+from compare.report import command_line
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -20,12 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    runs = Path(args.runs_dir)
-    if not (runs / "runs").is_dir():
-        raise DpCompareError(
-            f"{runs} holds no runs (expected {runs / 'runs'}/<run id>/result.json)"
-        )
-    check_output_folder(args.out, "--out")
-    path = write_report(runs, args.out, ReportContext(command=command_line(), title=args.title))
+    check_output_folder(args.out, "--out")  # the message names this command's option
+    path = api.report(Path(args.runs_dir), args.out, title=args.title, command=command_line())
     print(f"report: {path}")
     return 0

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, print_json
 from dpcore.config import PerfSpec, RunConfig, apply_overrides
 from dpcore.errors import ConfigError
@@ -24,7 +25,7 @@ from dpcore.errors import ConfigError
 MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
               "ldp": "ldp"}
 BACKENDS = ("tf", "torch")
-DEFAULT_OUT = "dpcompare-runs"
+DEFAULT_OUT = api.DEFAULT_TRAIN_OUT
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -122,50 +123,24 @@ def build_perf(args: argparse.Namespace) -> PerfSpec:
     )
 
 
-def epoch_printer(total_epochs: int) -> Any:
-    """A callback printing one line per epoch on stderr (used when there is no terminal)."""
-    def show(record: dict[str, Any]) -> None:
-        eps = record.get("epsilon_spent")
-        print(f"epoch {record['epoch']}/{total_epochs}  step {record['step']}  "
-              f"loss {record['loss']:.4f}  test acc {record['test_accuracy']:.4f}  "
-              f"eps {'n/a' if eps is None else f'{eps:.3g}'}  {record['seconds']:.1f}s",
-              file=sys.stderr, flush=True)
-    return show
-
-
 def run(args: argparse.Namespace) -> int:
-    from compare.training import Evaluation, train_and_record
-    from dpcore.pipeline import prepare_dataset, privacy_plan
-    from dpcore.results import ResultsStore
+    from dpcore.results import RESULT_FILE
 
     config = build_config(args)
     perf = build_perf(args)
-    if args.faithfulness_subset < 0:
+    if args.faithfulness_subset < 0:  # api.train checks it too, naming its parameter
         raise ConfigError(f"--faithfulness-subset={args.faithfulness_subset} is not valid; "
                           "valid: an integer >= 0 (0 skips the metrics)")
-    store = ResultsStore(args.out)
-    store.ensure_writable()
-    dataset = prepare_dataset(config, args.data_dir)
-    plan = privacy_plan(config, len(dataset.x_train))  # fail fast on impossible settings
-    if not args.quiet and not args.json:
-        noise = f"noise {plan.noise_multiplier:.4g}" if plan.mechanism.startswith("dpsgd") else ""
-        print(f"{args.backend}: {config.model.name} on {dataset.name} "
-              f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), "
-              f"{plan.mechanism} {noise}, {plan.batches.steps} steps of B="
-              f"{plan.batches.expected_batch_size}", file=sys.stderr)
-    callbacks = []
-    if not args.quiet and not sys.stderr.isatty():
-        epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
-        callbacks.append(epoch_printer(epochs))
-    result, path = train_and_record(
-        config, dataset, args.backend, store, perf=perf,
-        evaluation=Evaluation(faithfulness_subset=args.faithfulness_subset),
-        progress=not args.quiet, callbacks=callbacks,
-    )
+    log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    result = api.train(config, args.backend, out=args.out, data_dir=args.data_dir, perf=perf,
+                       faithfulness_subset=args.faithfulness_subset, progress=not args.quiet,
+                       log=log)
     if args.json:
         print_json(result.to_dict())
         return 0
-    print_summary(result.to_dict(), path, store.root / str(result.checkpoint))
+    out = Path(args.out)
+    path = out / "runs" / result.run_id / RESULT_FILE
+    print_summary(result.to_dict(), path, out / str(result.checkpoint))
     return 0
 
 

@@ -1,6 +1,6 @@
 """Executors run a grid's unfinished runs: ``local`` (in this process, the default) or ``ray``
 (one Ray task per run, on a local Ray or a cluster). A run's result never depends on the
-executor: both call :func:`compare.runner.run_one` and write to the same results store.
+executor: both call :func:`compare.cellrun.run_one` and write to the same results store.
 
 Importing this package never imports Ray (only preparing a ``ray`` executor does).
 """

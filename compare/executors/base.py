@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from dpcore.results import RunResult, run_id
 
 if TYPE_CHECKING:
+    from compare.cellrun import DatasetCache
     from compare.grid import Grid, GridCell
-    from compare.runner import DatasetCache
 
 
 @dataclass(frozen=True)
@@ -89,7 +89,7 @@ class RunTracker:
 class Executor(Protocol):
     """Runs the unfinished runs of a grid and reports each stored result to the tracker.
 
-    Guarantees every executor gives: each run is done by :func:`compare.runner.run_one` (so a
+    Guarantees every executor gives: each run is done by :func:`compare.cellrun.run_one` (so a
     run's RunResult does not depend on the executor), its result is in the store at
     ``job.out_dir`` before :meth:`RunTracker.finished` is called, and on KeyboardInterrupt
     the runs still going are stopped, finished results are left untouched, and the interrupt

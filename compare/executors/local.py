@@ -12,12 +12,12 @@ from compare.executors.base import GridJob, RunTracker
 from dpcore.results import ResultsStore, run_id
 
 if TYPE_CHECKING:
+    from compare.cellrun import DatasetCache
     from compare.grid import GridCell
-    from compare.runner import DatasetCache
 
 
 class LocalExecutor:
-    """Runs each pending run in process with :func:`compare.runner.run_one`, in grid order.
+    """Runs each pending run in process with :func:`compare.cellrun.run_one`, in grid order.
 
     Ctrl-C: ``run_one`` stores an ``interrupted`` record for the run in progress and
     re-raises; the runs already finished are not touched.
@@ -30,12 +30,12 @@ class LocalExecutor:
 
     def run(self, job: GridJob, pending: Sequence[tuple[GridCell, str]],
             tracker: RunTracker, log: Callable[[str], None], datasets: DatasetCache) -> None:
-        from compare import runner  # looked up at call time: tests may replace run_one
+        from compare import cellrun  # looked up at call time: tests may replace run_one
 
         store = ResultsStore(job.out_dir)
         for cell, backend in pending:
             tracker.started(cell, backend)
-            result = runner.run_one(cell, backend, job.grid, store, datasets,
+            result = cellrun.run_one(cell, backend, job.grid, store, datasets,
                                     progress=tracker.show, log=log)
             tracker.finished(run_id(cell.config.config_hash, backend), result)
 

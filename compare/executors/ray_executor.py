@@ -11,7 +11,7 @@ Faults:
 * a worker process that dies mid-run (killed, out of memory, node lost) is retried by Ray up to
   ``max_retries`` times; after the last try the driver stores the run as ``failed`` with Ray's
   reason, and the grid goes on;
-* an error inside a run is recorded as ``failed`` by :func:`compare.runner.run_one` itself
+* an error inside a run is recorded as ``failed`` by :func:`compare.cellrun.run_one` itself
   (not retried: it would fail the same way);
 * Ctrl-C on the driver cancels the outstanding tasks (a running task gets KeyboardInterrupt,
   so ``run_one`` stores an ``interrupted`` record, redone by the next invocation) and re-raises;
@@ -38,8 +38,8 @@ from dpcore.errors import ConfigError
 from dpcore.results import ResultsStore, RunResult, run_id, utc_now
 
 if TYPE_CHECKING:
+    from compare.cellrun import DatasetCache
     from compare.grid import GridCell
-    from compare.runner import DatasetCache
 
 INSTALL_HINT = 'install the extra: pip install -c constraints.txt -e ".[ray]"'
 #: Seconds to wait for a TCP connection to ``--ray-address`` before calling it unreachable.
@@ -55,12 +55,12 @@ RunTask = Callable[[GridJob, "GridCell", str], RunResult]
 
 
 def run_in_worker(job: GridJob, cell: GridCell, backend: str) -> RunResult:
-    """The body of one Ray task: :func:`compare.runner.run_one` against the shared store.
+    """The body of one Ray task: :func:`compare.cellrun.run_one` against the shared store.
 
     Returns the stored RunResult; its ``perf["executor"]`` says where it ran (performance
     facts only: the config hash and the metrics are those of any executor).
     """
-    from compare.runner import DatasetCache, run_one
+    from compare.cellrun import DatasetCache, run_one
 
     store = ResultsStore(job.out_dir)
     result = run_one(cell, backend, job.grid, store, DatasetCache(job.data_dir),
@@ -241,13 +241,13 @@ class RayExecutor:
         try:
             return ray.get(ref)
         except ray.exceptions.RayError as exc:
-            from compare.runner import _failed_result
+            from compare.cellrun import failed_cell_record
 
             reason = (f"Ray task failed after {self.options.max_retries} retr"
                       f"{'y' if self.options.max_retries == 1 else 'ies'}: "
                       f"{type(exc).__name__}: {one_line(exc)}")
             log(f"  {backend} {cell.setting}: failed: {reason}")
-            record = _failed_result(cell.config, backend, job.grid, cell, None, reason,
+            record = failed_cell_record(cell.config, backend, job.grid, cell, None, reason,
                                     utc_now())
             record.labels = dict(cell.labels)
             record.grid = job.grid.name

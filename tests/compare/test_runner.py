@@ -57,12 +57,12 @@ def test_every_run_is_stored_with_identical_configs(finished_store: Path) -> Non
 
 
 def test_rerun_skips_finished_runs(finished_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import compare.runner as runner
+    import compare.cellrun as cellrun
 
     def must_not_train(*_a: object, **_k: object) -> None:
         raise AssertionError("a finished run was recomputed")
 
-    monkeypatch.setattr(runner, "run_one", must_not_train)
+    monkeypatch.setattr(cellrun, "run_one", must_not_train)  # what every executor calls
     outcome = run_grid(expand_grid(TINY), finished_store, progress=False, log=lambda _m: None)
     assert len(outcome.skipped) == 4 and not outcome.ran
 

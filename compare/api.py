@@ -1,0 +1,654 @@
+"""The bench from Python: the ``dpcompare`` commands as functions, and tidy results.
+
+This is the documented, stable Python interface (the CLI is a thin layer over it: one code
+path). Typical notebook use::
+
+    from compare import api
+
+    api.epsilon(n=60000, batch_size=256, noise_multiplier=1.1, epochs=15)   # what it costs
+    store = api.compare("smoke", out="runs/smoke")      # run a grid on both backends
+    df = api.results("runs/smoke")                       # one tidy row per run
+    model = api.load_model(df.loc[0, "run_dir"], backend="torch")  # either framework
+    maps = api.gradcam(model, images)                    # Grad-CAM maps [N, H, W] in [0, 1]
+
+Functions:
+
+* :func:`epsilon`, :func:`calibrate` — ``dpcompare epsilon``;
+* :func:`train` — ``dpcompare train``; :func:`compare` — ``dpcompare compare``;
+* :func:`results`, :func:`history`, :func:`faithfulness` — tidy pandas tables of a results
+  folder (columns: :mod:`compare.tidy`); :func:`report` — ``dpcompare report``;
+* :func:`load_model`, :func:`predict_proba`, :func:`gradcam`, :func:`load_data`,
+  :func:`datasets` — use a stored model, its data, and list the data sets.
+
+Bad input raises :class:`~dpcore.errors.ConfigError` or :class:`~dpcore.errors.DataError`
+(both :class:`~dpcore.errors.DpCompareError`) with the one-line message the CLI prints; library
+code never exits the interpreter. Frameworks (TensorFlow, PyTorch) are imported only by the
+calls that need them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compare.runner import GridOutcome, backend_module
+from dpcore.config import PerfSpec, RunConfig
+from dpcore.errors import ConfigError, DataError, DpCompareError
+from dpcore.results import BACKENDS, RESULT_FILE, ResultsStore, RunResult, run_id
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+    from compare.grid import Grid
+    from dpcore.data.dataset import Dataset
+    from dpcore.trained import TrainedModel
+
+__all__ = [
+    "Store", "as_config", "calibrate", "compare", "datasets", "epsilon",
+    "faithfulness", "gradcam", "history", "load_data", "load_grid", "load_model",
+    "predict_proba", "report", "results", "train",
+]
+
+#: Noise distributions of :func:`epsilon` / :func:`calibrate`, by their CLI names.
+MECHANISMS = {"gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace"}
+#: Results folder of :func:`train` when ``out`` is not given (as ``dpcompare train``).
+DEFAULT_TRAIN_OUT = "dpcompare-runs"
+#: How :func:`accounting_figures` names each parameter in its error messages (Python names).
+PYTHON_NAMES = {name: name for name in (
+    "n", "batch_size", "sampling_rate", "noise_multiplier", "target_epsilon", "epochs",
+    "steps", "delta", "mechanism")}
+
+Log = Callable[[str], None]
+
+# TensorFlow's C++ start-up logging off unless the user set it, as the CLI does.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+# --- accounting: dpcompare epsilon -------------------------------------------------------
+
+def epsilon(
+    n: int, batch_size: int, noise_multiplier: float, *, epochs: float | None = None,
+    steps: int | None = None, sampling_rate: float | None = None, delta: float | None = None,
+    mechanism: str = "gaussian", library: bool = True,
+) -> dict[str, Any]:
+    """What epsilon a DP-SGD setting gives (``dpcompare epsilon --noise-multiplier``).
+
+    Args:
+        n: training set size N (examples).
+        batch_size: expected batch size B (examples per step).
+        noise_multiplier: noise std (Laplace: scale) divided by the clip norm, >= 0.
+        epochs: expected passes over the data (steps = ceil(epochs * round(1/q))); give
+            exactly one of ``epochs`` and ``steps``.
+        steps: number of noised steps.
+        sampling_rate: q in (0, 1]; default B / N.
+        delta: target delta in (0, 1); default 1/N rounded down to a power of ten.
+        mechanism: ``gaussian`` or ``laplace``.
+        library: also compute Opacus's (RDP, PRV) and TF Privacy's own epsilon (imports
+            both frameworks); False leaves them None.
+
+    Returns:
+        The object ``dpcompare epsilon --json`` prints (with ``inf`` where the JSON has null):
+        ``epsilon`` (``rdp``, ``pld`` from dp_accounting; ``opacus_rdp``, ``opacus_prv``,
+        ``tf_privacy``; None where not computed), ``noise_multiplier``, ``calibrated``,
+        ``calibration_accountant``, ``mechanism``, ``steps``, ``sampling_rate``, ``delta``,
+        ``n``, ``batch_size`` and ``notes`` (list of str).
+
+    Raises:
+        ConfigError: a value out of range (the message names it and the valid range).
+    """
+    return accounting_figures(
+        n=n, batch_size=batch_size, noise_multiplier=noise_multiplier, epochs=epochs,
+        steps=steps, sampling_rate=sampling_rate, delta=delta, mechanism=mechanism,
+        library=library)
+
+
+def calibrate(
+    n: int, batch_size: int, target_epsilon: float, *, epochs: float | None = None,
+    steps: int | None = None, sampling_rate: float | None = None, delta: float | None = None,
+    mechanism: str = "gaussian", library: bool = True,
+) -> dict[str, Any]:
+    """The noise multiplier that reaches ``target_epsilon`` (``dpcompare epsilon
+    --target-epsilon``); the result's ``noise_multiplier`` is it, ``epsilon`` what it gives.
+
+    Arguments and the returned object as :func:`epsilon`; ``target_epsilon`` is a finite
+    epsilon > 0 at ``delta``.
+    """
+    return accounting_figures(
+        n=n, batch_size=batch_size, target_epsilon=target_epsilon, epochs=epochs, steps=steps,
+        sampling_rate=sampling_rate, delta=delta, mechanism=mechanism, library=library)
+
+
+def accounting_figures(
+    *, n: int, batch_size: int, noise_multiplier: float | None = None,
+    target_epsilon: float | None = None, epochs: float | None = None,
+    steps: int | None = None, sampling_rate: float | None = None, delta: float | None = None,
+    mechanism: str = "gaussian", library: bool = True,
+    names: Mapping[str, str] = PYTHON_NAMES,
+) -> dict[str, Any]:
+    """The shared core of :func:`epsilon` and :func:`calibrate` (give exactly one of
+    ``noise_multiplier`` and ``target_epsilon``). ``names`` spells each parameter in error
+    messages (the CLI passes its option names, e.g. ``--batch-size``)."""
+    from dpcore.accounting import (
+        calibrate_noise_multiplier,
+        calibration_accountant,
+        dpsgd_event,
+        epsilon_pld,
+        epsilon_rdp,
+    )
+    from dpcore.config import check_delta_below_one_over_n, default_delta
+
+    def bad(key: str, value: Any, valid: str) -> ConfigError:
+        return ConfigError(f"{names[key]}={value!r} is not valid; valid: {valid}")
+
+    if mechanism not in MECHANISMS:
+        raise bad("mechanism", mechanism, ", ".join(sorted(MECHANISMS)))
+    if (noise_multiplier is None) == (target_epsilon is None):
+        raise ConfigError(f"give exactly one of {names['noise_multiplier']} and "
+                          f"{names['target_epsilon']}")
+    if (epochs is None) == (steps is None):
+        raise ConfigError(f"give exactly one of {names['epochs']} and {names['steps']}")
+    if n is None or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise bad("n", n, "an integer >= 1")
+    if not 1 <= batch_size <= n:
+        raise bad("batch_size", batch_size, f"1..{n}")
+    q = sampling_rate if sampling_rate is not None else batch_size / n
+    if not 0 < q <= 1 or math.isnan(q):
+        raise bad("sampling_rate", q, "(0, 1]")
+    delta = delta if delta is not None else default_delta(n)
+    if not 0 < delta < 1:
+        raise bad("delta", delta, "(0, 1)")
+    check_delta_below_one_over_n(delta, n, key=names["delta"])
+    if steps is not None:
+        if steps < 1:
+            raise bad("steps", steps, "an integer >= 1")
+    else:
+        if not 0 < epochs < math.inf:  # type: ignore[operator]
+            raise bad("epochs", epochs, "a finite number > 0")
+        steps = max(1, math.ceil(epochs * max(1, round(1.0 / q)) - 1e-9))  # type: ignore[operator]
+    dp_mechanism = MECHANISMS[mechanism]
+    if target_epsilon is not None:
+        if not target_epsilon > 0 or math.isinf(target_epsilon):
+            raise bad("target_epsilon", target_epsilon, "a finite > 0")
+        noise = calibrate_noise_multiplier(dp_mechanism, target_epsilon, delta, q, steps)
+    else:
+        if not 0 <= noise_multiplier < math.inf:  # type: ignore[operator]
+            # inf: no accountant terminates
+            raise bad("noise_multiplier", noise_multiplier, "a finite number >= 0")
+        noise = noise_multiplier
+    event = dpsgd_event(dp_mechanism, noise, q, steps)
+    epsilons: dict[str, float | None] = {
+        "rdp": epsilon_rdp(event, delta),
+        "pld": epsilon_pld(event, delta),
+        "opacus_rdp": None,
+        "opacus_prv": None,
+        "tf_privacy": None,
+    }
+    notes = []
+    if dp_mechanism == "dpsgd-laplace":
+        notes.append("Opacus and TF Privacy have no Laplace DP-SGD: no library figures")
+        if epsilons["rdp"] is None:
+            notes.append("dp_accounting's RDP accountant has no subsampled-Laplace bound")
+    elif noise == 0:
+        notes.append("noise multiplier 0: not private")
+    elif library:
+        from tfpipe.accounting import tf_privacy_epsilon
+        from torchpipe.accounting import opacus_epsilons
+
+        epsilons.update(opacus_epsilons(noise, q, steps, delta))
+        epsilons["tf_privacy"] = tf_privacy_epsilon(q, noise, steps, delta)
+    calibrated = target_epsilon is not None
+    return {
+        "epsilon": epsilons,
+        "noise_multiplier": noise,
+        "calibrated": calibrated,
+        "calibration_accountant": calibration_accountant(dp_mechanism) if calibrated else None,
+        "mechanism": dp_mechanism,
+        "steps": steps,
+        "sampling_rate": q,
+        "delta": delta,
+        "n": n,
+        "batch_size": batch_size,
+        "notes": notes,
+    }
+
+
+# --- training: dpcompare train -----------------------------------------------------------
+
+def as_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
+    """A :class:`RunConfig` from itself, a (partial) config mapping, a YAML/JSON config file,
+    or a run folder (its ``result.json``'s config).
+
+    Raises:
+        ConfigError: unknown keys, bad values, a missing or unreadable file.
+    """
+    if isinstance(config, RunConfig):
+        return config
+    if isinstance(config, Mapping):
+        return RunConfig.from_dict(config)
+    if isinstance(config, str | Path):
+        path = Path(config)
+        if path.is_dir():
+            result = _read_run(path)
+            return RunConfig.from_dict(result.config)
+        return RunConfig.from_file(path)
+    raise ConfigError(f"config of type {type(config).__name__} is not valid; valid: a "
+                      "RunConfig, a mapping, or the path of a YAML/JSON config file")
+
+
+def _check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend={backend!r} is not valid; valid: {', '.join(BACKENDS)}")
+    return backend
+
+
+def _epoch_callback(total_epochs: int, log: Log) -> Callable[[dict[str, Any]], None]:
+    """A training callback sending one progress line per epoch to ``log``."""
+    def show(record: dict[str, Any]) -> None:
+        eps = record.get("epsilon_spent")
+        log(f"epoch {record['epoch']}/{total_epochs}  step {record['step']}  "
+            f"loss {record['loss']:.4f}  test acc {record['test_accuracy']:.4f}  "
+            f"eps {'n/a' if eps is None else f'{eps:.3g}'}  {record['seconds']:.1f}s")
+    return show
+
+
+def _writable_folder(path: str | Path, name: str) -> Path:
+    """``path`` if it can become a writable folder (nothing is created), else ConfigError."""
+    from compare.cli.common import check_output_folder
+
+    try:
+        return check_output_folder(path, name)
+    except DpCompareError as exc:
+        raise ConfigError(str(exc)) from exc
+
+
+def train(
+    config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
+    out: str | Path | None = None, data_dir: str | Path | None = None,
+    perf: PerfSpec | None = None, faithfulness_subset: int = 500, progress: bool = False,
+    log: Log | None = None,
+) -> RunResult:
+    """Train one model with one backend and keep it (``dpcompare train``).
+
+    Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (the returned RunResult, whose
+    ``checkpoint`` is relative to OUT) and ``checkpoint.npz`` (framework-neutral weights that
+    load into either backend, see :func:`load_model`). A run with the same config and backend
+    in OUT is overwritten.
+
+    Args:
+        config: a :class:`RunConfig`, a (partial) config mapping, or a YAML/JSON file.
+        backend: ``tf`` (Keras + TensorFlow Privacy) or ``torch`` (PyTorch + Opacus).
+        out: the results folder (default ``./dpcompare-runs``, as the CLI).
+        data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
+        perf: performance-only switches (engine, threads, chunk size); never change the result
+            beyond float tolerance and are not part of the config hash.
+        faithfulness_subset: Grad-CAM faithfulness metrics on a fixed seeded subset of this
+            many test images (image conv models); 0 skips them.
+        progress: a progress bar per epoch (shown only when stderr is a terminal).
+        log: receives one line describing the run before training and, when no bar is shown,
+            one line per epoch; None is silent.
+
+    Raises:
+        ConfigError: a bad config, backend or subset size, or an impossible privacy setting
+            (checked before anything is written).
+        DataError: the data set or data root is missing or malformed.
+        DpCompareError: ``out`` is not writable.
+    """
+    from compare.training import Evaluation, train_and_record
+    from dpcore.pipeline import prepare_dataset, privacy_plan
+
+    _check_backend(backend)
+    config = as_config(config)
+    perf = perf or PerfSpec()
+    if isinstance(faithfulness_subset, bool) or not isinstance(faithfulness_subset, int) or (
+            faithfulness_subset < 0):
+        raise ConfigError(f"faithfulness_subset={faithfulness_subset!r} is not valid; valid: "
+                          "an integer >= 0 (0 skips the metrics)")
+    store = ResultsStore(out if out is not None else DEFAULT_TRAIN_OUT)
+    store.ensure_writable()
+    dataset = prepare_dataset(config, data_dir)
+    plan = privacy_plan(config, len(dataset.x_train))  # fail fast on impossible settings
+    callbacks = []
+    if log is not None:
+        noise = f"noise {plan.noise_multiplier:.4g}" if plan.mechanism.startswith("dpsgd") else ""
+        log(f"{backend}: {config.model.name} on {dataset.name} "
+            f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), "
+            f"{plan.mechanism} {noise}, {plan.batches.steps} steps of B="
+            f"{plan.batches.expected_batch_size}")
+        if not (progress and sys.stderr.isatty()):  # the bar shows progress otherwise
+            epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
+            callbacks.append(_epoch_callback(epochs, log))
+    result, _path = train_and_record(
+        config, dataset, backend, store, perf=perf,
+        evaluation=Evaluation(faithfulness_subset=faithfulness_subset), progress=progress,
+        callbacks=callbacks)
+    return result
+
+
+# --- grids: dpcompare compare -------------------------------------------------------------
+
+class Store(ResultsStore):
+    """A results folder (:class:`~dpcore.results.ResultsStore`) with its tidy tables.
+
+    Attributes:
+        grid: the grid :func:`compare` ran (None for a folder opened with ``Store(path)``).
+        outcome: what the call did: run ids ``ran``, ``skipped`` (already finished),
+            ``failed``, ``diverged``, and ``wall_seconds`` (None when opened from a path).
+    """
+
+    def __init__(self, root: str | Path, grid: Grid | None = None,
+                 outcome: GridOutcome | None = None) -> None:
+        super().__init__(root)
+        self.grid = grid
+        self.outcome = outcome
+
+    def results(self) -> pd.DataFrame:
+        """:func:`results` of this folder."""
+        return results(self.root)
+
+    def history(self) -> pd.DataFrame:
+        """:func:`history` of this folder."""
+        return history(self.root)
+
+    def faithfulness(self) -> pd.DataFrame:
+        """:func:`faithfulness` of this folder."""
+        return faithfulness(self.root)
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+
+def load_grid(
+    preset_or_grid: str | Path | Mapping[str, Any], *, backends: Sequence[str] | None = None,
+    seeds: int | None = None, overrides: Sequence[str] = (), engine: str | None = None,
+) -> Grid:
+    """Expand a preset name, a grid file (or single run config file) or a grid mapping.
+
+    Raises:
+        ConfigError: an unknown preset (the valid names are listed), a bad grid or override.
+    """
+    from compare.grid import expand_grid, load_grid_file, load_preset, preset_names
+
+    if isinstance(preset_or_grid, Mapping):
+        raw = dict(preset_or_grid)
+    elif not isinstance(preset_or_grid, str | Path):
+        raise ConfigError(f"a grid of type {type(preset_or_grid).__name__} is not valid; valid: "
+                          "a preset name, a grid file path, or a grid mapping")
+    elif isinstance(preset_or_grid, str) and preset_or_grid in preset_names():
+        raw = load_preset(preset_or_grid)
+    elif isinstance(preset_or_grid, Path) or Path(preset_or_grid).suffix in (
+            ".yaml", ".yml", ".json") or Path(preset_or_grid).is_file():
+        raw = load_grid_file(preset_or_grid)
+    else:
+        raw = load_preset(preset_or_grid)  # an unknown name: the message lists the valid ones
+    if backends is not None:
+        if isinstance(backends, str):
+            backends = [b.strip() for b in backends.split(",") if b.strip()]
+        if not backends:
+            raise ConfigError(f"backends={backends!r} is empty; valid: tf, torch, or both")
+    grid = expand_grid(raw, seeds=seeds, backends=backends, overrides=overrides)
+    if engine is not None:  # performance only: the runs (and their hashes) are the same
+        grid = dataclasses.replace(grid, perf=dataclasses.replace(grid.perf, engine=engine))
+    return grid
+
+
+def compare(
+    preset_or_grid: str | Path | Mapping[str, Any], *, out: str | Path | None = None,
+    backends: Sequence[str] | None = None, seeds: int | None = None,
+    executor: str = "local", overrides: Sequence[str] = (), engine: str | None = None,
+    data_dir: str | Path | None = None, report: str | Path | bool = False,
+    progress: bool = True, command: str | None = None, ray_address: str | None = None,
+    cpus_per_run: float | None = None, gpus_per_run: float | None = None,
+    max_concurrent: int | None = None,
+) -> Store:
+    """Run a grid identically on both backends, resumably (``dpcompare compare``).
+
+    Runs already finished in ``out`` (same config hash and backend) are skipped, interrupted
+    ones redone. A run that fails is recorded with status ``failed`` and the grid goes on:
+    check ``store.outcome.failed`` or the ``status`` column of :func:`results`.
+
+    Args:
+        preset_or_grid: a bundled preset name (``smoke``, ``demo``...), the path of a grid
+            file (or of a single run config), or a grid mapping (base + axes).
+        out: the results folder (default ``runs/<grid name>``, as the CLI).
+        backends: which backends to run (default the grid's); a list or ``"tf,torch"``.
+        seeds: seeds per cell (default the grid's).
+        executor: where runs execute: ``local`` (one at a time in this process, the default)
+            or ``ray`` (one Ray task per unfinished run; needs the ``ray`` extra). On a
+            multi-node cluster ``out`` (and the data) must be on storage every node mounts at
+            the same path: Ray does not sync files between nodes.
+        overrides: ``section.key=value`` settings applied to every cell.
+        engine: the TF backend's DP path, ``reference`` or ``fast`` (performance only).
+        data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
+        report: False writes no report; True writes it to ``reports/<grid name>``; a path
+            writes it there (``report.md``, CSV tables, PNG plots).
+        progress: print one line per run and a summary (False: silent).
+        command: the command the report header names (default this call, spelled out).
+        ray_address: with ``executor="ray"``: the cluster to join (``HOST:PORT``,
+            ``ray://HOST:PORT`` or ``auto``); default: start a local Ray for this grid.
+        cpus_per_run: with ``ray``: CPU cores reserved per run (default 1).
+        gpus_per_run: with ``ray``: GPUs reserved per run (default 0).
+        max_concurrent: with ``ray``: most runs in flight at once (default: what fits).
+
+    Returns:
+        The results folder as a :class:`Store` (``.results()``, ``.outcome``...).
+
+    Raises:
+        ConfigError: a bad grid, preset, executor (or executor option), backend or override;
+            a report folder that cannot be written; Ray not installed, an unreachable
+            ``ray_address`` or resources no node has (all checked before any training).
+        DataError: the data root does not exist.
+    """
+    from compare.executors import EXECUTORS, make_executor
+    from compare.report import ReportContext, write_report
+    from compare.runner import run_grid
+    from dpcore.data import resolve_data_root
+
+    if executor not in EXECUTORS:
+        raise ConfigError(f"executor={executor!r} is not valid; valid: {', '.join(EXECUTORS)}")
+    runner = make_executor(executor, ray_address=ray_address, cpus_per_run=cpus_per_run,
+                           gpus_per_run=gpus_per_run, max_concurrent=max_concurrent)
+    grid = load_grid(preset_or_grid, backends=backends, seeds=seeds, overrides=overrides,
+                     engine=engine)
+    out = Path(out) if out is not None else Path("runs") / grid.name
+    # Inputs shared by every run are checked before any training (nothing written).
+    resolve_data_root(data_dir)
+    report_dir = None
+    if report is not False:
+        report_dir = Path("reports") / grid.name if report is True else Path(report)
+        _writable_folder(report_dir, "report")
+    if command is None:
+        source = (f"<grid {grid.name}>" if isinstance(preset_or_grid, Mapping)
+                  else repr(str(preset_or_grid)))
+        command = f"compare.api.compare({source}, out={str(out)!r})"
+    log: Log = print if progress else (lambda _msg: None)
+    started = time.perf_counter()
+    outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
+                       executor=runner)
+    log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
+        f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged; results in {out}")
+    if report_dir is not None:
+        context = ReportContext(
+            command=command, wall_seconds=time.perf_counter() - started,
+            title=f"{grid.name}: TF Privacy vs Opacus", description=grid.description,
+            notes=grid.notes, published=grid.published,
+            run_ids=frozenset(run_id(cell.config.config_hash, backend)
+                              for cell, backend in grid.runs()),
+        )
+        log(f"report: {write_report(out, report_dir, context)}")
+    return Store(out, grid=grid, outcome=outcome)
+
+
+# --- results and reports -------------------------------------------------------------------
+
+def results(out: str | Path) -> pd.DataFrame:
+    """One tidy row per run of the results folder ``out`` (written by :func:`compare` or
+    :func:`train`): the flattened config (``data.name``, ``privacy.target_epsilon``...),
+    ``backend``, ``seed``, ``status``, every scalar metric (``accuracy``, ``auc``...), every
+    epsilon (``epsilon_rdp``, ``epsilon_pld``, ``epsilon_opacus_rdp``, ``epsilon_opacus_prv``,
+    ``epsilon_tf_privacy``, and ``epsilon``: the one reports plot, ``inf`` if non-private),
+    timing (``timing.total_seconds`` in s, ``timing.examples_per_second``,
+    ``timing.peak_memory_mb`` in MiB...), and ``run_dir`` (the run's folder, for
+    :func:`load_model`). All columns: :mod:`compare.tidy`. Rows sorted by run id.
+
+    Raises:
+        DataError: ``out`` holds no runs.
+    """
+    from compare import tidy
+
+    table = tidy.results_table(tidy.load_results(out))
+    table.insert(1, "run_dir", [str(Path(out) / "runs" / rid) for rid in table["run_id"]])
+    return table
+
+
+def history(out: str | Path) -> pd.DataFrame:
+    """One row per run and epoch (``epoch``, ``step``, ``loss``, ``test_accuracy``,
+    ``epsilon_spent`` so far, ``seconds``...) with the run's identity and config columns.
+
+    Raises:
+        DataError: ``out`` holds no runs.
+    """
+    from compare import tidy
+
+    return tidy.history_table(tidy.load_results(out))
+
+
+def faithfulness(out: str | Path) -> pd.DataFrame:
+    """One row per run with Grad-CAM faithfulness metrics (``average_drop``,
+    ``increase_in_confidence`` in %, ``masked_score``, ``deletion_auc``, ``insertion_auc``)
+    next to ``epsilon`` and ``accuracy``; runs without them (text models, or
+    ``evaluation.faithfulness: false``) have no row.
+
+    Raises:
+        DataError: ``out`` holds no runs.
+    """
+    from compare import tidy
+
+    return tidy.faithfulness_table(tidy.load_results(out))
+
+
+def report(out: str | Path, dest: str | Path, *, title: str = "dpcompare report",
+           command: str | None = None) -> Path:
+    """Write ``report.md`` + CSV tables + PNG plots of the runs in ``out`` to the folder
+    ``dest`` (``dpcompare report``); returns the path of ``report.md``.
+
+    Raises:
+        DataError: ``out`` holds no runs.
+        ConfigError: ``dest`` cannot be a writable folder (nothing is written).
+    """
+    from compare import tidy
+    from compare.report import ReportContext, write_report
+
+    tidy.load_results(out)  # raises DataError naming ``out`` when it holds no runs
+    _writable_folder(dest, "dest")
+    command = command or f"compare.api.report({str(out)!r}, {str(dest)!r})"
+    return write_report(Path(out), dest, ReportContext(command=command, title=title))
+
+
+# --- models and data -------------------------------------------------------------------------
+
+def _read_run(run_dir: Path) -> RunResult:
+    from dpcore.results import read_result
+
+    result = read_result(run_dir / RESULT_FILE)
+    if result is None:
+        raise DataError(f"{run_dir} holds no readable run record (expected "
+                        f"{run_dir / RESULT_FILE})")
+    return result
+
+
+def load_model(run_dir: str | Path, backend: str | None = None) -> TrainedModel:
+    """A stored model, loaded into either framework.
+
+    Args:
+        run_dir: a run's folder (``OUT/runs/<config_hash>-<backend>``, the ``run_dir`` column
+            of :func:`results`) or its ``checkpoint.npz``.
+        backend: ``tf`` or ``torch``; default the backend that trained it. The checkpoint is
+            framework-neutral: a model trained by one backend loads into the other with the
+            same weights (its predictions agree to float tolerance).
+
+    Returns:
+        A :class:`~dpcore.trained.TrainedModel` (``.model`` is the Keras / torch model,
+        ``.config`` the run config, ``.class_names``) ready for :func:`predict_proba` and
+        :func:`gradcam`.
+
+    Raises:
+        DataError: no checkpoint there.
+        ConfigError: an unknown backend, or a file that is not a dpcompare checkpoint.
+    """
+    from dpcore.trained import CHECKPOINT_FILE, read_checkpoint
+
+    if backend is not None:
+        _check_backend(backend)
+    path = Path(run_dir)
+    checkpoint = path / CHECKPOINT_FILE if path.is_dir() else path
+    if not checkpoint.is_file():
+        raise DataError(f"{path} holds no checkpoint (expected a run folder with "
+                        f"{CHECKPOINT_FILE}, or the checkpoint file itself)")
+    if backend is None:
+        backend = _check_backend(str(read_checkpoint(checkpoint)[1].get("backend")))
+    return backend_module(backend, "train").load_checkpoint(checkpoint)
+
+
+def predict_proba(model: TrainedModel, x: np.ndarray) -> np.ndarray:
+    """Softmax probabilities [N, K] (float32) of a loaded model (:func:`load_model`).
+
+    ``x``: NHWC images (``uint8`` 0..255 or float32 in [0, 1]) or [N, L] token ids.
+    """
+    return backend_module(model.backend, "predict").predict_proba(model, x)
+
+
+def gradcam(model: TrainedModel, x: np.ndarray,
+            class_idx: np.ndarray | int | None = None) -> np.ndarray:
+    """Grad-CAM maps float32 [N, H, W] in [0, 1] of a loaded image model, on its last
+    convolution (the same layer in both frameworks).
+
+    Args:
+        model: from :func:`load_model`.
+        x: images [N, H, W, C] of the model's input shape, ``uint8`` or float in [0, 1].
+        class_idx: the class explained per image: None for the predicted one, an int for all,
+            or an int array [N].
+
+    Raises:
+        ConfigError: a text model, images of the wrong shape, a class out of range.
+    """
+    return backend_module(model.backend, "explain").gradcam(model, x, class_idx)
+
+
+def load_data(config: RunConfig | Mapping[str, Any] | str | Path,
+              data_dir: str | Path | None = None) -> Dataset:
+    """The data set a config trains on, split as in training (locally privatised for
+    local-DP configs), e.g. ``load_data(model.config).x_test``.
+
+    Args:
+        config: as :func:`train` accepts, or a run folder (its stored config).
+        data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
+
+    Raises:
+        ConfigError: a bad config. DataError: the data set is missing or malformed.
+    """
+    from dpcore.pipeline import prepare_dataset
+
+    return prepare_dataset(as_config(config), data_dir)
+
+
+def datasets(data_dir: str | Path | None = None) -> pd.DataFrame:
+    """The registered data sets (``dpcompare datasets``): one row each with ``name``,
+    ``task``, ``classes``, ``train``/``test`` sizes, ``status`` (``built in``, ``found``,
+    ``missing``, ``unreadable``), ``found_at`` or ``how_to_get``.
+
+    Raises:
+        DataError: ``data_dir`` (or ``$DPCOMPARE_DATA_DIR``) does not exist.
+    """
+    import pandas as pd
+
+    from dpcore.data import dataset_table, resolve_data_root
+
+    resolve_data_root(data_dir)
+    return pd.DataFrame(dataset_table(data_dir))

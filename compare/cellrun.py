@@ -1,0 +1,88 @@
+"""One run of a grid, end to end, as every executor does it: the data set prepared once per
+data spec (:class:`DatasetCache`), then :func:`compare.training.train_and_record`; an error is
+recorded as a ``failed`` run so the grid goes on (:func:`run_one`).
+
+Below both the grid runner (:mod:`compare.runner`) and the executors (:mod:`compare.executors`),
+so that neither imports the other.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from compare.grid import Grid, GridCell
+from compare.training import Evaluation, incomplete_record, store_interrupted, train_and_record
+from dpcore.config import RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.errors import DpCompareError
+from dpcore.results import ResultsStore, RunResult, utc_now
+
+__all__ = ["DatasetCache", "failed_cell_record", "run_one"]
+
+
+class DatasetCache:
+    """Prepared data sets of one grid run, one per (data spec, LDP seed)."""
+
+    def __init__(self, data_dir: str | Path | None) -> None:
+        self.data_dir = data_dir
+        self._cache: dict[str, Dataset] = {}
+
+    def get(self, config: RunConfig) -> Dataset:
+        from dpcore.pipeline import prepare_dataset
+
+        key = repr(config.data) + (f"|seed={config.seed}" if config.data.ldp_mechanism else "")
+        if key not in self._cache:
+            self._cache[key] = prepare_dataset(config, self.data_dir)
+        return self._cache[key]
+
+
+def run_one(
+    cell: GridCell, backend: str, grid: Grid, store: ResultsStore, datasets: DatasetCache,
+    *, progress: bool = True, log: Callable[[str], None] = print,
+) -> RunResult:
+    """Train, evaluate and store one (cell, backend); returns the stored RunResult.
+
+    The data set comes from ``datasets`` (prepared once per data spec); the rest is
+    :func:`compare.training.train_and_record`, the record path ``dpcompare train`` uses too.
+    An error is recorded as a ``failed`` run (the grid goes on); Ctrl-C stores an
+    ``interrupted`` record and is re-raised.
+    """
+    config = cell.config
+    started = utc_now()
+    dataset: Dataset | None = None
+    try:
+        try:
+            dataset = datasets.get(config)
+        except KeyboardInterrupt:
+            store_interrupted(store, config, backend, None, started, labels=cell.labels,
+                              grid_name=grid.name)
+            raise
+        result, _path = train_and_record(
+            config, dataset, backend, store, perf=grid.perf,
+            evaluation=Evaluation.of_grid(grid.evaluation), progress=progress,
+            labels=cell.labels, grid_name=grid.name,
+        )
+        return result
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except DpCompareError as exc:
+        log(f"  {backend} {cell.setting}: error: {exc}")
+        error = str(exc)
+    except Exception as exc:  # a bug in one run must not lose the rest of the grid
+        log(f"  {backend} {cell.setting}: failed: {type(exc).__name__}: {exc}")
+        error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    failed = incomplete_record(config, backend, dataset, status="failed", error=error,
+                               started=started, labels=cell.labels, grid_name=grid.name)
+    store.save(failed)
+    return failed
+
+
+def failed_cell_record(config: RunConfig, backend: str, grid: Grid, cell: GridCell,
+                   dataset: Dataset | None, error: str, started: str,
+                   status: str = "failed") -> RunResult:
+    """:func:`compare.training.incomplete_record` of a grid cell (the former signature, kept
+    for the executors that record a run they could not start)."""
+    return incomplete_record(config, backend, dataset, status=status, error=error,
+                             started=started, labels=cell.labels, grid_name=grid.name)
