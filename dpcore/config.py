@@ -34,6 +34,12 @@ OPTIMIZERS = ("sgd", "adam")
 ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
 LDP_MECHANISM_NAMES = ("laplace", "gaussian", "dp_pix")
 ENGINES = ("reference", "fast")
+RECIPES = ("harmonised", "library")
+NORMALISATIONS = ("expected", "actual", "microbatches")
+INITIALISATIONS = ("neutral", "torch")
+INPUT_SCALINGS = ("unit", "standardised")
+CALIBRATION_ACCOUNTANTS = ("rdp", "pld")
+EVAL_SPLITS = ("test", "train")
 
 # -- settings refused for privacy reasons -----------------------------------------------------
 # None of these is an option of the bench; they are named here so that a user who asks for one
@@ -383,6 +389,71 @@ class TrainSpec:
 
 
 @dataclass(frozen=True)
+class FactorSpec:
+    """The switches by which the two libraries' stock recipes differ (issue 14).
+
+    Each field is one difference between TF Privacy's and Opacus's way of running DP-SGD, so
+    the harmonised recipe can take it from either library and a grid can flip one at a time.
+    The defaults are the harmonised recipe (today's behaviour); a config whose factors are all
+    at their defaults hashes exactly as before the section existed. Batch sampling, the
+    remaining factor, is ``privacy.sampling`` (``poisson`` or ``shuffle``).
+
+    Attributes:
+        normalisation: divisor of the noised gradient sum: ``expected`` (B = qN, Opacus),
+            ``actual`` (the batch's actual size) or ``microbatches`` (the batch's number of
+            microbatches, TF Privacy's ``num_microbatches``).
+        microbatch_size: examples per clipping unit; 1 = per-example clipping (Opacus), k > 1 =
+            the mean gradient of k consecutive examples is clipped (TF Privacy with
+            ``num_microbatches = batch_size / k``). Needs shuffled fixed-size batches that k
+            divides.
+        init: ``neutral`` (the bench's seeded initialisation, which follows Keras' default
+            scheme: Glorot-uniform kernels, zero biases; ``keras`` is accepted as the same) or
+            ``torch`` (PyTorch's default scheme, kaiming-uniform(a=sqrt 5) kernels and
+            uniform(+-1/sqrt(fan_in)) biases), seeded and identical in both frameworks.
+        input_scaling: ``unit`` (pixels in [0, 1]) or ``standardised`` ((x - mean) / std with
+            the training set's own pixel mean and std, as the Opacus MNIST example does).
+        calibration_accountant: accountant that turns ``privacy.target_epsilon`` into a noise
+            multiplier: ``rdp`` or ``pld`` (dp_accounting); ``None`` = the bench's rule (RDP
+            for Gaussian, PLD for Laplace). Opacus's PRV accountant needs torch, which
+            ``dpcore`` never imports; PLD is dp_accounting's numerical accountant of the same
+            kind and agrees with PRV to about 1 %.
+        eval_split: the split whose accuracy the run reports: ``test`` or ``train``.
+    """
+
+    normalisation: str = "expected"
+    microbatch_size: int = 1
+    init: str = "neutral"
+    input_scaling: str = "unit"
+    calibration_accountant: str | None = None
+    eval_split: str = "test"
+
+    def __post_init__(self) -> None:
+        if self.init == "keras":  # the neutral initialisation *is* Keras' default scheme
+            object.__setattr__(self, "init", "neutral")
+        _check_choice("factors.normalisation", self.normalisation, NORMALISATIONS)
+        _integer_field(self, "microbatch_size", "factors.microbatch_size", low=1,
+                       valid="an integer >= 1 (1 = per-example clipping)")
+        _check_choice("factors.init", self.init, (*INITIALISATIONS, "keras"))
+        _check_choice("factors.input_scaling", self.input_scaling, INPUT_SCALINGS)
+        if self.calibration_accountant is not None:
+            if self.calibration_accountant == "prv":
+                raise ConfigError(
+                    "factors.calibration_accountant='prv' is not available: PRV is Opacus's "
+                    "accountant (it needs torch, which dpcore never imports); valid: rdp, pld "
+                    "(PLD is the numerical accountant of the same kind), null"
+                )
+            _check_choice("factors.calibration_accountant", self.calibration_accountant,
+                          CALIBRATION_ACCOUNTANTS)
+        _check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)
+
+    def non_default(self) -> dict[str, Any]:
+        """The fields that differ from the harmonised defaults (what the config hash sees)."""
+        default = FactorSpec()
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
+
+
+@dataclass(frozen=True)
 class PerfSpec:
     """Performance-only switches: never part of the config hash, never change the result.
 
@@ -414,7 +485,11 @@ _SECTIONS: dict[str, type] = {
     "model": ModelSpec,
     "privacy": PrivacySpec,
     "train": TrainSpec,
+    "factors": FactorSpec,
 }
+# ``factors`` and ``recipe`` are left out of RunConfig.to_dict (and so of the config hash)
+# while they hold their defaults: configs written before they existed keep their hash, so
+# stored runs stay valid.
 
 
 @dataclass(frozen=True)
@@ -426,8 +501,11 @@ class RunConfig:
     privacy: PrivacySpec = field(default_factory=PrivacySpec)
     train: TrainSpec = field(default_factory=TrainSpec)
     seed: int = 0
+    factors: FactorSpec = field(default_factory=FactorSpec)
+    recipe: str = "harmonised"
 
     def __post_init__(self) -> None:
+        _check_choice("recipe", self.recipe, RECIPES)
         for name, cls in _SECTIONS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ConfigError(f"{name} must be a {cls.__name__}")
@@ -442,14 +520,24 @@ class RunConfig:
                 f"data.ldp_mechanism={self.data.ldp_mechanism!r} is set but "
                 f"privacy.mechanism={self.privacy.mechanism!r}; set privacy.mechanism='ldp'"
             )
+        from dpcore.recipes import check_combination  # the rules live with the recipes
+
+        check_combination(self)
 
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A plain JSON-able mapping, including ``version``."""
         out: dict[str, Any] = {"version": CONFIG_VERSION}
         for name in _SECTIONS:
+            if name == "factors":
+                continue
             out[name] = dataclasses.asdict(getattr(self, name))
         out["seed"] = self.seed
+        factors = self.factors.non_default()
+        if factors:
+            out["factors"] = factors
+        if self.recipe != "harmonised":
+            out["recipe"] = self.recipe
         return out
 
     @classmethod
@@ -461,7 +549,7 @@ class RunConfig:
         version = raw.pop("version", CONFIG_VERSION)
         if version != CONFIG_VERSION:
             raise ConfigError(f"config version={version!r} is not known; valid: {CONFIG_VERSION}")
-        allowed = set(_SECTIONS) | {"seed"}
+        allowed = set(_SECTIONS) | {"seed", "recipe"}
         unknown = sorted(set(raw) - allowed, key=str)
         for key in unknown:
             refused = refused_key_error(str(key))
@@ -497,6 +585,8 @@ class RunConfig:
                 raise ConfigError(f"config section {name!r}: {exc}") from exc
         if "seed" in raw:
             kwargs["seed"] = raw["seed"]
+        if "recipe" in raw:
+            kwargs["recipe"] = raw["recipe"]
         return cls(**kwargs)
 
     @classmethod

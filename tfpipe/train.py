@@ -20,7 +20,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
-from dpcore.pipeline import fit
+from dpcore.pipeline import factor_initial_weights, fit
 from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
 from dpcore.trainloop import Chunk, EpochCallback, StepMechanism, noise_seed
@@ -77,30 +77,38 @@ class TfStepEngine:
         self._x_dtype = x_dtype.as_numpy_dtype
         self._accumulate = tf.function(self._accumulate_chunk, jit_compile=perf.xla,
                                        input_signature=[x_spec, y_spec, state_spec])
-        self._apply = tf.function(self._apply_update, input_signature=[state_spec])
+        self._apply = tf.function(self._apply_update, input_signature=[
+            state_spec, tf.TensorSpec([], tf.float32)])
         self._predict = probability_function(model)
 
     def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
                           ) -> tuple[list[tf.Tensor], tf.Tensor]:
         if self.query.per_example:
             losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
+            records = dp.microbatch_means(records, self.mechanism.microbatch_size)
         else:
             losses, records = dp.summed_gradient(self.model, self.variables, x, y)
         return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses)
 
-    def _apply_update(self, state: list[tf.Tensor]) -> None:
-        grads = self.optimizer.noised_mean(state, self.mechanism.expected_batch_size)
+    def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> None:
+        grads = self.optimizer.noised_mean(state, divisor)
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
 
-    def train_step(self, chunks: Sequence[Chunk]) -> float:
-        """Accumulate the chunks' clipped gradients, then noise once, divide by B and step."""
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
+        """Accumulate the chunks' clipped gradients, then noise once, divide and step.
+
+        ``divisor``: of the noised sum; default the expected batch size B (see
+        ``factors.normalisation``).
+        """
         state = self.optimizer.initial_sample_state(self.variables)
         loss = 0.0
         for x, y in chunks:
             state, chunk_loss = self._accumulate(
                 tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state)
             loss += float(chunk_loss)
-        self._apply(state)
+        if divisor is None:
+            divisor = float(self.mechanism.expected_batch_size)
+        self._apply(state, tf.constant(divisor, tf.float32))
         return loss
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -135,8 +143,14 @@ def train(
     """
     perf = perf or PerfSpec()
     configure_tensorflow(config.seed, perf)
+    if config.recipe == "library":
+        from tfpipe.library import train_library
+
+        return train_library(config, dataset, perf, callbacks=callbacks)
     model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=config.seed,
                         vocab_size=dataset.vocabulary_size)
+    if initial_weights is None:
+        initial_weights = factor_initial_weights(config, dataset)
     if initial_weights is not None:
         set_weights(model, initial_weights)
     details = {"per_example_gradients": "tf.vectorized_map per chunk",
@@ -147,7 +161,9 @@ def train(
         from tfpipe import fast  # imports this module: loaded only when asked for
 
         unsupported = fast.unsupported_layers(model)
-        if unsupported:
+        if config.factors.microbatch_size > 1:
+            details["fast_engine_fallback"] = "factors.microbatch_size > 1 (reference only)"
+        elif unsupported:
             details["fast_engine_fallback"] = "unsupported layers: " + ", ".join(unsupported)
         else:
             engine_cls = fast.FastTfStepEngine

@@ -36,6 +36,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="number of seeds per cell (default: the grid's)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a config key in every cell")
+    parser.add_argument("--recipe", choices=["harmonised", "library"], default=None,
+                        help="set the recipe of every run (harmonised: the bench's one "
+                             "algorithm; library: each library as its tutorials run it)")
     parser.add_argument("--out", default=None,
                         help="results folder (default runs/<grid name>)")
     parser.add_argument("--report", default=None,
@@ -56,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         if not backends:
             raise ConfigError(f"--backends={args.backends!r} is empty; valid: tf, torch, tf,torch")
-    grid = expand_grid(raw, seeds=args.seeds, backends=backends, overrides=args.overrides)
+    overrides = [*args.overrides, *([f"recipe={args.recipe}"] if args.recipe else [])]
+    grid = expand_grid(raw, seeds=args.seeds, backends=backends, overrides=overrides)
     if args.engine is not None:  # performance only: the runs (and their hashes) are the same
         grid = dataclasses.replace(grid, perf=dataclasses.replace(grid.perf, engine=args.engine))
     out = Path(args.out or Path("runs") / grid.name)
