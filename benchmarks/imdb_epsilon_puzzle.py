@@ -20,6 +20,7 @@ finding is written up in ``docs/findings/imdb-epsilon.md``.
 from __future__ import annotations
 
 import argparse
+import functools
 import itertools
 import json
 import math
@@ -43,6 +44,17 @@ ORDERS_2019 = [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5, *range(5, 64
 MATCH = 0.005
 
 
+@functools.cache
+def _one_step_rdp(q: float, sigma: float, orders: tuple[float, ...] | None
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """(orders, RDP of one Poisson-subsampled Gaussian step) by dp_accounting; RDP composes
+    additively, so ``steps`` steps are ``steps * rdp``."""
+    accountant = rdp.RdpAccountant(orders=list(orders) if orders is not None else None)
+    accountant.compose(dpe.PoissonSampledDpEvent(q, dpe.GaussianDpEvent(sigma)))
+    return (np.asarray(accountant._orders, dtype=float),  # no public accessor
+            np.asarray(accountant._rdp, dtype=float))
+
+
 def rdp_epsilon(q: float, sigma: float, steps: int, delta: float,
                 orders: Sequence[float] | None = None, conversion: str = "improved") -> float:
     """Epsilon of ``steps`` Poisson-subsampled Gaussian steps by dp_accounting's RDP.
@@ -52,13 +64,10 @@ def rdp_epsilon(q: float, sigma: float, steps: int, delta: float,
     conversion of TF Privacy's 2019 ``get_privacy_spent`` (hand-written here: the current
     libraries no longer offer it).
     """
-    accountant = rdp.RdpAccountant(orders=list(orders) if orders is not None else None)
-    accountant.compose(dpe.SelfComposedDpEvent(
-        dpe.PoissonSampledDpEvent(q, dpe.GaussianDpEvent(sigma)), int(steps)))
+    orders_arr, one_step = _one_step_rdp(q, sigma, tuple(orders) if orders is not None else None)
+    rdp_arr = one_step * int(steps)
     if conversion == "improved":
-        return float(accountant.get_epsilon(delta))
-    orders_arr = np.asarray(accountant._orders, dtype=float)  # no public accessor
-    rdp_arr = np.asarray(accountant._rdp, dtype=float)
+        return float(rdp.compute_epsilon(orders_arr, rdp_arr, delta)[0])
     return float(np.min(rdp_arr - math.log(delta) / (orders_arr - 1)))
 
 
