@@ -138,12 +138,17 @@ def calibrate_noise_multiplier(
     def make_event(noise: float) -> dpe.DpEvent:
         return dpsgd_event(mechanism, noise, sampling_rate, steps)
 
+    bracket: Any = dp_accounting.LowerEndpointAndGuess(_CALIBRATION_LOWER[mechanism], 1.0)
+    if accountant_name == "pld" and mechanism == "dpsgd-gaussian":
+        # A Gaussian PLD at a tiny noise multiplier needs tens of GiB: bracket the PLD optimum
+        # below the RDP one (RDP is the looser bound, so it needs at least as much noise).
+        upper = calibrate_noise_multiplier(mechanism, target_epsilon, delta, sampling_rate,
+                                           steps, tolerance=tolerance, accountant="rdp")
+        bracket = dp_accounting.ExplicitBracketInterval(max(0.5 * upper, 1e-3), upper)
     try:
         return float(
             dp_accounting.calibrate_dp_mechanism(
-                make_accountant, make_event, target_epsilon, delta,
-                dp_accounting.LowerEndpointAndGuess(_CALIBRATION_LOWER[mechanism], 1.0),
-                tol=tolerance,
+                make_accountant, make_event, target_epsilon, delta, bracket, tol=tolerance,
             )
         )
     except (dp_accounting.mechanism_calibration.NoBracketIntervalFoundError,

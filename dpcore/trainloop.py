@@ -316,7 +316,9 @@ def run_training(
     batch_iter = batches_for(batches, config.privacy.sampling, config.seed)
     factors = config.factors
     k = factors.microbatch_size
-    # chunks hold whole microbatches (a batch of a multiple of k is split on k boundaries)
+    # chunks hold whole microbatches (a batch of a multiple of k is split on k boundaries); the
+    # last shuffled batch of an epoch, when N is no multiple of B, loses its < k leftover
+    # examples (TF Privacy, which needs whole microbatches, drops the whole partial batch)
     chunk_size = None if perf.physical_batch_size is None else max(
         perf.physical_batch_size // k * k, k)
     for epoch in range(1, n_epochs + 1):
@@ -328,6 +330,8 @@ def run_training(
         start = time.perf_counter()
         for _ in range(epoch_steps):
             indices = next(batch_iter)
+            if k > 1:  # a partial last shuffled batch: drop what fills no whole microbatch
+                indices = indices[: len(indices) // k * k]
             chunks = [(model_inputs(x_train[part], task), y_train[part])
                       for part in chunk_indices(indices, chunk_size)
                       if len(part)]

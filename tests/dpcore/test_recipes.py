@@ -255,3 +255,74 @@ def test_factor_initial_weights() -> None:
     assert {k: v.shape for k, v in w.items()} == shapes
     assert all(np.array_equal(w[k], v)
                for k, v in init_weights(shapes, 5, scheme="torch").items())
+
+
+# -- the driver under the factors (a fake engine records what it is handed) ---------------------
+class _RecordingEngine:
+    def __init__(self) -> None:
+        self.calls: list[tuple[list[int], float | None]] = []
+
+    def train_step(self, chunks: list, divisor: float | None = None) -> float:
+        self.calls.append(([len(y) for _, y in chunks], divisor))
+        return 0.0
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        return np.full((len(x), 2), 0.5, np.float32)
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return {"w": np.zeros(1, np.float32)}
+
+    def set_weights(self, weights: dict) -> None:
+        pass
+
+
+def _run(config: RunConfig, physical: int = 6) -> _RecordingEngine:
+    from dpcore.config import PerfSpec
+    from dpcore.pipeline import privacy_plan
+    from dpcore.trainloop import run_training
+
+    data = _images()  # 20 examples
+    engine = _RecordingEngine()
+    run_training(config, data, PerfSpec(physical_batch_size=physical),
+                 privacy_plan(config, len(data.x_train)), engine, progress=False)
+    return engine
+
+
+def test_driver_microbatches_chunks_and_divisor() -> None:
+    """k=4, batch 8, N=20: batches 8, 8, 4 per epoch; chunks of 4 (6 rounded down to k); the
+    divisor is the microbatch count."""
+    config = cfg(privacy={"sampling": "shuffle"}, train={"batch_size": 8, "epochs": 1},
+                 factors={"microbatch_size": 4, "normalisation": "microbatches"})
+    calls = _run(config).calls
+    assert [sum(sizes) for sizes, _ in calls] == [8, 8, 4]
+    assert all(size % 4 == 0 for sizes, _ in calls for size in sizes)
+    assert [d for _, d in calls] == [2.0, 2.0, 1.0]
+
+
+def test_driver_drops_the_leftover_of_a_partial_last_batch() -> None:
+    config = cfg(privacy={"sampling": "shuffle"}, train={"batch_size": 12, "epochs": 1},
+                 factors={"microbatch_size": 3})
+    calls = _run(config).calls  # batches of 12 and 8: the 8 keeps 6 (two microbatches of 3)
+    assert [sum(sizes) for sizes, _ in calls] == [12, 6]
+    assert all(d is None for _, d in calls)  # normalisation expected: the engine's own B
+
+
+def test_driver_actual_normalisation_passes_the_batch_size() -> None:
+    config = cfg(train={"batch_size": 8, "epochs": 1}, factors={"normalisation": "actual"})
+    calls = _run(config).calls
+    assert [d for _, d in calls] == [float(max(sum(s), 1)) for s, _ in calls]
+
+
+def test_pld_calibration_needs_less_noise_and_meets_the_target() -> None:
+    from dpcore.accounting import dpsgd_event, epsilon_pld
+    from dpcore.pipeline import privacy_plan
+
+    base = cfg(privacy={"noise_multiplier": None, "target_epsilon": 3.0},
+               train={"batch_size": 64, "epochs": 3})
+    rdp_plan = privacy_plan(base, 1437)
+    pld_plan = privacy_plan(base.with_overrides(["factors.calibration_accountant=pld"]), 1437)
+    assert pld_plan.noise_multiplier < rdp_plan.noise_multiplier
+    event = dpsgd_event("dpsgd-gaussian", pld_plan.noise_multiplier,
+                        pld_plan.batches.sampling_rate, pld_plan.batches.steps)
+    assert epsilon_pld(event, pld_plan.delta) <= 3.0 + 1e-6
+    assert pld_plan.epsilon_pld == pytest.approx(3.0, abs=0.01)
