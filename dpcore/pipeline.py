@@ -120,6 +120,10 @@ def apply_data_factors(config: RunConfig, dataset: Dataset) -> Dataset:
     * ``eval_split=train``: the "test" arrays are the training arrays, so every reported
       metric is a training-set metric (``extra["eval_split"] = "train"``).
 
+    Idempotent: a data set that carries those marks is returned unchanged, so a caller that
+    evaluates the trained model afterwards (faithfulness, audit) can apply it too and see the
+    inputs the model was trained on.
+
     Raises:
         ConfigError: ``standardised`` on a text data set (token ids have no pixel scale).
     """
@@ -130,11 +134,13 @@ def apply_data_factors(config: RunConfig, dataset: Dataset) -> Dataset:
     from dpcore.data import as_float01
 
     factors = config.factors
-    if factors.input_scaling == "unit" and factors.eval_split == "test":
+    scale_it = factors.input_scaling == "standardised" and "input_scaling" not in dataset.extra
+    swap_it = factors.eval_split == "train" and "eval_split" not in dataset.extra
+    if not (scale_it or swap_it):  # nothing asked, or already applied (idempotent)
         return dataset
     changes: dict[str, Any] = {}
     extra = dict(dataset.extra)
-    if factors.input_scaling == "standardised":
+    if scale_it:
         if dataset.task != "image":
             raise ConfigError(f"factors.input_scaling='standardised' needs an image data set; "
                               f"{dataset.name!r} is {dataset.task}; valid: unit")
@@ -148,7 +154,7 @@ def apply_data_factors(config: RunConfig, dataset: Dataset) -> Dataset:
         changes.update(x_train=scale(dataset.x_train), x_test=scale(dataset.x_test))
         extra["input_scaling"] = json.dumps({"mean": mean.tolist(), "std": std.tolist(),
                                              "computed_on": "training set"})
-    if factors.eval_split == "train":
+    if swap_it:
         changes.update(x_test=changes.get("x_train", dataset.x_train), y_test=dataset.y_train,
                        groups_test=dataset.groups_train)
         extra["eval_split"] = "train"

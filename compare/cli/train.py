@@ -138,7 +138,7 @@ def epoch_printer(total_epochs: int) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from dpcore.pipeline import prepare_dataset, privacy_plan
+    from dpcore.pipeline import apply_data_factors, prepare_dataset, privacy_plan
     from dpcore.recipes import check_backend_recipe
     from dpcore.results import ResultsStore
     from dpcore.trained import CHECKPOINT_FILE
@@ -151,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
                           "valid: an integer >= 0 (0 skips the metrics)")
     store = ResultsStore(args.out)
     store.ensure_writable()
-    dataset = prepare_dataset(config, args.data_dir)
+    dataset = apply_data_factors(config, prepare_dataset(config, args.data_dir))
     plan = privacy_plan(config, len(dataset.x_train))  # fail fast on impossible settings
     if not args.quiet and not args.json:
         noise = f"noise {plan.noise_multiplier:.4g}" if plan.mechanism.startswith("dpsgd") else ""

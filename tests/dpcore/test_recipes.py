@@ -212,6 +212,8 @@ def test_standardised_inputs_use_the_training_mean_and_std_only() -> None:
     np.testing.assert_allclose(out.x_test, expected_test, rtol=1e-4, atol=1e-4)
     assert out.y_train is data.y_train and out.y_test is data.y_test  # only the scaling changed
     assert json.loads(out.extra["input_scaling"])["computed_on"] == "training set"
+    again = apply_data_factors(cfg(factors={"input_scaling": "standardised"}), out)
+    assert again is out  # idempotent: never standardised twice
 
 
 def test_train_eval_split_swaps_only_the_evaluated_arrays() -> None:
