@@ -302,9 +302,11 @@ def train(
     """
     from compare.training import Evaluation, train_and_record
     from dpcore.pipeline import prepare_dataset, privacy_plan
+    from dpcore.recipes import check_backend_recipe
 
     _check_backend(backend)
     config = as_config(config)
+    check_backend_recipe(config, backend)  # before anything is loaded or written
     perf = perf or PerfSpec()
     if isinstance(faithfulness_subset, bool) or not isinstance(faithfulness_subset, int) or (
             faithfulness_subset < 0):

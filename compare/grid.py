@@ -12,6 +12,7 @@ A grid file (YAML; the presets in ``compare/presets`` are grid files) looks like
       privacy:
         - {label: "eps=1", privacy: {mechanism: dpsgd-gaussian, target_epsilon: 1.0}}
         - {label: non-private, privacy: {mechanism: none}}
+        # an entry may add `backends: [tf]`: its cells run only on those backends
     seeds: 1                    # seeds 0..K-1 (or a list)
     backends: [tf, torch]
     perf: {physical_batch_size: 256}     # performance-only, not part of any config hash
@@ -58,6 +59,8 @@ class GridCell:
 
     config: RunConfig
     labels: dict[str, str]
+    #: the backends this cell runs on (an axis entry's ``backends:`` list), None = all
+    backends: tuple[str, ...] | None = None
 
     @property
     def setting(self) -> str:
@@ -79,8 +82,10 @@ class Grid:
     notes: str = ""
 
     def runs(self) -> list[tuple[GridCell, str]]:
-        """All (cell, backend) pairs, backends alternating within a cell."""
-        return [(cell, backend) for cell in self.cells for backend in self.backends]
+        """All (cell, backend) pairs, backends alternating within a cell; a cell whose axis
+        entries name ``backends`` runs only on those."""
+        return [(cell, backend) for cell in self.cells for backend in self.backends
+                if cell.backends is None or backend in cell.backends]
 
 
 def deep_merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -160,7 +165,7 @@ def expand_grid(
     axes = raw.get("axes") or {}
     if not isinstance(axes, Mapping):
         raise ConfigError("grid 'axes' must map axis names to lists of settings")
-    axis_values: list[list[tuple[str, str, dict[str, Any]]]] = []
+    axis_values: list[list[tuple[str, str, dict[str, Any], tuple[str, ...] | None]]] = []
     for axis_name, entries in axes.items():
         if not isinstance(entries, list) or not entries:
             raise ConfigError(f"grid axis {axis_name!r} must be a non-empty list")
@@ -170,7 +175,10 @@ def expand_grid(
                 raise ConfigError(f"grid axis {axis_name!r} entry {i} must be a mapping")
             entry = dict(entry)
             label = str(entry.pop("label", f"{axis_name}={i}"))
-            values.append((axis_name, label, entry))
+            only = entry.pop("backends", None)
+            if only is not None:
+                only = _backends(only)
+            values.append((axis_name, label, entry, only))
         axis_values.append(values)
     seed_list = list(range(seeds)) if seeds is not None else _seeds(raw.get("seeds", 1))
     if seeds is not None and seeds < 1:
@@ -179,13 +187,19 @@ def expand_grid(
     for combo in itertools.product(*axis_values) if axis_values else [()]:
         merged: dict[str, Any] = dict(base)
         labels: dict[str, str] = {}
-        for axis_name, label, partial in combo:
+        only: set[str] | None = None
+        for axis_name, label, partial, entry_backends in combo:
             merged = deep_merge(merged, partial)
             labels[axis_name] = label
+            if entry_backends is not None:
+                only = set(entry_backends) if only is None else only & set(entry_backends)
+        if only is not None and not only:
+            continue  # axis entries restricted to disjoint backends: no run
         for seed in seed_list:
             with_seed = deep_merge(merged, {"seed": seed})
             config = RunConfig.from_dict(with_seed).with_overrides(overrides)
-            cells.append(GridCell(config=config, labels=labels))
+            cells.append(GridCell(config=config, labels=labels,
+                                  backends=None if only is None else tuple(sorted(only))))
     perf_raw = raw.get("perf") or {}
     if not isinstance(perf_raw, Mapping):
         raise ConfigError(f"grid 'perf' must be a mapping, got {perf_raw!r}")

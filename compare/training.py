@@ -100,8 +100,13 @@ def train_and_record(
         PrivacyError: the model holds a layer DP-SGD cannot account for (nothing stored).
         KeyboardInterrupt: after an ``interrupted`` record was stored.
     """
+    from dpcore.pipeline import apply_data_factors
+
     started = utc_now()
     evaluation = evaluation or Evaluation()
+    # The inputs as the model is trained on them (factors.input_scaling / eval_split): the
+    # faithfulness and audit below then see them too. Idempotent.
+    dataset = apply_data_factors(config, dataset)
     try:
         train = backend_module(backend, "train")
         trained = train.train(config, dataset, perf or PerfSpec(), progress=progress,

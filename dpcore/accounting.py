@@ -106,13 +106,14 @@ def calibration_accountant(mechanism: str) -> str:
 
 def calibrate_noise_multiplier(
     mechanism: str, target_epsilon: float, delta: float, sampling_rate: float, steps: int,
-    *, tolerance: float = 1e-4,
+    *, tolerance: float = 1e-4, accountant: str | None = None,
 ) -> float:
     """Smallest noise multiplier whose epsilon after ``steps`` steps is at most the target.
 
     Uses dp_accounting's ``calibrate_dp_mechanism`` with the accountant named by
-    :func:`calibration_accountant`. The returned value is within ``tolerance`` (absolute, in
-    noise-multiplier units) above the optimum, so the target is never exceeded.
+    :func:`calibration_accountant` (or ``accountant``, ``rdp`` or ``pld``, when given: the
+    ``factors.calibration_accountant`` switch). The returned value is within ``tolerance``
+    (absolute, in noise-multiplier units) above the optimum, so the target is never exceeded.
     """
     if not target_epsilon > 0 or math.isinf(target_epsilon):
         raise ConfigError(f"target_epsilon={target_epsilon!r} is not valid; valid: a finite > 0")
@@ -122,7 +123,10 @@ def calibrate_noise_multiplier(
         raise ConfigError(
             f"mechanism={mechanism!r} cannot be calibrated; valid: dpsgd-gaussian, dpsgd-laplace"
         )
-    accountant_name = calibration_accountant(mechanism)
+    accountant_name = accountant or calibration_accountant(mechanism)
+    if accountant_name not in ("rdp", "pld"):
+        raise ConfigError(f"calibration accountant={accountant_name!r} is not known; valid: "
+                          "rdp, pld")
 
     def make_accountant() -> dp_accounting.PrivacyAccountant:
         if accountant_name == "rdp":
@@ -134,12 +138,17 @@ def calibrate_noise_multiplier(
     def make_event(noise: float) -> dpe.DpEvent:
         return dpsgd_event(mechanism, noise, sampling_rate, steps)
 
+    bracket: Any = dp_accounting.LowerEndpointAndGuess(_CALIBRATION_LOWER[mechanism], 1.0)
+    if accountant_name == "pld" and mechanism == "dpsgd-gaussian":
+        # A Gaussian PLD at a tiny noise multiplier needs tens of GiB: bracket the PLD optimum
+        # below the RDP one (RDP is the looser bound, so it needs at least as much noise).
+        upper = calibrate_noise_multiplier(mechanism, target_epsilon, delta, sampling_rate,
+                                           steps, tolerance=tolerance, accountant="rdp")
+        bracket = dp_accounting.ExplicitBracketInterval(max(0.5 * upper, 1e-3), upper)
     try:
         return float(
             dp_accounting.calibrate_dp_mechanism(
-                make_accountant, make_event, target_epsilon, delta,
-                dp_accounting.LowerEndpointAndGuess(_CALIBRATION_LOWER[mechanism], 1.0),
-                tol=tolerance,
+                make_accountant, make_event, target_epsilon, delta, bracket, tol=tolerance,
             )
         )
     except (dp_accounting.mechanism_calibration.NoBracketIntervalFoundError,
@@ -216,7 +225,7 @@ def plan_privacy(config: RunConfig, n_train: int) -> PrivacyPlan:
             assert privacy.target_epsilon is not None
             noise = calibrate_noise_multiplier(
                 privacy.mechanism, privacy.target_epsilon, delta, batches.sampling_rate,
-                batches.steps,
+                batches.steps, accountant=config.factors.calibration_accountant,
             )
         else:
             assert privacy.noise_multiplier is not None

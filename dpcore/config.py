@@ -34,6 +34,12 @@ OPTIMIZERS = ("sgd", "adam")
 ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
 LDP_MECHANISM_NAMES = ("laplace", "gaussian", "dp_pix")
 ENGINES = ("reference", "fast")
+RECIPES = ("harmonised", "library")
+NORMALISATIONS = ("expected", "actual", "microbatches")
+INITIALISATIONS = ("neutral", "torch")
+INPUT_SCALINGS = ("unit", "standardised")
+CALIBRATION_ACCOUNTANTS = ("rdp", "pld")
+EVAL_SPLITS = ("test", "train")
 
 # -- settings refused for privacy reasons -----------------------------------------------------
 # None of these is an option of the bench; they are named here so that a user who asks for one
@@ -383,6 +389,71 @@ class TrainSpec:
 
 
 @dataclass(frozen=True)
+class FactorSpec:
+    """The switches by which the two libraries' stock recipes differ (issue 14).
+
+    Each field is one difference between TF Privacy's and Opacus's way of running DP-SGD, so
+    the harmonised recipe can take it from either library and a grid can flip one at a time.
+    The defaults are the harmonised recipe (today's behaviour); a config whose factors are all
+    at their defaults hashes exactly as before the section existed. Batch sampling, the
+    remaining factor, is ``privacy.sampling`` (``poisson`` or ``shuffle``).
+
+    Attributes:
+        normalisation: divisor of the noised gradient sum: ``expected`` (B = qN, Opacus),
+            ``actual`` (the batch's actual size) or ``microbatches`` (the batch's number of
+            microbatches, TF Privacy's ``num_microbatches``).
+        microbatch_size: examples per clipping unit; 1 = per-example clipping (Opacus), k > 1 =
+            the mean gradient of k consecutive examples is clipped (TF Privacy with
+            ``num_microbatches = batch_size / k``). Needs shuffled fixed-size batches that k
+            divides.
+        init: ``neutral`` (the bench's seeded initialisation, which follows Keras' default
+            scheme: Glorot-uniform kernels, zero biases; ``keras`` is accepted as the same) or
+            ``torch`` (PyTorch's default scheme, kaiming-uniform(a=sqrt 5) kernels and
+            uniform(+-1/sqrt(fan_in)) biases), seeded and identical in both frameworks.
+        input_scaling: ``unit`` (pixels in [0, 1]) or ``standardised`` ((x - mean) / std with
+            the training set's own pixel mean and std, as the Opacus MNIST example does).
+        calibration_accountant: accountant that turns ``privacy.target_epsilon`` into a noise
+            multiplier: ``rdp`` or ``pld`` (dp_accounting); ``None`` = the bench's rule (RDP
+            for Gaussian, PLD for Laplace). Opacus's PRV accountant needs torch, which
+            ``dpcore`` never imports; PLD is dp_accounting's numerical accountant of the same
+            kind and agrees with PRV to about 1 %.
+        eval_split: the split whose accuracy the run reports: ``test`` or ``train``.
+    """
+
+    normalisation: str = "expected"
+    microbatch_size: int = 1
+    init: str = "neutral"
+    input_scaling: str = "unit"
+    calibration_accountant: str | None = None
+    eval_split: str = "test"
+
+    def __post_init__(self) -> None:
+        if self.init == "keras":  # the neutral initialisation *is* Keras' default scheme
+            object.__setattr__(self, "init", "neutral")
+        _check_choice("factors.normalisation", self.normalisation, NORMALISATIONS)
+        _integer_field(self, "microbatch_size", "factors.microbatch_size", low=1,
+                       valid="an integer >= 1 (1 = per-example clipping)")
+        _check_choice("factors.init", self.init, (*INITIALISATIONS, "keras"))
+        _check_choice("factors.input_scaling", self.input_scaling, INPUT_SCALINGS)
+        if self.calibration_accountant is not None:
+            if self.calibration_accountant == "prv":
+                raise ConfigError(
+                    "factors.calibration_accountant='prv' is not available: PRV is Opacus's "
+                    "accountant (it needs torch, which dpcore never imports); valid: rdp, pld "
+                    "(PLD is the numerical accountant of the same kind), null"
+                )
+            _check_choice("factors.calibration_accountant", self.calibration_accountant,
+                          CALIBRATION_ACCOUNTANTS)
+        _check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)
+
+    def non_default(self) -> dict[str, Any]:
+        """The fields that differ from the harmonised defaults (what the config hash sees)."""
+        default = FactorSpec()
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
+
+
+@dataclass(frozen=True)
 class PerfSpec:
     """Performance-only switches: never part of the config hash, never change the result.
 
@@ -414,7 +485,11 @@ _SECTIONS: dict[str, type] = {
     "model": ModelSpec,
     "privacy": PrivacySpec,
     "train": TrainSpec,
+    "factors": FactorSpec,
 }
+# ``factors`` and ``recipe`` are left out of RunConfig.to_dict (and so of the config hash)
+# while they hold their defaults: configs written before they existed keep their hash, so
+# stored runs stay valid.
 
 
 @dataclass(frozen=True)
@@ -426,8 +501,11 @@ class RunConfig:
     privacy: PrivacySpec = field(default_factory=PrivacySpec)
     train: TrainSpec = field(default_factory=TrainSpec)
     seed: int = 0
+    factors: FactorSpec = field(default_factory=FactorSpec)
+    recipe: str = "harmonised"
 
     def __post_init__(self) -> None:
+        _check_choice("recipe", self.recipe, RECIPES)
         for name, cls in _SECTIONS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ConfigError(f"{name} must be a {cls.__name__}")
@@ -442,14 +520,22 @@ class RunConfig:
                 f"data.ldp_mechanism={self.data.ldp_mechanism!r} is set but "
                 f"privacy.mechanism={self.privacy.mechanism!r}; set privacy.mechanism='ldp'"
             )
+        check_combination(self)
 
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A plain JSON-able mapping, including ``version``."""
         out: dict[str, Any] = {"version": CONFIG_VERSION}
         for name in _SECTIONS:
+            if name == "factors":
+                continue
             out[name] = dataclasses.asdict(getattr(self, name))
         out["seed"] = self.seed
+        factors = self.factors.non_default()
+        if factors:
+            out["factors"] = factors
+        if self.recipe != "harmonised":
+            out["recipe"] = self.recipe
         return out
 
     @classmethod
@@ -461,7 +547,7 @@ class RunConfig:
         version = raw.pop("version", CONFIG_VERSION)
         if version != CONFIG_VERSION:
             raise ConfigError(f"config version={version!r} is not known; valid: {CONFIG_VERSION}")
-        allowed = set(_SECTIONS) | {"seed"}
+        allowed = set(_SECTIONS) | {"seed", "recipe"}
         unknown = sorted(set(raw) - allowed, key=str)
         for key in unknown:
             refused = refused_key_error(str(key))
@@ -497,6 +583,8 @@ class RunConfig:
                 raise ConfigError(f"config section {name!r}: {exc}") from exc
         if "seed" in raw:
             kwargs["seed"] = raw["seed"]
+        if "recipe" in raw:
+            kwargs["recipe"] = raw["recipe"]
         return cls(**kwargs)
 
     @classmethod
@@ -588,3 +676,59 @@ def _coerce_numeric_strings(spec_cls: type, section: Mapping[str, Any]) -> dict[
             with contextlib.suppress(ValueError):
                 out[key] = float(value)
     return out
+
+
+def check_combination(config: RunConfig) -> None:
+    """(Run by ``RunConfig.__post_init__``; the recipes' claims are in :mod:`dpcore.recipes`.)
+
+    Refuse factor combinations no recipe can run (one-line ConfigError naming the field).
+
+    Raises:
+        ConfigError: microbatches with Poisson sampling or not dividing the batch; a harmonised
+            factor changed under ``recipe: library`` (whose step is the library's own); a
+            library recipe with a mechanism or optimizer the libraries' public APIs lack.
+    """
+    factors, privacy, train = config.factors, config.privacy, config.train
+    k = factors.microbatch_size
+    if k > 1:
+        if privacy.sampling != "shuffle":
+            raise ConfigError(
+                f"factors.microbatch_size={k} needs privacy.sampling=shuffle: a Poisson batch "
+                "has a random size that microbatches of a fixed size cannot divide; valid: "
+                "microbatch_size 1, or sampling shuffle"
+            )
+        if train.batch_size % k:
+            raise ConfigError(
+                f"factors.microbatch_size={k} does not divide train.batch_size="
+                f"{train.batch_size}; valid: a divisor of {train.batch_size}"
+            )
+        if privacy.mechanism == "dpsgd-laplace":
+            raise ConfigError(
+                f"factors.microbatch_size={k} is not available with privacy.mechanism="
+                "dpsgd-laplace; valid: 1"
+            )
+    if config.recipe != "library":
+        return
+    changed = sorted(set(factors.non_default()) - {"microbatch_size", "eval_split"})
+    if changed:
+        raise ConfigError(
+            f"factors.{changed[0]} applies to recipe=harmonised only (recipe=library runs each "
+            "library's own step); valid under recipe=library: factors.microbatch_size, "
+            "factors.eval_split"
+        )
+    if privacy.mechanism not in ("none", "dpsgd-gaussian"):
+        raise ConfigError(
+            f"privacy.mechanism={privacy.mechanism!r} has no library recipe (TF Privacy's and "
+            "Opacus's public APIs run Gaussian DP-SGD only); valid under recipe=library: none, "
+            "dpsgd-gaussian"
+        )
+    if train.optimizer != "sgd":
+        raise ConfigError(
+            f"train.optimizer={train.optimizer!r} has no library recipe here; valid under "
+            "recipe=library: sgd"
+        )
+    if train.ema_decay is not None:
+        raise ConfigError(
+            f"train.ema_decay={train.ema_decay!r} is not part of either library's recipe; "
+            "valid under recipe=library: null"
+        )

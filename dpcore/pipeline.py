@@ -29,6 +29,7 @@ plus ``predict_proba(model, x)``, ``save_checkpoint(trained, path)`` and
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,18 +37,25 @@ from typing import Any
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.errors import ConfigError
 from dpcore.ldp.record import LdpRecord
 from dpcore.privacy_checks import check_dp_model
+from dpcore.recipes import check_backend_recipe, recipe_record
 from dpcore.results import json_safe, utc_now
 from dpcore.runrecord import build_run_result
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import (
     EpochCallback,
+    LibraryRunner,
     StepEngine,
     StepMechanism,
+    dataclass_replace_rate,
+    library_epochs,
+    run_library_training,
     run_training,
     step_mechanism,
 )
+from dpcore.weights import Weights, init_weights, weight_shapes
 
 
 def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Dataset:
@@ -93,6 +101,66 @@ def ldp_details(config: RunConfig, mechanism: Any, clean: Dataset, noisy: Datase
         quality=LdpQuality(psnr=float(quality["psnr_db"]), ssim=float(quality["ssim"]),
                            n_images=int(quality["n_images"])),
     )
+
+
+def apply_data_factors(config: RunConfig, dataset: Dataset) -> Dataset:
+    """The data set as ``factors.input_scaling`` and ``factors.eval_split`` ask.
+
+    * ``standardised``: images become float32 ``(x/255 - mean) / std`` with the per-channel
+      pixel mean and std of the *training* set (recorded in ``extra["input_scaling"]``; their
+      release is not covered by epsilon, see :mod:`dpcore.recipes`);
+    * ``eval_split=train``: the "test" arrays are the training arrays, so every reported
+      metric is a training-set metric (``extra["eval_split"] = "train"``).
+
+    Idempotent: a data set that carries those marks is returned unchanged, so a caller that
+    evaluates the trained model afterwards (faithfulness, audit) can apply it too and see the
+    inputs the model was trained on.
+
+    Raises:
+        ConfigError: ``standardised`` on a text data set (token ids have no pixel scale).
+    """
+    import dataclasses
+
+    import numpy as np
+
+    from dpcore.data import as_float01
+
+    factors = config.factors
+    scale_it = factors.input_scaling == "standardised" and "input_scaling" not in dataset.extra
+    swap_it = factors.eval_split == "train" and "eval_split" not in dataset.extra
+    if not (scale_it or swap_it):  # nothing asked, or already applied (idempotent)
+        return dataset
+    changes: dict[str, Any] = {}
+    extra = dict(dataset.extra)
+    if scale_it:
+        if dataset.task != "image":
+            raise ConfigError(f"factors.input_scaling='standardised' needs an image data set; "
+                              f"{dataset.name!r} is {dataset.task}; valid: unit")
+        train = as_float01(dataset.x_train)
+        mean = train.mean(axis=(0, 1, 2), dtype=np.float64)
+        std = np.maximum(train.std(axis=(0, 1, 2), dtype=np.float64), 1e-6)
+
+        def scale(x: np.ndarray) -> np.ndarray:
+            return ((as_float01(x) - mean) / std).astype(np.float32)
+
+        changes.update(x_train=scale(dataset.x_train), x_test=scale(dataset.x_test))
+        extra["input_scaling"] = json.dumps({"mean": mean.tolist(), "std": std.tolist(),
+                                             "computed_on": "training set"})
+    if swap_it:
+        changes.update(x_test=changes.get("x_train", dataset.x_train), y_test=dataset.y_train,
+                       groups_test=dataset.groups_train)
+        extra["eval_split"] = "train"
+    return dataclasses.replace(dataset, extra=extra, **changes)
+
+
+def factor_initial_weights(config: RunConfig, dataset: Dataset) -> Weights | None:
+    """Initial weights that ``factors.init`` asks for, or None for the backend's default
+    (the neutral seeded initialisation, Keras' scheme)."""
+    if config.factors.init == "neutral":
+        return None
+    shapes = weight_shapes(config.model, dataset.input_shape, dataset.n_classes,
+                           dataset.vocabulary_size)
+    return init_weights(shapes, config.seed, scheme=config.factors.init)
 
 
 _PLANS: dict[tuple[str, int, str], PrivacyPlan] = {}
@@ -167,6 +235,8 @@ def fit(
         perf_details: backend facts to record in the result's ``perf`` entry.
     """
     started = utc_now()
+    check_backend_recipe(config, backend)
+    dataset = apply_data_factors(config, dataset)
     plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
     if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
         check_dp_model(model, model_name=f"model {config.model.name!r}")
@@ -176,8 +246,65 @@ def fit(
     result = build_run_result(
         config, backend, dataset, plan, outcome, perf=perf,
         library_epsilon=library_epsilon_or_empty(library_epsilon, plan),
-        started_at=started, perf_details=perf_details,
+        started_at=started, perf_details=perf_details, recipe=recipe_record(config, backend),
     )
+    return TrainedModel(
+        backend=backend, model=model, config=config, weights=outcome.weights,
+        input_shape=dataset.input_shape, n_classes=dataset.n_classes, task=dataset.task,
+        class_names=tuple(dataset.class_names), vocab_size=dataset.vocabulary_size,
+        perf=perf, result=result, extra=dict(perf_details or {}),
+    )
+
+
+def fit_library(
+    config: RunConfig, dataset: Dataset, perf: PerfSpec, *, backend: str, model: Any,
+    make_runner: Callable[[PrivacyPlan, Dataset], LibraryRunner],
+    library_epsilon: Callable[[LibraryRunner, PrivacyPlan, int], Mapping[str, float | None]],
+    trainer: str, callbacks: Sequence[EpochCallback] = (),
+    perf_details: Mapping[str, Any] | None = None,
+) -> TrainedModel:
+    """Train with a library's own loop (``recipe: library``) and record it like any run.
+
+    The noise multiplier comes from the shared plan (calibrated there if a target epsilon is
+    given); the library then runs its own sampling and steps. The result records the shared
+    accountant's epsilon of the config's plan (``epsilon_rdp``/``epsilon_pld``), the shared
+    accountant's epsilon *of what ran* (``as_run``: the library's sampling rate and step
+    count) and the library's own epsilon (``library_epsilon``, its accountant named).
+
+    Args:
+        make_runner: builds the backend's :class:`~dpcore.trainloop.LibraryRunner`.
+        library_epsilon: ``(runner, plan, steps) -> {name: epsilon}`` by the library's own
+            accountant.
+        trainer: the library class and API, e.g. ``"DPKerasSGDOptimizer via model.fit"``.
+    """
+    from dpcore.accounting import dpsgd_event, epsilon_pld, epsilon_rdp
+
+    started = utc_now()
+    check_backend_recipe(config, backend)
+    dataset = apply_data_factors(config, dataset)
+    plan = privacy_plan(config, len(dataset.x_train))
+    if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
+        check_dp_model(model, model_name=f"model {config.model.name!r}")
+    runner = make_runner(plan, dataset)
+    outcome = run_library_training(dataset, plan, runner, n_epochs=library_epochs(plan),
+                                   callbacks=callbacks)
+    own: dict[str, float | None] = {}
+    as_run: dict[str, Any] = {"sampling_rate": runner.sampling_rate,
+                              "steps": outcome.steps_completed,
+                              "steps_per_epoch": runner.steps_per_epoch}
+    if plan.mechanism == "dpsgd-gaussian" and plan.noise_multiplier > 0 and \
+            outcome.steps_completed > 0:
+        own = dict(library_epsilon(runner, plan, outcome.steps_completed))
+        event = dpsgd_event(plan.mechanism, plan.noise_multiplier, runner.sampling_rate,
+                            outcome.steps_completed)
+        as_run.update(epsilon_rdp=epsilon_rdp(event, plan.delta),
+                      epsilon_pld=epsilon_pld(event, plan.delta))
+    result = build_run_result(
+        config, backend, dataset, dataclass_replace_rate(plan, runner.sampling_rate),
+        outcome, perf=perf, library_epsilon=own, started_at=started,
+        perf_details=perf_details, recipe=recipe_record(config, backend, trainer),
+    )
+    result.privacy["as_run"] = json_safe(as_run)
     return TrainedModel(
         backend=backend, model=model, config=config, weights=outcome.weights,
         input_shape=dataset.input_shape, n_classes=dataset.n_classes, task=dataset.task,

@@ -73,6 +73,7 @@ class RunResult:
     error: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     grid: str | None = None
+    recipe: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:

@@ -74,7 +74,7 @@ def build_run_result(
     config: RunConfig, backend: str, dataset: Dataset, plan: PrivacyPlan,
     outcome: TrainingOutcome, *, perf: PerfSpec, library_epsilon: Mapping[str, float | None],
     started_at: str | None = None, perf_details: Mapping[str, Any] | None = None,
-    checkpoint: str | None = None,
+    checkpoint: str | None = None, recipe: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """Assemble a schema-valid RunResult from a finished (or diverged) training loop.
 
@@ -89,6 +89,7 @@ def build_run_result(
         started_at: ISO time the run started (default: now).
         perf_details: backend facts recorded under ``perf`` (e.g. the grad-sample mode).
         checkpoint: path of the written checkpoint, if any.
+        recipe: the RunResult ``recipe`` entry (:func:`dpcore.recipes.recipe_record`).
     """
     ldp = None if dataset.ldp is None else dataset.ldp.to_dict()
     perf_record = asdict(perf)
@@ -117,5 +118,6 @@ def build_run_result(
         started_at=started_at or utc_now(),
         finished_at=utc_now(),
         error=error,
+        recipe=dict(recipe) if recipe is not None else None,
     )
 

@@ -41,6 +41,7 @@ from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.data.images import as_float01
 from dpcore.errors import ConfigError
+from dpcore.recipes import step_divisor
 from dpcore.sampling import batches_for, chunk_indices
 
 #: Examples per forward pass when predicting (memory only; results do not depend on it).
@@ -64,7 +65,11 @@ class StepMechanism:
         noise_kind: ``"gaussian"``, ``"laplace"`` or ``None`` (no noise).
         noise_scale: per-coordinate noise std (Gaussian) or scale b (Laplace), = sigma * C.
         noise_multiplier: sigma.
-        expected_batch_size: B = q N, the divisor of the noised sum.
+        expected_batch_size: B = q N, the divisor of the noised sum (unless the engine is
+            handed another divisor, ``factors.normalisation``).
+        microbatch_size: k, examples per clipped unit (``factors.microbatch_size``): the
+            per-example gradients of k consecutive examples are averaged before clipping, as
+            TF Privacy does with ``num_microbatches = batch / k``. 1 = per example.
     """
 
     clip_kind: str | None
@@ -73,6 +78,7 @@ class StepMechanism:
     noise_scale: float
     noise_multiplier: float
     expected_batch_size: int
+    microbatch_size: int = 1
 
     @property
     def private(self) -> bool:
@@ -87,7 +93,7 @@ def step_mechanism(config: RunConfig, plan: PrivacyPlan) -> StepMechanism:
     if privacy.mechanism == "dpsgd-gaussian":
         return StepMechanism("l2", privacy.max_grad_norm, "gaussian",
                              plan.noise_multiplier * privacy.max_grad_norm,
-                             plan.noise_multiplier, batch)
+                             plan.noise_multiplier, batch, config.factors.microbatch_size)
     if privacy.mechanism == "dpsgd-laplace":
         return StepMechanism("l1", privacy.max_grad_norm, "laplace",
                              plan.noise_multiplier * privacy.max_grad_norm,
@@ -100,6 +106,9 @@ class StepEngine(Protocol):
 
     def train_step(self, chunks: Sequence[Chunk]) -> float:
         """One logical step over ``chunks`` (possibly none: a noise-only update).
+
+        When ``factors.normalisation`` is not ``expected`` the driver calls
+        ``train_step(chunks, divisor=d)`` instead: the noised sum is divided by ``d``.
 
         Returns:
             The sum over the batch's examples of their cross-entropy loss (nats) at the
@@ -305,6 +314,13 @@ def run_training(
     step = 0
     last_proba: np.ndarray | None = None
     batch_iter = batches_for(batches, config.privacy.sampling, config.seed)
+    factors = config.factors
+    k = factors.microbatch_size
+    # chunks hold whole microbatches (a batch of a multiple of k is split on k boundaries); the
+    # last shuffled batch of an epoch, when N is no multiple of B, loses its < k leftover
+    # examples (TF Privacy, which needs whole microbatches, drops the whole partial batch)
+    chunk_size = None if perf.physical_batch_size is None else max(
+        perf.physical_batch_size // k * k, k)
     for epoch in range(1, n_epochs + 1):
         epoch_steps = min(batches.steps_per_epoch, batches.steps - step)
         loss_sum, examples = 0.0, 0
@@ -314,10 +330,17 @@ def run_training(
         start = time.perf_counter()
         for _ in range(epoch_steps):
             indices = next(batch_iter)
+            if k > 1:  # a partial last shuffled batch: drop what fills no whole microbatch
+                indices = indices[: len(indices) // k * k]
             chunks = [(model_inputs(x_train[part], task), y_train[part])
-                      for part in chunk_indices(indices, perf.physical_batch_size)
+                      for part in chunk_indices(indices, chunk_size)
                       if len(part)]
-            batch_loss = float(engine.train_step(chunks))
+            if factors.normalisation == "expected":
+                batch_loss = float(engine.train_step(chunks))
+            else:
+                divisor = step_divisor(factors.normalisation, batches.expected_batch_size,
+                                       len(indices), k)
+                batch_loss = float(engine.train_step(chunks, divisor=divisor))
             step += 1
             if ema is not None:
                 ema.update(engine.get_weights(), step)
@@ -383,3 +406,88 @@ def noise_seed(seed: int) -> int:
     """Seed of a backend's noise generator, derived from the run seed (a stream of its own,
     independent of the batch sampler's and the weight initialiser's)."""
     return int(np.random.SeedSequence([int(seed), 0x401CE]).generate_state(1)[0])
+
+
+class LibraryRunner(Protocol):
+    """A library's own training loop, one epoch at a time (``recipe: library``).
+
+    The backend builds it from the library's public API (``model.fit`` / an Opacus
+    ``make_private`` loop); the driver below owns evaluation, history and timing, so both
+    recipes report through the same metrics contract.
+    """
+
+    steps_per_epoch: int
+    sampling_rate: float
+
+    def train_epoch(self, epoch: int) -> tuple[float, int]:
+        """Run epoch ``epoch`` (1-based) the library's way; returns (summed loss, examples)."""
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Softmax probabilities [N, K] of one batch of model inputs."""
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """The model's current weights in the neutral layout."""
+
+
+def library_epochs(plan: PrivacyPlan) -> int:
+    """Whole library epochs a ``library`` run trains: ``ceil(train.epochs)`` (or the epochs
+    that ``train.steps`` amount to); a library loop has no fractional epoch."""
+    return max(1, math.ceil(plan.batches.steps / plan.batches.steps_per_epoch))
+
+
+def run_library_training(
+    dataset: Dataset, plan: PrivacyPlan, runner: LibraryRunner, *, n_epochs: int,
+    callbacks: Sequence[EpochCallback] = (),
+) -> TrainingOutcome:
+    """Train with a library's own loop for ``n_epochs`` epochs, evaluating after each.
+
+    History records have the keys of :func:`run_training`'s; ``epsilon_spent`` is the shared
+    accountant's epsilon of the steps the library took at the library's sampling rate.
+    """
+    history: list[dict[str, Any]] = []
+    epoch_seconds: list[float] = []
+    eval_seconds: list[float] = []
+    status, diverged_at, stopped = "finished", None, False
+    examples_total, step = 0, 0
+    last_proba: np.ndarray | None = None
+    as_run = dataclass_replace_rate(plan, runner.sampling_rate)
+    loop_start = time.perf_counter()
+    for epoch in range(1, n_epochs + 1):
+        start = time.perf_counter()
+        loss_sum, examples = runner.train_epoch(epoch)
+        seconds = time.perf_counter() - start
+        step += runner.steps_per_epoch
+        examples_total += examples
+        epoch_seconds.append(seconds)
+        eval_start = time.perf_counter()
+        last_proba = predict_in_batches(runner.predict_proba, dataset.x_test, dataset.task)
+        test_loss, test_acc = test_loss_and_accuracy(last_proba, dataset.y_test)
+        eval_seconds.append(time.perf_counter() - eval_start)
+        record = {"epoch": epoch, "step": step,
+                  "loss": loss_sum / examples if examples else math.nan,
+                  "examples": examples, "seconds": seconds,
+                  "epsilon_spent": epsilon_spent(as_run, step),
+                  "test_loss": test_loss, "test_accuracy": test_acc,
+                  "eval_seconds": eval_seconds[-1]}
+        history.append(record)
+        if not (math.isfinite(record["loss"]) and math.isfinite(test_loss)):
+            status, diverged_at = "diverged", step
+            break
+        if any([bool(cb(dict(record))) for cb in callbacks]):
+            stopped = epoch < n_epochs
+            break
+    return TrainingOutcome(
+        status=status, history=history, steps_completed=step, examples_seen=examples_total,
+        epoch_seconds=epoch_seconds, eval_seconds=eval_seconds,
+        total_seconds=time.perf_counter() - loop_start,
+        test_proba=last_proba if status == "finished" else None,
+        weights=runner.get_weights(), stopped_early=stopped, diverged_at_step=diverged_at,
+        peak_memory_mb=peak_memory_mb(),
+    )
+
+
+def dataclass_replace_rate(plan: PrivacyPlan, sampling_rate: float) -> PrivacyPlan:
+    """``plan`` with its batch plan's sampling rate replaced (the rate a library ran at)."""
+    from dataclasses import replace
+
+    return replace(plan, batches=replace(plan.batches, sampling_rate=sampling_rate))

@@ -129,12 +129,20 @@ def weight_shapes(
     return architecture(spec, input_shape, n_classes, vocab_size).weight_shapes()
 
 
-def init_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> Weights:
+def init_weights(shapes: Mapping[str, tuple[int, ...]], seed: int, scheme: str = "keras"
+                 ) -> Weights:
     """One seeded initialisation in the neutral layout, to load into either framework.
 
-    The scheme is Keras' default, so a seeded model is a plain Keras-initialised model:
-    ``kernel`` Glorot-uniform (limit ``sqrt(6 / (fan_in + fan_out))``), ``bias`` and ``beta``
-    zeros, ``gamma`` ones, ``embeddings`` uniform in [-0.05, 0.05].
+    ``scheme="keras"`` (the default, the bench's neutral initialisation) is Keras' default, so
+    a seeded model is a plain Keras-initialised model: ``kernel`` Glorot-uniform (limit
+    ``sqrt(6 / (fan_in + fan_out))``), ``bias`` and ``beta`` zeros, ``gamma`` ones,
+    ``embeddings`` uniform in [-0.05, 0.05].
+
+    ``scheme="torch"`` is PyTorch's default for ``nn.Linear`` / ``nn.Conv*`` /
+    ``nn.Embedding`` / ``nn.GroupNorm``: ``kernel`` kaiming-uniform with a = sqrt(5), i.e.
+    uniform in +-1/sqrt(fan_in); ``bias`` uniform in +-1/sqrt(fan_in) of its layer's kernel;
+    ``embeddings`` standard normal; ``gamma`` ones, ``beta`` zeros (hand-written: torch's
+    initialisers draw from torch's generator, which dpcore does not import).
 
     Each array draws from its own generator seeded by ``(seed, crc32(key))``, so an array
     depends only on the seed, its key and its shape (not on the other layers).
@@ -148,6 +156,10 @@ def init_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> Weights:
     """
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ConfigError(f"seed={seed!r} is not valid; valid: an integer >= 0")
+    if scheme == "torch":
+        return _torch_default_weights(shapes, int(seed))
+    if scheme != "keras":
+        raise ConfigError(f"initialisation scheme={scheme!r} is not known; valid: keras, torch")
     out: Weights = {}
     for key, shape in shapes.items():
         shape = tuple(int(d) for d in shape)
@@ -163,6 +175,35 @@ def init_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> Weights:
             array = np.ones(shape)
         elif param == "embeddings":
             array = rng.uniform(-0.05, 0.05, size=shape)
+        else:
+            raise ConfigError(
+                f"no initialiser for weight {key!r}; valid parameter names: "
+                "kernel, bias, gamma, beta, embeddings"
+            )
+        out[key] = array.astype(np.float32)
+    return out
+
+
+def _torch_default_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> Weights:
+    """PyTorch's default initialisation scheme in the neutral layout (see init_weights)."""
+    out: Weights = {}
+    for key, shape in shapes.items():
+        shape = tuple(int(d) for d in shape)
+        prefix, param = key.rsplit(".", 1) if "." in key else ("", key)
+        rng = np.random.default_rng([seed, zlib.crc32(key.encode("utf-8")), 1])
+        kernel = shapes.get(f"{prefix}.kernel" if prefix else "kernel")
+        if param == "kernel":
+            bound = 1.0 / np.sqrt(_fans(shape)[0])
+            array = rng.uniform(-bound, bound, size=shape)
+        elif param == "bias" and kernel is not None:
+            bound = 1.0 / np.sqrt(_fans(tuple(int(d) for d in kernel))[0])
+            array = rng.uniform(-bound, bound, size=shape)
+        elif param in ("bias", "beta"):
+            array = np.zeros(shape)
+        elif param == "gamma":
+            array = np.ones(shape)
+        elif param == "embeddings":
+            array = rng.standard_normal(size=shape)
         else:
             raise ConfigError(
                 f"no initialiser for weight {key!r}; valid parameter names: "

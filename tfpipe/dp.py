@@ -278,6 +278,19 @@ def per_example_gradients(
         tf_logger.setLevel(level)
 
 
+def microbatch_means(records: Sequence[tf.Tensor], k: int) -> Records:
+    """Average the per-example records ``[n, ...]`` over consecutive groups of ``k``.
+
+    The mean gradient of a microbatch is the gradient of its mean loss: what TF Privacy's
+    optimizers clip per microbatch (``num_microbatches = n / k``). ``k`` must divide ``n``
+    (the config rules guarantee it). ``k = 1`` returns the records unchanged.
+    """
+    if k == 1:
+        return list(records)
+    return [tf.reduce_mean(tf.reshape(r, tf.concat([[-1, k], tf.shape(r)[1:]], 0)), axis=1)
+            for r in records]
+
+
 def summed_gradient(
     model: tf.keras.Model, variables: Sequence[tf.Variable], x: tf.Tensor, y: tf.Tensor,
 ) -> tuple[tf.Tensor, Records]:

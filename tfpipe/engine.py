@@ -37,30 +37,38 @@ class TfStepEngine:
         self._x_dtype = x_dtype.as_numpy_dtype
         self._accumulate = tf.function(self._accumulate_chunk, jit_compile=perf.xla,
                                        input_signature=[x_spec, y_spec, state_spec])
-        self._apply = tf.function(self._apply_update, input_signature=[state_spec])
+        self._apply = tf.function(self._apply_update, input_signature=[
+            state_spec, tf.TensorSpec([], tf.float32)])
         self._predict = probability_function(model)
 
     def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
                           ) -> tuple[list[tf.Tensor], tf.Tensor]:
         if self.query.per_example:
             losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
+            records = dp.microbatch_means(records, self.mechanism.microbatch_size)
         else:
             losses, records = dp.summed_gradient(self.model, self.variables, x, y)
         return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses)
 
-    def _apply_update(self, state: list[tf.Tensor]) -> None:
-        grads = self.optimizer.noised_mean(state, self.mechanism.expected_batch_size)
+    def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> None:
+        grads = self.optimizer.noised_mean(state, divisor)
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
 
-    def train_step(self, chunks: Sequence[Chunk]) -> float:
-        """Accumulate the chunks' clipped gradients, then noise once, divide by B and step."""
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
+        """Accumulate the chunks' clipped gradients, then noise once, divide and step.
+
+        ``divisor``: of the noised sum; default the expected batch size B (see
+        ``factors.normalisation``).
+        """
         state = self.optimizer.initial_sample_state(self.variables)
         loss = 0.0
         for x, y in chunks:
             state, chunk_loss = self._accumulate(
                 tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state)
             loss += float(chunk_loss)
-        self._apply(state)
+        if divisor is None:
+            divisor = float(self.mechanism.expected_batch_size)
+        self._apply(state, tf.constant(divisor, tf.float32))
         return loss
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:

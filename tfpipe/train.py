@@ -20,7 +20,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
-from dpcore.pipeline import fit
+from dpcore.pipeline import factor_initial_weights, fit
 from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
 from dpcore.trainloop import EpochCallback
@@ -78,8 +78,14 @@ def train(
     """
     perf = perf or PerfSpec()
     configure_tensorflow(config.seed, perf)
+    if config.recipe == "library":
+        from tfpipe.library import train_library
+
+        return train_library(config, dataset, perf, callbacks=callbacks)
     model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=config.seed,
                         vocab_size=dataset.vocabulary_size)
+    if initial_weights is None:
+        initial_weights = factor_initial_weights(config, dataset)
     if initial_weights is not None:
         set_weights(model, initial_weights)
     details = {"per_example_gradients": "tf.vectorized_map per chunk",
@@ -90,7 +96,9 @@ def train(
         from tfpipe import fast  # loaded only when asked for
 
         unsupported = fast.unsupported_layers(model)
-        if unsupported:
+        if config.factors.microbatch_size > 1:
+            details["fast_engine_fallback"] = "factors.microbatch_size > 1 (reference only)"
+        elif unsupported:
             details["fast_engine_fallback"] = "unsupported layers: " + ", ".join(unsupported)
         else:
             engine_cls = fast.FastTfStepEngine

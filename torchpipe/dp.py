@@ -131,6 +131,22 @@ class KerasAdam(torch.optim.Adam):
         return super().step(closure)
 
 
+def microbatch_means(module: torch.nn.Module, k: int) -> None:
+    """Average each parameter's per-example gradients over consecutive groups of ``k``.
+
+    After this, Opacus's optimizer clips the mean gradient of each microbatch of ``k``
+    examples (TF Privacy's ``num_microbatches = n / k``) instead of each example's. ``k`` must
+    divide the chunk (the config rules and the driver's chunking guarantee it); ``k = 1`` is a
+    no-op. Hand-written: Opacus has no microbatch clipping.
+    """
+    if k == 1:
+        return
+    for p in module.parameters():
+        g = getattr(p, "grad_sample", None)
+        if g is not None:
+            p.grad_sample = g.reshape(-1, k, *g.shape[1:]).mean(dim=1)
+
+
 def make_base_optimizer(train: TrainSpec, params: Iterable[torch.nn.Parameter]
                         ) -> torch.optim.Optimizer:
     """``torch.optim.SGD`` (with momentum) or ``Adam`` as ``train`` says."""

@@ -17,12 +17,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from opacus.grad_sample.utils import prepare_module
+from opacus.optimizers import DPOptimizer
 from torch import nn
 
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
-from dpcore.pipeline import fit
+from dpcore.pipeline import factor_initial_weights, fit
 from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
 from dpcore.trainloop import Chunk, EpochCallback, StepMechanism, noise_seed
@@ -93,16 +94,25 @@ class TorchStepEngine:
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
             loss.backward()
 
-    def train_step(self, chunks: Sequence[Chunk]) -> float:
-        """Clip and accumulate chunk by chunk (skipped Opacus steps), noise once, step once."""
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
+        """Clip and accumulate chunk by chunk (skipped Opacus steps), noise once, step once.
+
+        ``divisor``: of the noised sum; default the expected batch size B (see
+        ``factors.normalisation``).
+        """
         chunks = list(chunks) or [self._empty_chunk()]
         if not self.mechanism.private:
             return self._plain_step(chunks)
+        if isinstance(self.optimizer, DPOptimizer):
+            # Opacus divides the noised sum by ``expected_batch_size`` (loss_reduction="mean")
+            self.optimizer.expected_batch_size = (
+                self.mechanism.expected_batch_size if divisor is None else divisor)
         total = 0.0
         for i, (x, y) in enumerate(chunks):
             self.optimizer.zero_grad(set_to_none=True)
             loss = self._chunk_loss(x, y)
             self._backward(loss)
+            dp.microbatch_means(self.module, self.mechanism.microbatch_size)
             total += float(loss.detach())
             if i < len(chunks) - 1:
                 self.optimizer.signal_skip_step(do_skip=True)
@@ -165,8 +175,14 @@ def train(
     """
     perf = perf or PerfSpec()
     configure_torch(config.seed, perf)
+    if config.recipe == "library":
+        from torchpipe.library import train_library
+
+        return train_library(config, dataset, perf, callbacks=callbacks)
     model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=config.seed,
                         vocab_size=dataset.vocabulary_size)
+    if initial_weights is None:
+        initial_weights = factor_initial_weights(config, dataset)
     if initial_weights is not None:
         set_weights(model, initial_weights)
     engines: list[TorchStepEngine] = []

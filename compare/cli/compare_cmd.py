@@ -34,6 +34,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="number of seeds per cell (default: the grid's)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a config key in every cell")
+    parser.add_argument("--recipe", choices=["harmonised", "library"], default=None,
+                        help="set the recipe of every run (harmonised: the bench's one "
+                             "algorithm; library: each library as its tutorials run it)")
     parser.add_argument("--out", default=None,
                         help="results folder (default runs/<grid name>)")
     parser.add_argument("--report", default=None,
@@ -74,11 +77,12 @@ def run(args: argparse.Namespace) -> int:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         if not backends:
             raise ConfigError(f"--backends={args.backends!r} is empty; valid: tf, torch, tf,torch")
+    overrides = [*args.overrides, *([f"recipe={args.recipe}"] if args.recipe else [])]
     # Inputs shared by every run are checked before any training (exit 2, nothing written).
     if args.report and not args.no_report:
         check_output_folder(args.report, "--report")  # the message names this option
     store = api.compare(raw, out=args.out, backends=backends, seeds=args.seeds,
-                        overrides=args.overrides, engine=args.engine, data_dir=args.data_dir,
+                        overrides=overrides, engine=args.engine, data_dir=args.data_dir,
                         report=False if args.no_report else (args.report or True),
                         progress=not args.quiet, command=command_line(),
                         executor=args.executor, ray_address=args.ray_address,

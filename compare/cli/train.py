@@ -55,6 +55,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-grad-norm", type=float, help="per-example clip norm C")
     parser.add_argument("--delta", type=float, help="delta (default 1/N rounded down to 10^-k)")
     parser.add_argument("--seed", type=int, help="seed of batches, initial weights and noise")
+    parser.add_argument("--recipe", choices=["harmonised", "library"],
+                        help="harmonised: the bench's one DP-SGD algorithm on both frameworks "
+                             "(default); library: each library as its tutorials run it "
+                             "(TF Privacy via model.fit, Opacus PrivacyEngine.make_private)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override any config key, e.g. train.optimizer=adam (repeatable)")
@@ -95,6 +99,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     put("privacy.max_grad_norm", args.max_grad_norm)
     put("privacy.delta", args.delta)
     put("seed", args.seed)
+    put("recipe", args.recipe)
     mechanism = MECHANISMS[args.mechanism] if args.mechanism else None
     if args.noise_multiplier is not None or args.epsilon is not None:
         if mechanism is None and raw["privacy"]["mechanism"] not in ("dpsgd-gaussian",

@@ -1,0 +1,51 @@
+"""The `mnist-gap-attribution` preset expands to the intended runs (validated, not run), and a
+grid axis entry's `backends:` restricts its cells."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from compare.grid import expand_grid, load_preset
+from dpcore.errors import ConfigError
+from dpcore.recipes import check_backend_recipe, privacy_claim
+
+
+def test_gap_attribution_preset_expands() -> None:
+    grid = expand_grid(load_preset("mnist-gap-attribution"))
+    runs = grid.runs()
+    assert len(runs) == 36 and len({(c.config.config_hash, b) for c, b in runs}) == 36
+    per_setting = Counter((cell.setting, backend) for cell, backend in runs)
+    assert set(per_setting.values()) == {3}  # 3 seeds each
+    for cell, backend in runs:
+        check_backend_recipe(cell.config, backend)  # every run can start
+        config = cell.config
+        assert (config.data.name, config.model.name, config.train.epochs,
+                config.train.batch_size, config.train.lr, config.privacy.noise_multiplier,
+                config.privacy.delta) == ("mnist", "cnn4", 15, 1024, 0.1, 1.0, 1e-5)
+    library = {backend for cell, backend in runs if cell.config.recipe == "library"}
+    assert library == {"tf", "torch"}
+    harmonised = [c for c, b in runs if c.setting == "harmonised"]
+    assert {c.config.factors.non_default().__len__() for c in harmonised} == {0}
+    # each flip changes one factor; the microbatch flip is TF Privacy's microbatching as a
+    # unit: clip per microbatch and divide by their count, which needs shuffled batches
+    for cell, _ in runs:
+        if cell.setting.startswith("flip"):
+            changed = len(cell.config.factors.non_default()) + (
+                cell.config.privacy.sampling == "shuffle")
+            assert changed == (3 if "microbatches" in cell.setting else 1), cell.setting
+    assert {privacy_claim(c.config, b)["status"] for c, b in runs} == {
+        "proved", "claimed, not proved"}
+    published = {(p["library"], p["private"]): p["accuracy_pct"] for p in grid.published}
+    assert published[("tf_privacy", True)] == 96.72 and published[("opacus", True)] == 85.47
+
+
+def test_axis_entry_backends_restrict_cells() -> None:
+    raw = {"base": {"train": {"epochs": 1}},
+           "axes": {"a": [{"label": "x", "backends": ["tf"]}, {"label": "y"}],
+                    "b": [{"label": "p"}, {"label": "q", "backends": ["torch"]}]}}
+    runs = [(c.setting, b) for c, b in expand_grid(raw).runs()]
+    assert runs == [("x · p", "tf"), ("y · p", "tf"), ("y · p", "torch"), ("y · q", "torch")]
+    with pytest.raises(ConfigError, match="backend 'jax' is not known"):
+        expand_grid({"axes": {"a": [{"label": "x", "backends": ["jax"]}]}})

@@ -1,0 +1,136 @@
+"""``recipe: library`` on PyTorch: DP-SGD the way Opacus's tutorials run it.
+
+``opacus.PrivacyEngine().make_private(module, optimizer, data_loader, noise_multiplier,
+max_grad_norm)`` with its defaults: Poisson sampling (the loader is replaced by a
+``DPDataLoader`` with q = 1 / len(loader)), flat per-example clipping, ``loss_reduction="mean"``
+(the noised sum is divided by the expected batch size), grad-sample mode ``hooks``; a plain
+training loop with ``nn.CrossEntropyLoss()``; PyTorch's default initialisers (seeded by
+``torch.manual_seed(config.seed)``). Its epsilon is the engine's accountant (Opacus's default,
+PRV), named in the result. ``privacy.sampling: shuffle`` passes ``poisson_sampling=False``
+(an Opacus option: the loader is then the shuffled one the user gave).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from dpcore.accounting import PrivacyPlan
+from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.pipeline import fit_library
+from dpcore.recipes import LIBRARY_TRAINERS
+from dpcore.trained import TrainedModel
+from dpcore.trainloop import EpochCallback, LibraryRunner, model_inputs
+from torchpipe.models import build_model, get_weights
+from torchpipe.predict import is_text_model, probabilities, to_tensor
+
+TRAINER = LIBRARY_TRAINERS["torch"]
+
+
+class OpacusRunner:
+    """One epoch of the Opacus tutorial loop at a time."""
+
+    def __init__(self, model: nn.Module, config: RunConfig, dataset: Dataset,
+                 plan: PrivacyPlan) -> None:
+        self.model = model
+        text = is_text_model(model)
+        x = to_tensor(model_inputs(dataset.x_train, dataset.task), text)
+        y = torch.from_numpy(np.asarray(dataset.y_train, np.int64))
+        generator = torch.Generator().manual_seed(config.seed)
+        loader = DataLoader(TensorDataset(x, y), batch_size=config.train.batch_size,
+                            shuffle=True, generator=generator)
+        self.optimizer: torch.optim.Optimizer = torch.optim.SGD(
+            model.parameters(), lr=config.train.lr, momentum=config.train.momentum)
+        self.engine = None
+        self.module: nn.Module = model
+        if config.privacy.is_dpsgd:
+            from opacus import PrivacyEngine
+
+            self.engine = PrivacyEngine()
+            self.module, self.optimizer, loader = self.engine.make_private(
+                module=model, optimizer=self.optimizer, data_loader=loader,
+                noise_multiplier=plan.noise_multiplier,
+                max_grad_norm=config.privacy.max_grad_norm,
+                poisson_sampling=config.privacy.sampling == "poisson",
+            )
+        self.loader = loader
+        self.steps_per_epoch = len(loader)
+        self.sampling_rate = 1.0 / len(loader)
+        self.criterion = nn.CrossEntropyLoss()
+
+    def train_epoch(self, epoch: int) -> tuple[float, int]:
+        """One pass over the (Poisson) loader; returns (summed example loss, examples)."""
+        self.module.train()
+        total, examples = 0.0, 0
+        for x, y in self.loader:
+            self.optimizer.zero_grad()
+            loss = self.criterion(self.module(x), y) if len(y) else None
+            if loss is not None:
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Full backward hook is firing")
+                    loss.backward()
+                total += float(loss.detach()) * len(y)
+                examples += len(y)
+            self.optimizer.step()  # an empty Poisson batch is a noise-only step in Opacus
+        return total, examples
+
+    def predict_proba(self, x: np.ndarray) -> np.ndarray:
+        """Softmax probabilities of one batch of model inputs (NHWC / token ids)."""
+        return probabilities(self.model, x)
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        """Current weights, neutral layout."""
+        return get_weights(self.model)
+
+    def own_epsilon(self, delta: float) -> dict[str, float | None]:
+        """The engine's accountant's epsilon, keyed by the accountant's name."""
+        if self.engine is None:
+            return {}
+        name = self.engine.accountant.mechanism()
+        return {f"opacus_{name} (PrivacyEngine.accountant)":
+                float(self.engine.get_epsilon(delta))}
+
+    def close(self) -> None:
+        """Remove Opacus's hooks from the model."""
+        remove = getattr(self.module, "_close", None)
+        if remove is not None and self.module is not self.model:
+            remove()
+
+
+def train_library(
+    config: RunConfig, dataset: Dataset, perf: PerfSpec, *,
+    callbacks: Sequence[EpochCallback] = (),
+) -> TrainedModel:
+    """Train as Opacus's tutorials do (see the module docstring); same RunResult contract."""
+    model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=None,
+                        vocab_size=dataset.vocabulary_size)
+    runners: list[OpacusRunner] = []
+
+    def make_runner(plan: PrivacyPlan, data: Dataset) -> LibraryRunner:
+        runners.append(OpacusRunner(model, config, data, plan))
+        return runners[-1]
+
+    def own_epsilon(runner: LibraryRunner, plan: PrivacyPlan, steps: int
+                    ) -> dict[str, float | None]:
+        assert isinstance(runner, OpacusRunner)
+        return runner.own_epsilon(plan.delta)
+
+    try:
+        trained = fit_library(
+            config, dataset, perf, backend="torch", model=model, make_runner=make_runner,
+            library_epsilon=own_epsilon, trainer=TRAINER if config.privacy.is_dpsgd
+            else "torch.optim.SGD loop (non-private)", callbacks=callbacks,
+            perf_details={"engine_used": "library", "trainer": TRAINER,
+                          "grad_sample_mode": "hooks" if config.privacy.is_dpsgd else None},
+        )
+    finally:
+        for runner in runners:
+            runner.close()
+    model.eval()
+    return trained
