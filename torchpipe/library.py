@@ -52,7 +52,13 @@ class OpacusRunner:
         if config.privacy.is_dpsgd:
             from opacus import PrivacyEngine
 
-            self.engine = PrivacyEngine()
+            with warnings.catch_warnings():
+                # Known harmless here: Opacus warns on every PrivacyEngine built without
+                # secure_mode (noise from torch's ordinary PRNG, not a CSPRNG). Opacus's own
+                # tutorials, which this recipe follows, run that way; a production model
+                # would be retrained with secure_mode=True.
+                warnings.filterwarnings("ignore", message="Secure RNG turned off")
+                self.engine = PrivacyEngine()
             self.module, self.optimizer, loader = self.engine.make_private(
                 module=model, optimizer=self.optimizer, data_loader=loader,
                 noise_multiplier=plan.noise_multiplier,
