@@ -21,7 +21,7 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
                 f"difference: Opacus minus TF Privacy test accuracy ranges over "
                 f"{_pts(paired['mean_difference'].min())} to "
                 f"{_pts(paired['mean_difference'].max())} points across {len(paired)} "
-                f"settings (largest in {worst['setting']!r}).")
+                f"setting{'s' if len(paired) != 1 else ''} (largest in {worst['setting']!r}).")
     counts = paired["verdict"].value_counts()
     parts = [f"{counts.get(v, 0)} {v}" for v in ("agree", "differ", "inconclusive")
              if counts.get(v, 0)]
@@ -35,8 +35,8 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
 
 
 def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
-    """Per panel: the best DP-SGD setting's accuracy against the non-private one (means over
-    seeds and backends of each setting, backends kept apart in the tables)."""
+    """Per panel: the best DP-SGD setting's test accuracy against the non-private one, each
+    backend apart (means over seeds)."""
     done = frame[(frame["status"] == "finished") & frame["accuracy"].notna()]
     parts = []
     for panel, group in done.groupby("panel", sort=False):
@@ -44,17 +44,22 @@ def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
         public = group[group["mechanism"] == "none"]
         if dp.empty or public.empty:
             continue
-        by_point = dp.groupby("point")["accuracy"].mean()
-        best = by_point.idxmax()
-        dp_i = mean_interval(dp[dp["point"] == best]["accuracy"].to_numpy(float))
-        np_i = mean_interval(public["accuracy"].to_numpy(float))
-        parts.append(f"on {panel} the best DP-SGD setting ({best}) reaches {dp_i.mean:.3f} "
-                     f"test accuracy against {np_i.mean:.3f} non-private (both backends, "
-                     f"{dp_i.n} and {np_i.n} runs)")
+        best = dp.groupby("point")["accuracy"].mean().idxmax()
+        figures = []
+        for backend in sorted(set(group["backend"])):
+            dp_i = mean_interval(dp[(dp["point"] == best) & (dp["backend"] == backend)]
+                                 ["accuracy"].to_numpy(float))
+            np_i = mean_interval(public[public["backend"] == backend]["accuracy"]
+                                 .to_numpy(float))
+            if dp_i.n and np_i.n:
+                figures.append(f"{backend} {dp_i.mean:.3f} vs {np_i.mean:.3f}")
+        if figures:
+            parts.append(f"on {panel} the best DP-SGD setting ({best}) reaches "
+                         f"{', '.join(figures)} non-private test accuracy")
     if not parts:
         return None
     text = "; ".join(parts)
-    return text[0].upper() + text[1:] + "."
+    return text[0].upper() + text[1:] + " (means over seeds)."
 
 
 def collapse_sentence(frame: pd.DataFrame) -> str:

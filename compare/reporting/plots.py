@@ -238,7 +238,7 @@ def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> 
     ax.set_xticklabels([_wrap(c, 12) for c in classes], fontsize=8)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=7)
-    fig.colorbar(image, ax=ax, label="recall (per-class accuracy)")
+    fig.colorbar(image, ax=ax, label="recall")
     _save(fig, path)
     return True
 

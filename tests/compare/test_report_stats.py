@@ -87,3 +87,19 @@ def test_collapsed_runs_are_flagged_in_the_run_table() -> None:
     assert isinstance(frame, pd.DataFrame)
     flags = dict(zip(frame["backend"], frame["collapsed"], strict=True))
     assert flags == {"tf": True, "torch": False}
+
+
+def test_the_headline_says_when_no_interval_can_be_given() -> None:
+    from compare.reporting.headline import backend_sentence, headline
+
+    one_seed = results_frame([fake_result(backend="tf", accuracy=0.90),
+                              fake_result(backend="torch", accuracy=0.88)])
+    text = backend_sentence(paired_backend_table(one_seed))
+    assert "one seed, so no interval can be given" in text and "-2.00" in text
+    runs = [fake_result(backend=b, seed=s, accuracy=0.9 + (0.001 * s if b == "tf" else 0))
+            for b in ("tf", "torch") for s in range(3)]
+    frame = results_frame(runs)
+    sentences = headline(frame, paired_backend_table(frame))
+    assert 2 <= len(sentences) <= 4
+    assert "1 agree" in sentences[0] and "95% CI" in sentences[0]
+    assert sentences[-1].startswith("None of the 6 finished runs collapsed")
