@@ -348,7 +348,7 @@ def _per_class_section(results: Sequence[RunResult], frame: pd.DataFrame,
 
 def _ldp_and_audit(frame: pd.DataFrame) -> list[str]:
     lines: list[str] = []
-    first_seed = frame.sort_values("seed").drop_duplicates(["setting", "backend"])
+    first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
     if frame["ldp_epsilon_per_image"].notna().any():
         lines += ["## Local DP", "",
                   "Per-value epsilon protects one pixel value; **the per-image epsilon is the "
@@ -415,7 +415,7 @@ def write_report(
     eps_cols = ["setting", "backend", "noise_multiplier", "steps", "sampling_rate", "delta",
                 "epsilon_rdp", "epsilon_pld", "epsilon_opacus_rdp", "epsilon_opacus_prv",
                 "epsilon_tf_privacy"]
-    first_seed = frame.sort_values("seed").drop_duplicates(["setting", "backend"])
+    first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
     dp_rows = first_seed[first_seed["mechanism"].astype(str).str.startswith("dpsgd")]
     lines += [markdown_table(dp_rows, eps_cols), ""]
     frame[eps_cols].to_csv(out / "epsilon.csv", index=False)

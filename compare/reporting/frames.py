@@ -154,7 +154,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
 
 def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
     """Long table of per-class accuracy (recall) for every run: run_id, backend, seed,
-    setting, class (the class name), accuracy (recall), precision, support."""
+    setting, dataset, class (the class name), accuracy (recall), precision, support."""
     rows = []
     for r in results:
         for entry in r.metrics.get("per_class") or []:
@@ -164,13 +164,13 @@ def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             rows.append({
                 "run_id": r.run_id, "backend": r.backend, "seed": r.seed,
                 "setting": setting_label(r.labels) if r.labels else r.config_hash,
-                "class": str(name),
+                "dataset": r.config["data"]["name"], "class": str(name),
                 "accuracy": entry.get("recall", entry.get("accuracy")),
                 "precision": entry.get("precision"),
                 "support": entry.get("support"),
             })
-    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "class",
-                                       "accuracy", "precision", "support"])
+    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "dataset",
+                                       "class", "accuracy", "precision", "support"])
 
 
 def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:

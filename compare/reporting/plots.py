@@ -214,31 +214,42 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
 
 
 def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> bool:
-    """Heat map of per-class recall (mean over seeds): one row per (setting, backend), one
-    column per class name; rows of collapsed runs end in "(collapsed)". False if empty."""
+    """Heat maps of per-class recall (mean over seeds), one per data set (its own classes):
+    one row per (setting, backend), one column per class name; rows of collapsed runs end in
+    "(collapsed)"; ``collapsed`` holds ``"setting|backend"`` keys. False if empty."""
     if per_class.empty or per_class["class"].isna().all():
         return False
-    table = per_class.groupby(["setting", "backend", "class"], sort=False)["accuracy"].mean()
-    pivot = table.unstack("class")
-    classes = list(dict.fromkeys(per_class["class"]))
-    pivot = pivot[classes]
-    labels = [f"{s} ({b})" + (" (collapsed)" if f"{s}|{b}" in collapsed else "")
-              for s, b in pivot.index]
-    values = pivot.to_numpy(float)
-    fig = Figure(figsize=(3.0 + 0.75 * len(classes) + 0.06 * max(map(len, labels)),
-                          1.2 + 0.32 * len(labels)), layout="constrained")
+    datasets = list(dict.fromkeys(per_class["dataset"]))
+    blocks = []
+    for dataset in datasets:
+        part = per_class[per_class["dataset"] == dataset]
+        table = part.groupby(["setting", "backend", "class"], sort=False)["accuracy"].mean()
+        classes = list(dict.fromkeys(part["class"]))
+        pivot = table.unstack("class")[classes]
+        labels = [f"{s} ({b})" + (" (collapsed)" if f"{s}|{b}" in collapsed else "")
+                  for s, b in pivot.index]
+        blocks.append((dataset, classes, labels, pivot.to_numpy(float)))
+    n_rows = sum(len(b[2]) for b in blocks)
+    widest = max(len(label) for b in blocks for label in b[2])
+    n_classes = max(len(b[1]) for b in blocks)
+    fig = Figure(figsize=(2.5 + 0.7 * n_classes + 0.06 * widest,
+                          0.9 * len(blocks) + 0.3 * n_rows), layout="constrained")
     FigureCanvasAgg(fig)
-    ax = fig.subplots()
-    image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
-    for (i, j), value in np.ndenumerate(values):
-        if not math.isnan(value):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                    color="white" if value < 0.6 else "black")
-    ax.set_xticks(range(len(classes)))
-    ax.set_xticklabels([_wrap(c, 12) for c in classes], fontsize=8)
-    ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels(labels, fontsize=7)
-    fig.colorbar(image, ax=ax, label="recall")
+    axes = fig.subplots(len(blocks), 1, squeeze=False,
+                        height_ratios=[len(b[2]) + 2 for b in blocks])[:, 0]
+    image = None
+    for ax, (dataset, classes, labels, values) in zip(axes, blocks, strict=True):
+        image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+        for (i, j), value in np.ndenumerate(values):
+            if not math.isnan(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 0.6 else "black")
+        ax.set_xticks(range(len(classes)))
+        ax.set_xticklabels([_wrap(c, 12) for c in classes], fontsize=8)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_title(f"{dataset}: recall per class", fontsize=9)
+    fig.colorbar(image, ax=list(axes), label="recall", shrink=0.8)
     _save(fig, path)
     return True
 
