@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
 from compare.reporting.stats import mean_interval
 from dpcore.ldp.cache import atomic_path
@@ -133,10 +133,12 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
     return True
 
 
-def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str) -> bool:
+def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
+                    *, from_zero: bool = False) -> bool:
     """Every setting of each panel on the y axis (so labels never overlap), ``metric`` on x:
     one point per backend with its 95% t interval; collapsed runs marked; the panel's
-    majority-class rate as a dotted line for accuracy. False if no run has the metric."""
+    majority-class rate as a dotted line for accuracy; ``from_zero`` starts x at 0. False if
+    no run has the metric."""
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
     if data.empty:
         return False
@@ -173,6 +175,8 @@ def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str) -
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_title(_wrap(panel), fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
+        if from_zero:
+            ax.set_xlim(left=0.0)
     _legend(fig, list(axes))
     _save(fig, path)
     return True
@@ -205,6 +209,8 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
                             label=f"{point} ({backend})")
             ax.set_xlabel(xlabel, fontsize=8)
             ax.set_ylabel(ylabel, fontsize=8)
+            if x == "epoch":
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             if r == 0:
                 ax.set_title(_wrap(panel), fontsize=9)
             ax.grid(True, alpha=0.3)
@@ -264,7 +270,8 @@ def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
     first = data.drop_duplicates(["setting", "backend"]).assign(collapsed=False)
     return plot_by_setting(first.assign(epoch_seconds=first["median_epoch_seconds"]),
                            "epoch_seconds", path,
-                           "seconds per epoch (median over seeds, first epoch excluded)")
+                           "seconds per epoch (median over seeds, first epoch excluded)",
+                           from_zero=True)
 
 
 def _palette(n: int) -> list:
