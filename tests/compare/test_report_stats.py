@@ -103,3 +103,20 @@ def test_the_headline_says_when_no_interval_can_be_given() -> None:
     assert 2 <= len(sentences) <= 4
     assert "1 agree" in sentences[0] and "95% CI" in sentences[0]
     assert sentences[-1].startswith("None of the 6 finished runs collapsed")
+
+
+def test_time_ratio_uses_the_matching_non_private_run_not_a_pooled_one() -> None:
+    from compare.report import time_ratio_table
+
+    runs = []
+    for dataset, plain, dp in (("mnist5k", 1.0, 3.0), ("pneumoniamnist", 10.0, 20.0)):
+        for seed, jitter in enumerate((0.0, 0.5, 0.1)):
+            for point, mechanism, seconds in (("eps=1", "dpsgd-gaussian", dp + jitter),
+                                              ("non-private", "none", plain)):
+                r = fake_result(dataset=dataset, seed=seed, point=point, mechanism=mechanism)
+                r.timing = {"epoch_seconds": [99.0, seconds, seconds]}
+                runs.append(r)
+    table = time_ratio_table(results_frame(runs)).set_index("dataset")
+    # median over seeds of (dp + jitter): dp + 0.1
+    assert table.loc["mnist5k", "ratio_to_non_private"] == pytest.approx(3.1 / 1.0)
+    assert table.loc["pneumoniamnist", "ratio_to_non_private"] == pytest.approx(20.1 / 10.0)
