@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from compare.reporting import plots
@@ -31,6 +32,7 @@ from compare.reporting.headline import headline
 from compare.reporting.published_section import published_section
 from compare.reporting.stats import (
     AGREEMENT_TOLERANCE,
+    Interval,
     format_interval,
     mean_interval,
     paired_backend_table,
@@ -83,6 +85,8 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
                                "collapsed": int(group["collapsed"].sum())}
         for metric in metrics:
             interval = mean_interval(group[metric].to_numpy(float))
+            if metric == "epsilon" and np.isinf(group[metric]).all():
+                interval = Interval(math.inf, math.nan, math.nan, len(group))  # non-private
             row[f"{metric}_mean"] = interval.mean
             row[f"{metric}_low"] = interval.low
             row[f"{metric}_high"] = interval.high

@@ -75,10 +75,11 @@ def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
 def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -> None:
     """Non-private reference (dashed, per backend) and majority-class rate (dotted, grey)."""
     public = group[group["mechanism"] == "none"]
-    for backend, runs in public.groupby("backend"):
+    for k, (backend, runs) in enumerate(public.groupby("backend")):
         interval = mean_interval(runs[metric].to_numpy(float))
-        if interval.n:
-            ax.axhline(interval.mean, linestyle="--", linewidth=1.2,
+        if interval.n:  # the first backend wider and paler, so that equal lines stay visible
+            ax.axhline(interval.mean, linestyle="--", linewidth=2.6 if k == 0 else 1.2,
+                       alpha=0.5 if k == 0 else 1.0,
                        color=BACKEND_COLOURS.get(str(backend), "black"),
                        label=f"{backend} non-private (mean)")
     if metric in ("accuracy",) and group["majority_rate"].notna().any():
@@ -102,11 +103,14 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
         group = data[data["panel"] == panel]
         private = group[group["mechanism"].astype(str).str.startswith("dpsgd")
                         & np.isfinite(group[x])]
+        backends = sorted(set(private["backend"]))
         for (backend, mechanism), runs in private.groupby(["backend", "mechanism"]):
+            # backends dodged by +/-3% along the log x axis, so equal points stay visible
+            dodge = 1.0 + 0.03 * (backends.index(backend) - (len(backends) - 1) / 2)
             points = []
             for value, sub in runs.groupby(x):
                 interval = mean_interval(sub[metric].to_numpy(float))
-                points.append((float(value), interval, bool(sub["collapsed"].any())))
+                points.append((float(value) * dodge, interval, bool(sub["collapsed"].any())))
             xs = [p[0] for p in points]
             means = [p[1].mean for p in points]
             err = [0.0 if math.isnan(p[1].half_width) else p[1].half_width for p in points]

@@ -53,7 +53,8 @@ def test_one_panel_per_data_set_and_no_pooled_line(saved: list[Figure]) -> None:
         assert sorted(c.get_label() for c in ax.containers) == [  # one DP line per backend
             "tf dpsgd-gaussian", "torch dpsgd-gaussian"]
         for x, y in curves:
-            assert list(x) == [1.0, 8.0] and y == pytest.approx([base - 0.1, base])
+            assert x == pytest.approx([1.0, 8.0], rel=0.05)  # dodged by backend
+            assert y == pytest.approx([base - 0.1, base])
         flat = sorted(round(float(y[0]), 6) for x, y in lines if list(x) == [0.0, 1.0])
         # per panel: tf and torch non-private lines at base + 0.05, the majority rate 0.5
         assert flat == pytest.approx([0.5, base + 0.05, base + 0.05])
