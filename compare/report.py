@@ -379,6 +379,18 @@ def _ldp_and_audit(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
+def preset_published(results: Sequence[RunResult]) -> tuple[dict[str, Any], ...]:
+    """The ``published:`` entries of the bundled preset that wrote these runs (their RunResult
+    ``grid`` name), so that ``dpcompare report`` shows the papers' figures as ``compare`` does;
+    empty when the runs come from several grids or from no bundled preset."""
+    from compare.grid import expand_grid, load_preset, preset_names
+
+    names = {r.grid for r in results}
+    if len(names) != 1 or next(iter(names)) not in preset_names():
+        return ()
+    return expand_grid(load_preset(str(next(iter(names))))).published
+
+
 def write_report(
     store_root: str | Path, out_dir: str | Path, context: ReportContext
 ) -> Path:
@@ -406,7 +418,7 @@ def write_report(
     summary.to_csv(out / "summary.csv", index=False)
     paired = paired_backend_table(frame)
     lines += ["## Headline", "", " ".join(headline(frame, paired)), ""]
-    lines += published_section(context.published, frame)
+    lines += published_section(context.published or preset_published(results), frame)
     lines += _accuracy_section(frame, summary, out)
     lines += _backend_section(paired, out)
     lines += _curves_section(results, out)

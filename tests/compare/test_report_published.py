@@ -122,3 +122,15 @@ def test_the_cli_rejects_it_before_any_training(tmp_path: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "published entry 0" in lines[0] and "accuracy_top5" in lines[0]
     assert not out.exists() and not report.exists()
+
+
+def test_dpcompare_report_finds_the_presets_published_figures_from_the_runs() -> None:
+    from compare.report import preset_published
+
+    runs = _mnist_runs()
+    for r in runs:
+        r.grid = "mnist-library-benchmark-15"
+    entries = preset_published(runs)
+    assert entries and entries[0]["table"] == "mnist_table_I"
+    runs[0].grid = "some-other-grid"
+    assert preset_published(runs) == ()
