@@ -17,7 +17,9 @@ A grid file (YAML; the presets in ``compare/presets`` are grid files) looks like
     backends: [tf, torch]
     perf: {physical_batch_size: 256}     # performance-only, not part of any config hash
     evaluation: {faithfulness_subset: 500, montage_images: 4}
-    published: []               # optional published figures, shown next to ours in the report
+    published: []               # optional: the papers' figures set beside ours in the report
+                                # (see compare.reporting.published; checked here, before any
+                                # training, against compare/published and the grid's settings)
 
 Every cell becomes one :class:`RunConfig`, run identically on each backend.
 """
@@ -32,6 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from compare.reporting.published import validate_published
 from dpcore.config import PerfSpec, RunConfig, load_mapping_file
 from dpcore.errors import ConfigError
 from dpcore.results import BACKENDS
@@ -212,12 +215,14 @@ def expand_grid(
     if not isinstance(published, list | tuple) or not all(
             isinstance(p, Mapping) for p in published):
         raise ConfigError(f"grid 'published' must be a list of mappings, got {published!r}")
+    grid_backends = _backends(list(backends) if backends is not None else raw.get(
+        "backends", list(BACKENDS)))
+    validate_published(published, (cell.setting for cell in cells), BACKENDS)
     return Grid(
         name=str(raw.get("name", "grid")),
         description=str(raw.get("description", "")),
         cells=tuple(cells),
-        backends=_backends(list(backends) if backends is not None else raw.get(
-            "backends", list(BACKENDS))),
+        backends=grid_backends,
         perf=perf,
         evaluation=evaluation,
         published=tuple(published),

@@ -2,14 +2,18 @@
 
 Layout: one panel (a matplotlib sub-figure titled with the backend) per backend, side by side,
 in the order the backends first appear in ``columns``. Each panel has one row per sample image;
-its first column shows the input, each further column the Grad-CAM map of one model (e.g. one
-epsilon, or the non-private model) overlaid on the input. Every overlay tile is titled with
-the model's predicted class and its confidence; the first row also carries the column title.
-Drawn with matplotlib's object API on the Agg canvas (no pyplot state), written atomically.
+its first column shows the clean test image, each further column the Grad-CAM map of one model
+(e.g. one epsilon, or the non-private model) overlaid on the input that model is evaluated on.
+A model whose inputs differ from the clean images (a local-DP run: its privatised test images)
+gets one more tile before its overlay, showing those inputs. Every overlay tile is titled with
+the model's predicted class and its confidence; the first row also carries the column title,
+wrapped to the tile width. Drawn with matplotlib's object API on the Agg canvas (no pyplot
+state), written atomically.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +31,8 @@ TILE_INCHES = 1.5
 DPI = 100
 OVERLAY_ALPHA = 0.45
 OVERLAY_CMAP = "jet"
+#: Characters per title line of a tile (7 pt text in a TILE_INCHES-wide tile).
+TITLE_CHARS = 20
 
 
 def saliency_montage(
@@ -41,11 +47,13 @@ def saliency_montage(
 
     Args:
         path: destination ``.png`` (folder created if missing).
-        images: the sample images [N, H, W, C] in [0, 1], C = 1 (shown grey) or 3; one row
-            each (values are clipped to [0, 1] for display only).
+        images: the clean sample images [N, H, W, C] in [0, 1], C = 1 (shown grey) or 3; one
+            row each (values are clipped to [0, 1] for display only).
         columns: one dict per model, each ``{"title": str, "backend": str, "maps": [N, H, W]
             in [0, 1], "pred_class": int [N] (indices into ``class_names``), "confidence":
-            [N] in [0, 1]}``. Columns of one backend appear in the given order.
+            [N] in [0, 1]}`` and optionally ``"inputs"``: the [N, H, W, C] images the model
+            was explained on (default: ``images``; a local-DP model's privatised images).
+            Columns of one backend appear in the given order.
         class_names: name of each class index.
         title: optional figure title.
 
@@ -62,38 +70,65 @@ def saliency_montage(
         raise ConfigError("saliency_montage: class_names is empty; need one name per class")
     checked = [_check_column(i, col, pictures.shape[:3], len(names))
                for i, col in enumerate(columns)]
+    for column in checked:
+        if column["inputs"] is None or column["inputs"].shape != pictures.shape:
+            if column["inputs"] is not None:
+                raise ConfigError(f"saliency_montage: column {column['title']!r} has inputs of "
+                                  f"shape {column['inputs'].shape}; need {pictures.shape} "
+                                  "(the shape of images)")
+            column["inputs"] = pictures
     if not checked:
         raise ConfigError("saliency_montage: columns is empty; need at least one saliency column")
     backends = list(dict.fromkeys(col["backend"] for col in checked))
     blocks = {b: [col for col in checked if col["backend"] == b] for b in backends}
-    widths = [1 + len(blocks[b]) for b in backends]
+    widths = [1 + sum(1 + _own_inputs(col, pictures) for col in blocks[b]) for b in backends]
     n_rows = len(pictures)
 
     fig = Figure(figsize=(TILE_INCHES * sum(widths),
-                          TILE_INCHES * n_rows + 0.4 + (0.3 if title else 0.0)),
+                          TILE_INCHES * n_rows + 0.7 + (0.3 if title else 0.0)),
                  layout="constrained")
     FigureCanvasAgg(fig)
     panels = fig.subfigures(1, len(backends), squeeze=False, width_ratios=widths)[0]
     for panel, backend in zip(panels, backends, strict=True):
         panel.suptitle(f"backend: {backend}", fontsize=9)
         block = blocks[backend]
-        axes = panel.subplots(n_rows, 1 + len(block), squeeze=False)
+        axes = panel.subplots(n_rows, widths[backends.index(backend)], squeeze=False)
         for row in range(n_rows):
             _show(axes[row][0], pictures[row])
             if row == 0:
-                axes[row][0].set_title("input", fontsize=7)
-            for col, column in enumerate(block, start=1):
+                axes[row][0].set_title("clean image", fontsize=7)
+            col = 1
+            for column in block:
+                inputs = column["inputs"]
+                if _own_inputs(column, pictures):
+                    _show(axes[row][col], inputs[row])
+                    if row == 0:
+                        axes[row][col].set_title(_wrap(f"input of {column['title']}"),
+                                                 fontsize=7)
+                    col += 1
                 ax = axes[row][col]
-                _show(ax, pictures[row], column["maps"][row])
-                lines = [column["title"]] if row == 0 else []
+                _show(ax, inputs[row], column["maps"][row])
+                lines = [_wrap(column["title"])] if row == 0 else []
                 label = names[int(column["pred_class"][row])]
-                lines.append(f"{label} ({float(column['confidence'][row]):.2f})")
+                lines.append(_wrap(f"{label} ({float(column['confidence'][row]):.2f})"))
                 ax.set_title("\n".join(lines), fontsize=7)
+                col += 1
     if title:
         fig.suptitle(title, fontsize=10)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
     return Path(path)
+
+
+def _wrap(text: str) -> str:
+    """``text`` broken into lines that fit one tile."""
+    return "\n".join(textwrap.wrap(text, TITLE_CHARS)) or text
+
+
+def _own_inputs(column: Mapping[str, Any], clean: np.ndarray) -> bool:
+    """True if the column's model was explained on inputs other than the clean images."""
+    inputs = column["inputs"]
+    return inputs is not clean and not np.array_equal(inputs, clean)
 
 
 def _check_images(images: np.ndarray) -> np.ndarray:
@@ -138,8 +173,14 @@ def _check_column(
     if conf.shape != (n,) or not np.all((conf >= 0.0) & (conf <= 1.0)):
         raise ConfigError(f"{where}: confidence has shape {conf.shape}; need {n} values in "
                           "[0, 1]")
+    inputs = None
+    if column.get("inputs") is not None:
+        inputs = np.asarray(column["inputs"], dtype=np.float64)
+        if inputs.ndim != 4 or inputs.shape[:3] != map_shape or not np.all(np.isfinite(inputs)):
+            raise ConfigError(f"{where}: inputs have shape {inputs.shape}; need {map_shape} "
+                              "plus a channel axis, finite values (the images explained)")
     return {"title": str(column["title"]), "backend": str(column["backend"]), "maps": maps,
-            "pred_class": pred.astype(np.int64), "confidence": conf}
+            "pred_class": pred.astype(np.int64), "confidence": conf, "inputs": inputs}
 
 
 def _show(ax: Axes, image: np.ndarray, saliency: np.ndarray | None = None) -> None:

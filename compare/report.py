@@ -1,7 +1,11 @@
-"""Reports from a results store: ``report.md`` + CSV tables + PNG plots (seaborn).
+"""Reports from a results store: ``report.md`` + CSV tables + PNG plots.
 
 Every number in a report comes from a stored :class:`~dpcore.results.RunResult`. The header
-states the exact command, the library versions, the data used and the wall time.
+states the exact command, the library versions, the data used and the wall time; then come
+the headline (generated sentences), the published figures beside ours, and the sections. The
+parts live in :mod:`compare.reporting` (one job per module); this module puts them together
+and keeps the entry points other code calls (:class:`ReportContext`, :func:`write_report`,
+:func:`command_line`, and the table helpers re-exported below).
 """
 
 from __future__ import annotations
@@ -16,11 +20,25 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from compare.grid import setting_label
+from compare.reporting import plots
+from compare.reporting.frames import (
+    FAITHFULNESS_KEYS,
+    curves_frame,
+    history_frame,
+    per_class_frame,
+    results_frame,
+)
+from compare.reporting.headline import headline
+from compare.reporting.published_section import published_section
+from compare.reporting.stats import (
+    AGREEMENT_TOLERANCE,
+    Interval,
+    format_interval,
+    mean_interval,
+    paired_backend_table,
+)
+from compare.reporting.tables import markdown_table
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
-
-FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "masked_score",
-                     "deletion_auc", "insertion_auc")
 
 
 @dataclass(frozen=True)
@@ -38,242 +56,64 @@ class ReportContext:
     run_ids: frozenset[str] | None = None
 
 
-def _epsilon_of(result: RunResult) -> float:
-    """The epsilon plotted for a run: the central (DP-SGD) epsilon of the shared accountant,
-    RDP (PLD if RDP is unsupported); inf for non-private and local-DP runs, which train without
-    DP-SGD (a local-DP run's own per-value / per-image epsilons are reported separately)."""
-    privacy = result.privacy
-    if privacy.get("mechanism") in ("none", "ldp"):
-        return math.inf
-    for key in ("epsilon_rdp", "epsilon_pld"):
-        value = privacy.get(key)
-        if value is not None:
-            return float(value)
-    return math.nan
-
-
-def _mean_epoch_seconds(timing: dict[str, Any]) -> float:
-    """Mean seconds per epoch excluding the first (compile/trace) epoch when there are more."""
-    seconds = list(timing.get("epoch_seconds") or [])
-    if len(seconds) > 1:
-        seconds = seconds[1:]
-    return float(np.mean(seconds)) if seconds else math.nan
-
-
-def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
-    """One row per run with the fields the report uses (NaN where a run lacks one)."""
-    rows = []
-    for r in results:
-        config = r.config
-        privacy = r.privacy
-        library = privacy.get("library_epsilon") or {}
-        ldp = (r.dataset.get("ldp") or privacy.get("ldp") or {})
-        row: dict[str, Any] = {
-            "run_id": r.run_id,
-            "config_hash": r.config_hash,
-            "backend": r.backend,
-            "status": r.status,
-            "seed": r.seed,
-            "setting": setting_label(r.labels) if r.labels else r.config_hash,
-            "dataset": config["data"]["name"],
-            "model": config["model"]["name"],
-            "mechanism": config["privacy"]["mechanism"],
-            "target_epsilon": config["privacy"].get("target_epsilon"),
-            "noise_multiplier": privacy.get("noise_multiplier"),
-            "max_grad_norm": config["privacy"].get("max_grad_norm"),
-            "delta": privacy.get("delta"),
-            "steps": privacy.get("steps"),
-            "sampling_rate": privacy.get("sampling_rate"),
-            "epsilon": _epsilon_of(r),
-            "epsilon_rdp": privacy.get("epsilon_rdp"),
-            "epsilon_pld": privacy.get("epsilon_pld"),
-            "epsilon_opacus_rdp": library.get("opacus_rdp"),
-            "epsilon_opacus_prv": library.get("opacus_prv"),
-            "epsilon_tf_privacy": library.get("tf_privacy"),
-            "accuracy": r.metrics.get("accuracy"),
-            "accuracy_gap": (r.metrics.get("gaps") or {}).get("accuracy"),
-            "recall_gap": (r.metrics.get("gaps") or {}).get("recall"),
-            "auc_gap": (r.metrics.get("gaps") or {}).get("auc"),
-            "worst_group": (r.metrics.get("per_group") or {}).get("worst_group"),
-            "auc": r.metrics.get("auc"),
-            "loss": r.metrics.get("loss"),
-            "epoch_seconds": _mean_epoch_seconds(r.timing),
-            "total_seconds": r.timing.get("total_seconds"),
-            "examples_per_second": r.timing.get("examples_per_second"),
-            "peak_memory_mb": r.timing.get("peak_memory_mb"),
-            "n_train": r.dataset.get("n_train"),
-            "n_test": r.dataset.get("n_test"),
-            "data_fingerprint": r.dataset.get("fingerprint"),
-            "ldp_epsilon_per_value": ldp.get("epsilon_per_value"),
-            "ldp_epsilon_per_image": ldp.get("epsilon_per_image"),
-            "ldp_psnr": ldp.get("psnr"),
-            "ldp_ssim": ldp.get("ssim"),
-        }
-        for key in FAITHFULNESS_KEYS:
-            row[key] = (r.faithfulness or {}).get(key)
-        if r.audit:
-            row["attack_auc"] = r.audit.get("attack_auc")
-            row["attack_advantage"] = r.audit.get("advantage")
-            row["advantage_bound"] = r.audit.get("bound")
-            loss_threshold = r.audit.get("loss_threshold") or {}
-            row["heldout_advantage_ci_low"] = loss_threshold.get("ci_low")
-            row["suspected_privacy_bug"] = bool(r.audit.get("suspected_privacy_bug"))
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    for column in frame.columns:
-        if column not in ("run_id", "config_hash", "backend", "status", "setting", "dataset",
-                          "model", "mechanism", "data_fingerprint",
-                          "suspected_privacy_bug", "worst_group"):
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    # A reading order: per data set and model, mechanism by mechanism (non-private last),
-    # epsilon ascending; then the two backends side by side.
-    order = [c for c in ("dataset", "model", "mechanism", "epsilon", "setting", "backend", "seed")
-             if c in frame.columns]
-    if order:
-        frame = frame.sort_values(order, kind="stable", na_position="last").reset_index(
-            drop=True)
-    return frame
-
-
-def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
-    """Long table of per-class accuracy (recall) for every run."""
-    rows = []
-    for r in results:
-        for entry in r.metrics.get("per_class") or []:
-            rows.append({
-                "run_id": r.run_id, "backend": r.backend, "seed": r.seed,
-                "setting": setting_label(r.labels) if r.labels else r.config_hash,
-                "class": entry.get("class_name", entry.get("class")),
-                "accuracy": entry.get("recall", entry.get("accuracy")),
-                "support": entry.get("support"),
-            })
-    return pd.DataFrame(rows)
+def seeds_phrase(counts: pd.Series) -> str:
+    """How a table's figures were aggregated: "mean ± 95% CI over 3 seeds", "one seed", or
+    "mean ± 95% CI over the seeds in column `seeds`" when the counts differ."""
+    values = sorted(set(int(c) for c in counts.dropna()))
+    if values == [1]:
+        return "one seed: no interval"
+    if len(values) == 1:
+        return f"mean ± 95% CI (t) over {values[0]} seeds"
+    return "mean ± 95% CI (t) over the seeds in column `seeds` (one seed: no interval)"
 
 
 def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean and standard deviation over seeds, per (setting, backend)."""
+    """Per (setting, backend) of the finished runs: seeds, collapsed runs, and for each metric
+    its mean, 95% t interval bounds (``_low``/``_high``, NaN with one seed) and a formatted
+    ``_text`` ("0.912 ± 0.004" or "0.912 (1 seed)")."""
     if frame.empty:
         return frame
     finished = frame[frame["status"] == "finished"]
-    metrics = ["accuracy", "auc", "accuracy_gap", "auc_gap", "epsilon", "epsilon_rdp",
-               "epsilon_pld",
-               "noise_multiplier", "epoch_seconds", *FAITHFULNESS_KEYS]
+    metrics = ["accuracy", "auc", "accuracy_gap", "recall_gap", "auc_gap", "epsilon",
+               "noise_multiplier", *FAITHFULNESS_KEYS]
     metrics = [m for m in metrics if m in finished and finished[m].notna().any()]
-    grouped = finished.groupby(["setting", "backend"], sort=False)
-    table = grouped[metrics].agg(["mean", "std"])
-    table.columns = [f"{m}_{stat}" for m, stat in table.columns]
-    table.insert(0, "seeds", grouped.size())
-    return table.reset_index()
-
-
-def _fmt(value: Any, digits: int = 4) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    if isinstance(value, float):
-        if math.isinf(value):
-            return "∞"
-        return f"{value:.{digits}g}"
-    return str(value)
-
-
-def markdown_table(frame: pd.DataFrame, columns: Sequence[str] | None = None) -> str:
-    """A GitHub Markdown table of ``frame`` (selected columns)."""
-    if frame.empty:
-        return "_no rows_\n"
-    columns = [c for c in (columns or list(frame.columns)) if c in frame.columns]
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    for _, row in frame[columns].iterrows():
-        lines.append("| " + " | ".join(_fmt(row[c]).replace("|", "\\|") for c in columns) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _plot_metric_vs_epsilon(frame: pd.DataFrame, metric: str, path: Path, ylabel: str) -> bool:
-    """Line per backend of ``metric`` against epsilon (log x), seed spread as error bars;
-    non-private runs as a dashed horizontal line per backend. False if nothing to plot."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    data = frame[(frame["status"] == "finished") & frame[metric].notna()]
-    if data.empty:
-        return False
-    private = data[np.isfinite(data["epsilon"])]
-    public = data[~np.isfinite(data["epsilon"])]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    palette = dict(zip(sorted(data["backend"].unique()), sns.color_palette("deep"), strict=False))
-    if not private.empty:
-        sns.lineplot(data=private, x="epsilon", y=metric, hue="backend", style="mechanism",
-                     errorbar="sd", marker="o", ax=ax, palette=palette)
-        ax.set_xscale("log")
-    for backend, group in public.groupby("backend"):
-        ax.axhline(group[metric].mean(), linestyle="--", color=palette[backend],
-                   label=f"{backend} non-private")
-    ax.set_xlabel("epsilon (shared accountant, RDP)")
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
-    ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
-
-
-def _plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    data = frame[(frame["status"] == "finished") & frame["epoch_seconds"].notna()]
-    if data.empty:
-        return False
-    fig, ax = plt.subplots(figsize=(7, 4))
-    sns.barplot(data=data, x="setting", y="epoch_seconds", hue="backend", errorbar="sd", ax=ax)
-    ax.set_ylabel("seconds per epoch (first epoch excluded)")
-    ax.set_xlabel("")
-    ax.tick_params(axis="x", labelrotation=30, labelsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
-
-
-def _plot_per_class(per_class: pd.DataFrame, path: Path) -> bool:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    if per_class.empty:
-        return False
-    pivot = per_class.pivot_table(index=["setting", "backend"], columns="class",
-                                  values="accuracy", aggfunc="mean")
-    fig, ax = plt.subplots(figsize=(1.0 + 0.6 * pivot.shape[1], 1.0 + 0.4 * pivot.shape[0]))
-    sns.heatmap(pivot, annot=True, fmt=".2f", vmin=0, vmax=1, cmap="viridis", ax=ax,
-                cbar_kws={"label": "recall"})
-    ax.set_ylabel("")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return True
+    rows = []
+    for (setting, backend), group in finished.groupby(["setting", "backend"], sort=False):
+        row: dict[str, Any] = {"setting": setting, "backend": backend, "seeds": len(group),
+                               "panel": group["panel"].iloc[0],
+                               "mechanism": group["mechanism"].iloc[0],
+                               "collapsed": int(group["collapsed"].sum())}
+        for metric in metrics:
+            interval = mean_interval(group[metric].to_numpy(float))
+            if metric == "epsilon" and np.isinf(group[metric]).all():
+                interval = Interval(math.inf, math.nan, math.nan, len(group))  # non-private
+            row[f"{metric}_mean"] = interval.mean
+            row[f"{metric}_low"] = interval.low
+            row[f"{metric}_high"] = interval.high
+            digits = 2 if metric in ("average_drop", "increase_in_confidence") else 3
+            row[f"{metric}_text"] = format_interval(interval, digits) if interval.n else "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def time_ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per backend and data set/model: DP epoch time / non-private epoch time."""
+    """Per backend and DP setting: the median over seeds of its seconds per epoch, over the
+    median of the matching non-private run (same backend, data set, model and epochs; not a
+    pooled denominator). Settings without a matching non-private run are left out."""
     data = frame[(frame["status"] == "finished") & frame["epoch_seconds"].notna()]
     rows = []
-    for (backend, dataset, model), group in data.groupby(["backend", "dataset", "model"]):
-        plain = group[group["mechanism"] == "none"]["epoch_seconds"].mean()
-        for setting, sub in group[group["mechanism"].str.startswith("dpsgd")].groupby("setting"):
-            dp_time = sub["epoch_seconds"].mean()
-            rows.append({"backend": backend, "dataset": dataset, "model": model,
-                         "setting": setting, "dp_epoch_seconds": dp_time,
-                         "non_private_epoch_seconds": plain,
-                         "dp_over_non_private": dp_time / plain if plain else math.nan})
+    keys = ["backend", "dataset", "model", "epochs"]
+    for key, group in data.groupby(keys):
+        public = group[group["mechanism"] == "none"]
+        if public.empty:
+            continue
+        plain = float(public.groupby("setting")["epoch_seconds"].median().iloc[0])
+        for setting, sub in group[group["mechanism"] != "none"].groupby("setting", sort=False):
+            dp_time = float(sub["epoch_seconds"].median())
+            rows.append({**dict(zip(keys, key, strict=True)), "setting": setting,
+                         "seeds": len(sub), "median_epoch_seconds": dp_time,
+                         "non_private_median_epoch_seconds": plain,
+                         "ratio_to_non_private": dp_time / plain if plain else math.nan})
     return pd.DataFrame(rows)
 
 
@@ -305,27 +145,10 @@ def engines_used(results: Sequence[RunResult]) -> str:
         for backend, hows in sorted(counts.items()))
 
 
-def write_report(
-    store_root: str | Path, out_dir: str | Path, context: ReportContext
-) -> Path:
-    """Write report.md, CSV tables and PNG plots for every run in ``store_root``.
-
-    Returns the path of ``report.md``. Montages written by the runner (``montages/*.png``
-    under the store root) are copied next to the report and linked.
-    """
-    store = ResultsStore(store_root)
-    results = store.list_runs()
-    if context.run_ids is not None:
-        results = [r for r in results if r.run_id in context.run_ids]
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    frame = results_frame(results)
-    per_class = per_class_frame(results)
-    lines: list[str] = [f"# {context.title}", ""]
-    lines += [
-        f"- command: `{context.command}`",
-        f"- written: {utc_now()}",
-    ]
+def _header(context: ReportContext, results: Sequence[RunResult], frame: pd.DataFrame
+            ) -> list[str]:
+    lines = [f"# {context.title}", "", f"- command: `{context.command}`",
+             f"- written: {utc_now()}"]
     if context.wall_seconds is not None:
         lines.append(f"- wall time of the command that wrote this report: "
                      f"{context.wall_seconds:.0f} s")
@@ -333,12 +156,10 @@ def write_report(
         run_seconds = sum(float(r.timing.get("total_seconds") or 0.0) for r in results)
         lines.append(f"- training time summed over the {len(results)} stored runs: "
                      f"{run_seconds:.0f} s")
-    if results:
         versions = results[0].versions
         shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "platform")
-        lines.append(f"- versions: {shown}")
-        lines.append(f"- machine: {versions.get('platform', '?')}")
-        lines.append(f"- per-example gradients: {engines_used(results)}")
+        lines += [f"- versions: {shown}", f"- machine: {versions.get('platform', '?')}",
+                  f"- per-example gradients: {engines_used(results)}"]
     if not frame.empty:
         data_used = frame.groupby("dataset").agg(
             n_train=("n_train", "first"), n_test=("n_test", "first"),
@@ -348,101 +169,198 @@ def write_report(
                          f"examples (fingerprint {row.fingerprint})")
         counts = frame["status"].value_counts().to_dict()
         lines.append("- runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+        seeds = sorted(set(int(s) for s in frame["seed"].dropna()))
+        lines.append(f"- seeds: {', '.join(map(str, seeds))}")
     if context.description:
-        lines += ["", context.description]
-    lines.append("")
-    if frame.empty:
-        lines.append("No runs found.")
-        report_path = out / "report.md"
-        atomic_write_bytes(report_path, ("\n".join(lines) + "\n").encode())
-        return report_path
+        lines += ["", " ".join(context.description.split())]
+    return lines + [""]
 
-    frame.to_csv(out / "runs.csv", index=False)
-    summary = summary_table(frame)
-    summary.to_csv(out / "summary.csv", index=False)
-    lines += ["## Accuracy and AUC (mean ± sd over seeds)", ""]
-    if _plot_metric_vs_epsilon(frame, "accuracy", out / "accuracy_vs_epsilon.png",
-                               "test accuracy"):
-        lines += ["![accuracy vs epsilon](accuracy_vs_epsilon.png)", ""]
-    if frame["auc"].notna().any() and _plot_metric_vs_epsilon(
+
+def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[str]:
+    lines = [f"## Accuracy and AUC ({seeds_phrase(summary['seeds'])})", ""]
+    if plots.plot_by_setting(frame, "accuracy", out / "accuracy_by_setting.png",
+                             "test accuracy (mean, 95% CI over seeds)"):
+        lines += ["Every setting, one panel per data set and grid axis (x = collapsed run; "
+                  "dotted: majority-class rate):", "",
+                  "![accuracy by setting](accuracy_by_setting.png)", ""]
+    if plots.plot_metric_vs_swept(frame, "accuracy", out / "accuracy_vs_epsilon.png",
+                                  "test accuracy"):
+        lines += ["Privacy-utility curve, one panel per data set (dashed: non-private run of "
+                  "the same panel; dotted: majority-class rate):", "",
+                  "![privacy-utility curve](accuracy_vs_epsilon.png)", ""]
+    if frame["auc"].notna().any() and plots.plot_metric_vs_swept(
             frame, "auc", out / "auc_vs_epsilon.png", "test AUC"):
-        lines += ["![AUC vs epsilon](auc_vs_epsilon.png)", ""]
-    cols = ["setting", "backend", "seeds", "accuracy_mean", "accuracy_std", "auc_mean",
-            "auc_std", "epsilon_mean"]
-    lines += [markdown_table(summary, cols), ""]
+        lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
+    table = summary.assign(collapsed=summary["collapsed"].map(
+        lambda n: f"collapsed ({n})" if n else ""))
+    cols = ["setting", "backend", "seeds", "accuracy_text", "auc_text", "epsilon_mean",
+            "collapsed"]
+    lines += [markdown_table(table.rename(columns={"accuracy_text": "accuracy",
+                                                   "auc_text": "auc",
+                                                   "epsilon_mean": "epsilon"}),
+                             [c.replace("_text", "").replace("epsilon_mean", "epsilon")
+                              for c in cols]), ""]
+    bad = frame[frame["collapsed"]]
+    if not bad.empty:
+        lines += ["Collapsed runs (predictions almost all one class, or accuracy within 1 "
+                  "point of the majority-class rate):", "",
+                  markdown_table(bad, ["setting", "backend", "seed", "accuracy",
+                                       "majority_rate", "collapse_reason"]), ""]
     if (frame["mechanism"] == "ldp").any():
         lines += ["`epsilon` is the central DP-SGD epsilon: local-DP runs train without DP-SGD "
                   "(∞ here); their per-value and per-image epsilons are in the Local DP section.",
                   ""]
+    return lines
 
-    lines += ["## Epsilon side by side", "",
-              "Shared accountant (dp_accounting, from each run's DpEvent) next to the "
-              "library's own accountant for the same run (Opacus: RDP, PRV; TF Privacy: "
-              "`compute_dp_sgd_privacy`, RDP).", ""]
-    eps_cols = ["setting", "backend", "noise_multiplier", "steps", "sampling_rate", "delta",
-                "epsilon_rdp", "epsilon_pld", "epsilon_opacus_rdp", "epsilon_opacus_prv",
-                "epsilon_tf_privacy"]
-    first_seed = frame.sort_values("seed").drop_duplicates(["setting", "backend"])
-    lines += [markdown_table(first_seed, eps_cols), ""]
-    frame[eps_cols].to_csv(out / "epsilon.csv", index=False)
 
+def _backend_section(paired: pd.DataFrame, out: Path) -> list[str]:
+    if paired.empty:
+        return []
+    paired.to_csv(out / "backends_paired.csv", index=False)
+    shown = paired.assign(**{
+        "mean difference (points)": 100 * paired["mean_difference"],
+        "95% CI low": 100 * paired["ci_low"], "95% CI high": 100 * paired["ci_high"]})
+    return ["## Backends paired by seed", "",
+            "Opacus (torch) minus TF Privacy (tf) test accuracy, in percentage points, paired "
+            "by seed (the same seed gives both backends the same batches and initial weights). "
+            "Interval: 95% t interval of the mean difference; test: scipy's paired t test; "
+            f"verdict 'agree' only when the interval lies inside ±{100 * AGREEMENT_TOLERANCE:g}"
+            " point, 'differ' when it excludes 0.", "",
+            markdown_table(shown, ["setting", "pairs", "mean difference (points)", "95% CI low",
+                                   "95% CI high", "p_value", "verdict", "collapsed"]), ""]
+
+
+def _curves_section(results: Sequence[RunResult], out: Path) -> list[str]:
+    history = history_frame(results)
+    if history.empty:
+        return []
+    history.to_csv(out / "history.csv", index=False)
+    lines = ["## Learning curves", "",
+             "Test accuracy and test loss after every epoch, from each run's history (mean over "
+             "seeds; solid tf, dashed torch).", ""]
+    if plots.plot_lines_per_run(history, "epoch", [("test_accuracy", "test accuracy"),
+                                                   ("test_loss", "test loss (nats)")],
+                                out / "learning_curves.png", "epoch"):
+        lines += ["![learning curves](learning_curves.png)", ""]
+    return lines
+
+
+def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
+                          summary: pd.DataFrame, store_root: Path, out: Path) -> list[str]:
+    lines: list[str] = []
     if any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
-        lines += ["## Grad-CAM faithfulness", ""]
+        lines += ["## Grad-CAM faithfulness", "",
+                  "Collapsed runs are drawn with an x and tabled apart: their figures describe "
+                  "a (nearly) constant model, not an interpretable one.", ""]
         for key, label in (("average_drop", "Average Drop % (lower is better)"),
                            ("increase_in_confidence", "Increase in Confidence % (higher)"),
                            ("deletion_auc", "deletion AUC (lower is better)"),
                            ("insertion_auc", "insertion AUC (higher is better)")):
-            if frame[key].notna().any() and _plot_metric_vs_epsilon(
+            if frame[key].notna().any() and plots.plot_metric_vs_swept(
                     frame, key, out / f"{key}_vs_epsilon.png", label):
                 lines += [f"![{label}]({key}_vs_epsilon.png)", ""]
-        faith_cols = ["setting", "backend", *[f"{k}_mean" for k in FAITHFULNESS_KEYS]]
-        lines += [markdown_table(summary, faith_cols), ""]
-    montages = sorted((Path(store_root) / "montages").glob("*.png"))
+        curves = curves_frame(results)
+        if not curves.empty:
+            curves.to_csv(out / "deletion_insertion.csv", index=False)
+
+            def pick(group: pd.DataFrame, y: str) -> pd.DataFrame:
+                return group[group["curve"] == y]
+
+            if plots.plot_lines_per_run(curves, "fraction",
+                                        [("deletion", "deletion: class probability"),
+                                         ("insertion", "insertion: class probability")],
+                                        out / "deletion_insertion.png",
+                                        "fraction of pixels deleted / inserted", select=pick):
+                lines += ["Deletion and insertion curves (mean over the faithfulness subset "
+                          "and seeds; solid tf, dashed torch):", "",
+                          "![deletion and insertion curves](deletion_insertion.png)", ""]
+        faith_cols = ["setting", "backend", "seeds",
+                      *[f"{k}_text" for k in FAITHFULNESS_KEYS if f"{k}_text" in summary]]
+        rename = {f"{k}_text": k for k in FAITHFULNESS_KEYS}
+        healthy = summary[summary["collapsed"] == 0]
+        lines += [f"Faithfulness ({seeds_phrase(summary['seeds'])}), runs that did not collapse:",
+                  "", markdown_table(healthy.rename(columns=rename),
+                                     [rename.get(c, c) for c in faith_cols]), ""]
+        collapsed = summary[summary["collapsed"] > 0]
+        if not collapsed.empty:
+            lines += ["Collapsed settings (at least one seed collapsed; faithfulness of a "
+                      "constant model, not comparable):", "",
+                      markdown_table(collapsed.rename(columns=rename),
+                                     [rename.get(c, c) for c in faith_cols] + ["collapsed"]),
+                      ""]
+    montages = sorted((store_root / "montages").glob("*.png"))
     if montages:
         (out / "montages").mkdir(exist_ok=True)
-        lines += ["### Saliency montages", ""]
+        lines += ["### Saliency montages", "",
+                  "Each model is explained on the test images it is evaluated on (local-DP "
+                  "runs: their privatised images, shown beside the clean ones).", ""]
         for montage in montages:
             atomic_write_bytes(out / "montages" / montage.name, montage.read_bytes())
             lines += [f"![{montage.stem}](montages/{montage.name})", ""]
+    return lines
 
-    lines += ["## Time", ""]
-    if _plot_epoch_time(frame, out / "epoch_time.png"):
+
+def _time_section(frame: pd.DataFrame, out: Path) -> list[str]:
+    lines = ["## Time", "",
+             "Seconds per epoch (first epoch excluded), **median over seeds**, measured on this "
+             "machine in the runs this report lists (other jobs may have shared the CPU).", ""]
+    if plots.plot_epoch_time(frame, out / "epoch_time.png"):
         lines += ["![seconds per epoch](epoch_time.png)", ""]
     ratios = time_ratio_table(frame)
     if not ratios.empty:
         ratios.to_csv(out / "time_ratios.csv", index=False)
-        lines += ["DP / non-private epoch time, per backend:", "", markdown_table(ratios), ""]
-    time_cols = ["setting", "backend", "epoch_seconds", "examples_per_second", "peak_memory_mb"]
-    lines += [markdown_table(first_seed, time_cols), ""]
+        lines += ["DP over non-private median epoch time, against the non-private run of the "
+                  "same backend, data set, model and epochs:", "", markdown_table(ratios), ""]
+    done = frame[frame["status"] == "finished"]
+    medians = done.groupby(["setting", "backend"], sort=False).agg(
+        seeds=("seed", "size"), median_epoch_seconds=("epoch_seconds", "median"),
+        median_examples_per_second=("examples_per_second", "median"),
+        median_peak_memory_mb=("peak_memory_mb", "median")).reset_index()
+    lines += [markdown_table(medians), ""]
+    return lines
 
-    if not per_class.empty:
-        per_class.to_csv(out / "per_class.csv", index=False)
-        lines += ["## Per-class accuracy (recall)", ""]
-        if _plot_per_class(per_class, out / "per_class.png"):
-            lines += ["![per-class accuracy](per_class.png)", ""]
 
-    if frame["accuracy_gap"].notna().any():
-        lines += ["## Fairness: per-group gaps", "",
-                  "Gap = best minus worst group (groups: the data set's group labels when it has "
-                  "them, else the classes). Claims to check: DP at a good epsilon does not widen "
-                  "gaps; rare classes are the first lost.", ""]
-        if _plot_metric_vs_epsilon(frame, "accuracy_gap", out / "accuracy_gap_vs_epsilon.png",
-                                   "per-group accuracy gap (max - min)"):
-            lines += ["![accuracy gap vs epsilon](accuracy_gap_vs_epsilon.png)", ""]
-        gap_cols = ["setting", "backend", "seeds", "accuracy_gap_mean", "accuracy_gap_std",
-                    "auc_gap_mean"]
-        lines += [markdown_table(summary, gap_cols), ""]
-        worst = first_seed[["setting", "backend", "worst_group"]]
-        lines += ["Worst group by accuracy (first seed):", "", markdown_table(worst), ""]
+def _per_class_section(results: Sequence[RunResult], frame: pd.DataFrame,
+                       summary: pd.DataFrame, out: Path) -> list[str]:
+    per_class = per_class_frame(results)
+    if per_class.empty:
+        return []
+    per_class.to_csv(out / "per_class.csv", index=False)
+    lines = ["## Per-class accuracy (recall)", ""]
+    collapsed = {f"{s}|{b}" for s, b in zip(summary["setting"], summary["backend"],
+                                            strict=True)
+                 if int(summary.set_index(["setting", "backend"]).loc[(s, b), "collapsed"])}
+    if plots.plot_per_class(per_class, collapsed, out / "per_class.png"):
+        lines += ["Mean recall over seeds per class:", "", "![per-class accuracy](per_class.png)",
+                  ""]
+    if frame["recall_gap"].notna().any():
+        binary = bool((frame["n_classes"].dropna() == 2).all())
+        lines += ["### Per-class gaps", "",
+                  "Gap = best minus worst class recall (the data sets here have no group "
+                  "labels, so these are per-class gaps, not a fairness measure)."
+                  + (" The one-vs-rest AUC gap is 0 by construction for a binary task and is "
+                     "left out." if binary else ""), ""]
+        cols = ["setting", "backend", "seeds", "recall_gap_text"]
+        if not binary and "auc_gap_text" in summary:
+            cols.append("auc_gap_text")
+        lines += [markdown_table(summary.rename(columns={"recall_gap_text": "recall gap",
+                                                         "auc_gap_text": "AUC gap"}),
+                                 [{"recall_gap_text": "recall gap",
+                                   "auc_gap_text": "AUC gap"}.get(c, c) for c in cols]), ""]
+    return lines
 
+
+def _ldp_and_audit(frame: pd.DataFrame) -> list[str]:
+    lines: list[str] = []
+    first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
     if frame["ldp_epsilon_per_image"].notna().any():
         lines += ["## Local DP", "",
                   "Per-value epsilon protects one pixel value; **the per-image epsilon is the "
-                  "one that protects a patient's image**.", ""]
+                  "one that protects a patient's image**. PSNR/SSIM of the first seed's "
+                  "privatised test images.", ""]
         ldp_cols = ["setting", "backend", "ldp_epsilon_per_value", "ldp_epsilon_per_image",
-                    "ldp_psnr", "ldp_ssim", "accuracy"]
+                    "ldp_psnr", "ldp_ssim"]
         lines += [markdown_table(first_seed[first_seed["mechanism"] == "ldp"], ldp_cols), ""]
-
     if "attack_auc" in frame and frame["attack_auc"].notna().any():
         lines += ["## Membership-inference audit", "",
                   "TF Privacy's membership-inference attacks (threshold and logistic regression "
@@ -458,18 +376,79 @@ def write_report(
         if not suspects.empty:
             lines += ["**Suspected privacy bug** in: "
                       + ", ".join(suspects["run_id"]) + ".", ""]
+    return lines
 
-    if context.published:
-        lines += ["## Published figures next to ours", "",
-                  markdown_table(pd.DataFrame(list(context.published))), ""]
+
+def preset_published(results: Sequence[RunResult]) -> tuple[dict[str, Any], ...]:
+    """The ``published:`` entries of the bundled preset that wrote these runs (their RunResult
+    ``grid`` name), so that ``dpcompare report`` shows the papers' figures as ``compare`` does;
+    empty when the runs come from several grids or from no bundled preset."""
+    from compare.grid import expand_grid, load_preset, preset_names
+
+    names = {r.grid for r in results}
+    if len(names) != 1 or next(iter(names)) not in preset_names():
+        return ()
+    return expand_grid(load_preset(str(next(iter(names))))).published
+
+
+def write_report(
+    store_root: str | Path, out_dir: str | Path, context: ReportContext
+) -> Path:
+    """Write report.md, CSV tables and PNG plots for every run in ``store_root``.
+
+    Returns the path of ``report.md``. Montages written by the runner (``montages/*.png``
+    under the store root) are copied next to the report and linked.
+    """
+    store = ResultsStore(store_root)
+    results = store.list_runs()
+    if context.run_ids is not None:
+        results = [r for r in results if r.run_id in context.run_ids]
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = results_frame(results)
+    lines = _header(context, results, frame)
+    report_path = out / "report.md"
+    if frame.empty:
+        lines.append("No runs found.")
+        atomic_write_bytes(report_path, ("\n".join(lines) + "\n").encode())
+        return report_path
+
+    frame.to_csv(out / "runs.csv", index=False)
+    summary = summary_table(frame)
+    summary.to_csv(out / "summary.csv", index=False)
+    paired = paired_backend_table(frame)
+    lines += ["## Headline", "", " ".join(headline(frame, paired)), ""]
+    lines += published_section(context.published or preset_published(results), frame)
+    lines += _accuracy_section(frame, summary, out)
+    lines += _backend_section(paired, out)
+    lines += _curves_section(results, out)
+
+    lines += ["## Epsilon side by side", "",
+              "Shared accountant (dp_accounting, from each run's DpEvent) next to the "
+              "library's own accountant for the same run (Opacus: RDP, PRV; TF Privacy: "
+              "`compute_dp_sgd_privacy`, RDP); first seed (the seed does not change epsilon).",
+              ""]
+    eps_cols = ["setting", "backend", "noise_multiplier", "steps", "sampling_rate", "delta",
+                "epsilon_rdp", "epsilon_pld", "epsilon_opacus_rdp", "epsilon_opacus_prv",
+                "epsilon_tf_privacy"]
+    first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
+    dp_rows = first_seed[first_seed["mechanism"].astype(str).str.startswith("dpsgd")]
+    lines += [markdown_table(dp_rows, eps_cols), ""]
+    frame[eps_cols].to_csv(out / "epsilon.csv", index=False)
+
+    lines += _faithfulness_section(results, frame, summary, Path(store_root), out)
+    lines += _time_section(frame, out)
+    lines += _per_class_section(results, frame, summary, out)
+    lines += _ldp_and_audit(frame)
     if context.notes:
-        lines += ["## Notes", "", context.notes, ""]
+        lines += ["## Notes", "", " ".join(context.notes.split()), ""]
     failed = frame[frame["status"] != "finished"]
     if not failed.empty:
         lines += ["## Runs that did not finish", "",
                   markdown_table(failed, ["run_id", "setting", "backend", "seed", "status"]), ""]
-    lines += ["## All runs", "", "See `runs.csv` (one row per run) and `summary.csv`.", ""]
-    report_path = out / "report.md"
+    lines += ["## All runs", "",
+              "See `runs.csv` (one row per run), `summary.csv` (per setting and backend), "
+              "`history.csv` (per epoch) and `per_class.csv`.", ""]
     atomic_write_bytes(report_path, ("\n".join(lines) + "\n").encode("utf-8"))
     return report_path
 
@@ -478,3 +457,7 @@ def command_line() -> str:
     """The command as typed (``dpcompare`` plus its arguments)."""
     args = sys.argv[1:]
     return "dpcompare " + " ".join(args)
+
+
+__all__ = ["ReportContext", "command_line", "engines_used", "markdown_table", "per_class_frame",
+           "results_frame", "seeds_phrase", "summary_table", "time_ratio_table", "write_report"]

@@ -153,7 +153,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
     n_images = int(grid.evaluation.get("montage_images", 4))
     for (data_name, model_name), members in groups.items():
         columns = []
-        images = None
+        images = clean = None  # the first run's test images; those of a run without local DP
         class_names: tuple[str, ...] = ()
         for cell, backend in sorted(members, key=lambda m: m[1]):
             result = store.load(cell.config.config_hash, backend)
@@ -168,11 +168,14 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 if images is None:
                     images = x
                     class_names = tuple(dataset.class_names)
+                if clean is None and cell.config.privacy.mechanism != "ldp":
+                    clean = x
                 train = backend_module(backend, "train")
                 trained = train.load_checkpoint(store.root / result.checkpoint)
-                proba = backend_module(backend, "predict").predict_proba(trained.model, images)
+                # Each model is explained on the inputs it is evaluated on.
+                proba = backend_module(backend, "predict").predict_proba(trained.model, x)
                 pred = proba.argmax(axis=1)
-                maps = backend_module(backend, "explain").gradcam(trained.model, images, pred)
+                maps = backend_module(backend, "explain").gradcam(trained.model, x, pred)
             except DpCompareError as exc:
                 log(f"montage {data_name}/{model_name}: skipped {backend}: {exc}")
                 continue
@@ -181,7 +184,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 f"eps={eps:.2g}" if eps is not None and math.isfinite(eps) else cell.setting)
             same = eps_text in cell.setting or cell.setting in eps_text
             title = cell.setting if same else f"{cell.setting} ({eps_text})"
-            columns.append({"title": title, "backend": backend,
+            columns.append({"title": title, "backend": backend, "inputs": x,
                             "maps": maps, "pred_class": pred,
                             "confidence": proba[np.arange(len(pred)), pred]})
         if images is None or not columns:
@@ -189,7 +192,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
         safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{data_name}-{model_name}")
         path = store.root / "montages" / f"{safe_name}.png"
         path.parent.mkdir(parents=True, exist_ok=True)
-        saliency_montage(path, images, columns, class_names,
+        saliency_montage(path, clean if clean is not None else images, columns, class_names,
                          title=f"Grad-CAM, {data_name} / {model_name}")
         written.append(path)
     return written

@@ -72,7 +72,8 @@ def test_presets_load_and_expand() -> None:
     demo = expand_grid(load_preset("demo"))
     assert demo.backends == ("tf", "torch")
     assert {c.config.data.name for c in demo.cells} == {"mnist5k"}
-    assert sorted(c.labels["privacy"] for c in demo.cells) == ["eps=1", "eps=8", "non-private"]
+    assert sorted({c.labels["privacy"] for c in demo.cells}) == ["eps=1", "eps=8", "non-private"]
+    assert sorted(c.config.seed for c in demo.cells) == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     with pytest.raises(ConfigError, match="valid: .*demo"):
         load_preset("nope")
 

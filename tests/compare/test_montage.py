@@ -78,3 +78,38 @@ def test_bad_images_and_class_names(tmp_path: Path) -> None:
         saliency_montage(tmp_path / "m.png", _images()[..., 0], _columns(), CLASSES)
     with pytest.raises(ConfigError, match="class_names is empty"):
         saliency_montage(tmp_path / "m.png", _images(), _columns(), [])
+
+
+def test_each_model_is_explained_on_its_own_inputs_beside_the_clean_image(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import compare.montage as montage
+
+    shown: list[tuple[np.ndarray, np.ndarray | None]] = []
+    real_show = montage._show
+    monkeypatch.setattr(montage, "_show", lambda ax, image, saliency=None: (
+        shown.append((np.asarray(image), saliency)), real_show(ax, image, saliency)))
+    clean = _images()
+    privatised = clean + np.random.default_rng(2).laplace(scale=1.0, size=clean.shape)
+    ldp, plain = _columns(("tf",), ("LDP b=1", "non-private"))
+    ldp["inputs"] = privatised
+    plain["inputs"] = clean.copy()            # equal to the clean images: no extra tile
+    path = saliency_montage(tmp_path / "m.png", clean, [ldp, plain], CLASSES)
+    # per row: clean image, the LDP model's input, its overlay, the non-private overlay
+    assert len(shown) == 4 * N
+    for row in range(N):
+        tiles = shown[4 * row: 4 * row + 4]
+        assert np.array_equal(tiles[0][0], clean[row]) and tiles[0][1] is None
+        assert np.array_equal(tiles[1][0], privatised[row]) and tiles[1][1] is None
+        assert np.array_equal(tiles[2][0], privatised[row])         # LDP map over its input
+        assert np.array_equal(tiles[2][1], ldp["maps"][row])
+        assert np.array_equal(tiles[3][0], clean[row])              # the other on clean
+        assert np.array_equal(tiles[3][1], plain["maps"][row])
+    with Image.open(path) as image:
+        assert image.size[0] == pytest.approx(4 * TILE_INCHES * DPI, rel=0.05)
+
+
+def test_inputs_of_another_shape_are_refused(tmp_path: Path) -> None:
+    column = _columns(("tf",), ("LDP b=1",))[0]
+    column["inputs"] = _images()[:, :8]
+    with pytest.raises(ConfigError, match="inputs have shape"):
+        saliency_montage(tmp_path / "m.png", _images(), [column], CLASSES)

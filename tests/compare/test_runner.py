@@ -88,7 +88,7 @@ def test_report_from_the_store(finished_store: Path, tmp_path: Path) -> None:
     text = report.read_text()
     assert "dpcompare compare --config tiny.yaml" in text
     assert "## Epsilon side by side" in text and "opacus" in text
-    assert "## Fairness: per-group gaps" in text
+    assert "### Per-class gaps" in text and "Fairness" not in text
     for name in ("runs.csv", "summary.csv", "epsilon.csv", "accuracy_vs_epsilon.png",
                  "epoch_time.png"):
         assert (tmp_path / "rep" / name).is_file(), name

@@ -1,0 +1,223 @@
+"""Stored RunResults as pandas tables: one row per run, per class, per epoch, per curve point.
+
+Every number comes from a :class:`~dpcore.results.RunResult` (its JSON keys, not internals of
+the backends). Besides the stored fields each run row gets:
+
+* ``panel``: the run's labels along every grid axis except the swept one, joined (the data set
+  and model when the grid has no other axis); plots draw one panel per value, never pooled;
+* ``point``: the label along the swept axis (the last axis of the grid, e.g. ``privacy`` or
+  ``clip``), the position of the run within its panel;
+* ``collapsed`` / ``collapse_reason`` / ``majority_rate``: :mod:`compare.reporting.collapse`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from compare.grid import SETTING_SEPARATOR, setting_label
+from compare.reporting.collapse import collapse_reason, majority_rate
+from dpcore.results import RunResult
+
+FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "masked_score",
+                     "deletion_auc", "insertion_auc")
+TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
+                "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
+                "worst_group", "collapsed", "collapse_reason")
+
+
+def epsilon_of(result: RunResult) -> float:
+    """The epsilon plotted for a run: the central (DP-SGD) epsilon of the shared accountant,
+    RDP (PLD if RDP is unsupported); inf for non-private and local-DP runs, which train without
+    DP-SGD (a local-DP run's own per-value / per-image epsilons are reported separately)."""
+    privacy = result.privacy
+    if privacy.get("mechanism") in ("none", "ldp"):
+        return math.inf
+    for key in ("epsilon_rdp", "epsilon_pld"):
+        value = privacy.get(key)
+        if value is not None:
+            return float(value)
+    return math.nan
+
+
+def mean_epoch_seconds(timing: dict[str, Any]) -> float:
+    """Mean seconds per epoch excluding the first (compile/trace) epoch when there are more."""
+    seconds = list(timing.get("epoch_seconds") or [])
+    if len(seconds) > 1:
+        seconds = seconds[1:]
+    return float(np.mean(seconds)) if seconds else math.nan
+
+
+def panel_and_point(result: RunResult) -> tuple[str, str]:
+    """(panel, point) of a run: see the module docstring."""
+    labels = dict(result.labels or {})
+    config = result.config
+    if not labels:
+        return (f"{config['data']['name']}{SETTING_SEPARATOR}{config['model']['name']}",
+                result.config_hash)
+    axes = list(labels)
+    point = labels[axes[-1]]
+    others = [labels[a] for a in axes[:-1]]
+    if not others:
+        others = [config["data"]["name"]]
+    return SETTING_SEPARATOR.join(others), point
+
+
+def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per run with the fields the report uses (NaN where a run lacks one)."""
+    rows = []
+    for r in results:
+        config = r.config
+        privacy = r.privacy
+        library = privacy.get("library_epsilon") or {}
+        ldp = (r.dataset.get("ldp") or privacy.get("ldp") or {})
+        if not isinstance(ldp, dict):
+            ldp = {}
+        panel, point = panel_and_point(r)
+        per_class = r.metrics.get("per_class") or []
+        reason = collapse_reason(r.metrics) if r.status == "finished" else None
+        row: dict[str, Any] = {
+            "run_id": r.run_id,
+            "config_hash": r.config_hash,
+            "backend": r.backend,
+            "status": r.status,
+            "seed": r.seed,
+            "setting": setting_label(r.labels) if r.labels else r.config_hash,
+            "panel": panel,
+            "point": point,
+            "dataset": config["data"]["name"],
+            "model": config["model"]["name"],
+            "epochs": config["train"].get("epochs"),
+            "mechanism": config["privacy"]["mechanism"],
+            "target_epsilon": config["privacy"].get("target_epsilon"),
+            "noise_multiplier": privacy.get("noise_multiplier"),
+            "max_grad_norm": config["privacy"].get("max_grad_norm"),
+            "delta": privacy.get("delta"),
+            "steps": privacy.get("steps"),
+            "sampling_rate": privacy.get("sampling_rate"),
+            "epsilon": epsilon_of(r),
+            "epsilon_rdp": privacy.get("epsilon_rdp"),
+            "epsilon_pld": privacy.get("epsilon_pld"),
+            "epsilon_opacus_rdp": library.get("opacus_rdp"),
+            "epsilon_opacus_prv": library.get("opacus_prv"),
+            "epsilon_tf_privacy": library.get("tf_privacy"),
+            "accuracy": r.metrics.get("accuracy"),
+            "majority_rate": majority_rate(per_class) if per_class else math.nan,
+            "collapsed": reason is not None,
+            "collapse_reason": reason or "",
+            "n_classes": r.metrics.get("n_classes", len(per_class) or None),
+            "accuracy_gap": (r.metrics.get("gaps") or {}).get("accuracy"),
+            "recall_gap": (r.metrics.get("gaps") or {}).get("recall"),
+            "auc_gap": (r.metrics.get("gaps") or {}).get("auc"),
+            "worst_group": (r.metrics.get("per_group") or {}).get("worst_group"),
+            "auc": r.metrics.get("auc"),
+            "loss": r.metrics.get("loss"),
+            "epoch_seconds": mean_epoch_seconds(r.timing),
+            "total_seconds": r.timing.get("total_seconds"),
+            "examples_per_second": r.timing.get("examples_per_second"),
+            "peak_memory_mb": r.timing.get("peak_memory_mb"),
+            "n_train": r.dataset.get("n_train"),
+            "n_test": r.dataset.get("n_test"),
+            "data_fingerprint": r.dataset.get("fingerprint"),
+            "ldp_epsilon_per_value": ldp.get("epsilon_per_value"),
+            "ldp_epsilon_per_image": ldp.get("epsilon_per_image"),
+            "ldp_psnr": ldp.get("psnr"),
+            "ldp_ssim": ldp.get("ssim"),
+        }
+        for key in FAITHFULNESS_KEYS:
+            row[key] = (r.faithfulness or {}).get(key)
+        if r.audit:
+            row["attack_auc"] = r.audit.get("attack_auc")
+            row["attack_advantage"] = r.audit.get("advantage")
+            row["advantage_bound"] = r.audit.get("bound")
+            loss_threshold = r.audit.get("loss_threshold") or {}
+            row["heldout_advantage_ci_low"] = loss_threshold.get("ci_low")
+            row["suspected_privacy_bug"] = bool(r.audit.get("suspected_privacy_bug"))
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    for column in frame.columns:
+        if column not in TEXT_COLUMNS:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    # A reading order: per data set and model, mechanism by mechanism (non-private last),
+    # epsilon ascending; then the two backends side by side.
+    order = [c for c in ("dataset", "model", "epochs", "mechanism", "epsilon", "max_grad_norm",
+                         "setting", "backend", "seed") if c in frame.columns]
+    if order:
+        frame = frame.sort_values(order, kind="stable", na_position="last").reset_index(
+            drop=True)
+    return frame
+
+
+def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
+    """Long table of per-class accuracy (recall) for every run: run_id, backend, seed,
+    setting, dataset, class (the class name), accuracy (recall), precision, support."""
+    rows = []
+    for r in results:
+        for entry in r.metrics.get("per_class") or []:
+            name = entry.get("name", entry.get("class_name", entry.get("class")))
+            if name is None:
+                name = str(entry.get("index", ""))
+            rows.append({
+                "run_id": r.run_id, "backend": r.backend, "seed": r.seed,
+                "setting": setting_label(r.labels) if r.labels else r.config_hash,
+                "dataset": r.config["data"]["name"], "class": str(name),
+                "accuracy": entry.get("recall", entry.get("accuracy")),
+                "precision": entry.get("precision"),
+                "support": entry.get("support"),
+            })
+    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "dataset",
+                                       "class", "accuracy", "precision", "support"])
+
+
+def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per (run, epoch) from each run's ``history``: run_id, backend, seed, setting,
+    panel, point, epoch, test_accuracy (fraction), test_loss and loss (mean cross-entropy,
+    nats), epsilon_spent."""
+    rows = []
+    for r in results:
+        panel, point = panel_and_point(r)
+        for record in r.history or []:
+            rows.append({
+                "run_id": r.run_id, "backend": r.backend, "seed": r.seed,
+                "setting": setting_label(r.labels) if r.labels else r.config_hash,
+                "panel": panel, "point": point, "epoch": record.get("epoch"),
+                "test_accuracy": record.get("test_accuracy"), "test_loss": record.get("test_loss"),
+                "loss": record.get("loss"), "epsilon_spent": record.get("epsilon_spent"),
+            })
+    frame = pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "panel",
+                                        "point", "epoch", "test_accuracy", "test_loss", "loss",
+                                        "epsilon_spent"])
+    for column in ("epoch", "test_accuracy", "test_loss", "loss", "epsilon_spent"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    return frame
+
+
+def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
+    """One row per (run, curve, point) of the deletion / insertion curves stored in
+    ``faithfulness`` (``curve_fractions`` and the mean ``deletion_curve`` /
+    ``insertion_curve`` over the faithfulness subset): run_id, backend, seed, setting, panel,
+    point, curve ("deletion" or "insertion"), fraction (of pixels), probability."""
+    rows = []
+    for r in results:
+        faith = r.faithfulness or {}
+        fractions = faith.get("curve_fractions")
+        if not fractions:
+            continue
+        panel, point = panel_and_point(r)
+        for curve in ("deletion", "insertion"):
+            values = faith.get(f"{curve}_curve") or []
+            for fraction, value in zip(fractions, values, strict=False):
+                rows.append({"run_id": r.run_id, "backend": r.backend, "seed": r.seed,
+                             "setting": setting_label(r.labels) if r.labels else r.config_hash,
+                             "panel": panel, "point": point, "curve": curve,
+                             "fraction": fraction, "probability": value})
+    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "panel", "point",
+                                       "curve", "fraction", "probability"])
+
+
+__all__ = ["FAITHFULNESS_KEYS", "curves_frame", "epsilon_of", "history_frame",
+           "mean_epoch_seconds", "panel_and_point", "per_class_frame", "results_frame"]

@@ -1,0 +1,92 @@
+"""The report's opening sentences (2-4), generated from its numbers only."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from compare.reporting.stats import AGREEMENT_TOLERANCE, mean_interval
+
+
+def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANCE) -> str:
+    """How the backends compare on test accuracy, from
+    :func:`compare.reporting.stats.paired_backend_table` output."""
+    if paired.empty:
+        return "The two backends were not both run on any setting, so they are not compared."
+    tol = f"±{100 * tolerance:g} point"
+    worst = paired.loc[paired["mean_difference"].abs().idxmax()]
+    if int(paired["pairs"].max()) < 2:
+        return (f"Each setting has one seed, so no interval can be given for the backend "
+                f"difference: Opacus minus TF Privacy test accuracy ranges over "
+                f"{_pts(paired['mean_difference'].min())} to "
+                f"{_pts(paired['mean_difference'].max())} points across {len(paired)} "
+                f"setting{'s' if len(paired) != 1 else ''} (largest in {worst['setting']!r}).")
+    counts = paired["verdict"].value_counts()
+    parts = [f"{counts.get(v, 0)} {v}" for v in ("agree", "differ", "inconclusive")
+             if counts.get(v, 0)]
+    p_text = "" if math.isnan(worst["p_value"]) else f", paired t test p = {worst['p_value']:.2g}"
+    return (f"Paired by seed (same sampler and initial weights), Opacus minus TF Privacy test "
+            f"accuracy over {len(paired)} settings: {', '.join(parts)} (agree = 95% interval "
+            f"of the mean difference inside {tol}); the largest mean difference is "
+            f"{_pts(worst['mean_difference'])} points in {worst['setting']!r} (95% CI "
+            f"{_pts(worst['ci_low'])} to {_pts(worst['ci_high'])}{p_text}, "
+            f"{int(worst['pairs'])} seeds).")
+
+
+def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
+    """Per panel: the best DP-SGD setting's test accuracy against the non-private one, each
+    backend apart (means over seeds)."""
+    done = frame[(frame["status"] == "finished") & frame["accuracy"].notna()]
+    parts = []
+    for panel, group in done.groupby("panel", sort=False):
+        dp = group[group["mechanism"].astype(str).str.startswith("dpsgd")]
+        public = group[group["mechanism"] == "none"]
+        if dp.empty or public.empty:
+            continue
+        best = dp.groupby("point")["accuracy"].mean().idxmax()
+        figures = []
+        for backend in sorted(set(group["backend"])):
+            dp_i = mean_interval(dp[(dp["point"] == best) & (dp["backend"] == backend)]
+                                 ["accuracy"].to_numpy(float))
+            np_i = mean_interval(public[public["backend"] == backend]["accuracy"]
+                                 .to_numpy(float))
+            if dp_i.n and np_i.n:
+                figures.append(f"{backend} {dp_i.mean:.3f} vs {np_i.mean:.3f}")
+        if figures:
+            parts.append(f"on {panel} the best DP-SGD setting ({best}) reaches "
+                         f"{', '.join(figures)} non-private test accuracy")
+    if not parts:
+        return None
+    text = "; ".join(parts)
+    return text[0].upper() + text[1:] + " (means over seeds)."
+
+
+def collapse_sentence(frame: pd.DataFrame) -> str:
+    """How many finished runs collapsed to (almost) one class, and which settings."""
+    done = frame[frame["status"] == "finished"]
+    bad = done[done["collapsed"]]
+    if bad.empty:
+        return f"None of the {len(done)} finished runs collapsed to one class."
+    settings = list(dict.fromkeys(f"{s} ({b})" for s, b in zip(bad["setting"], bad["backend"],
+                                                                 strict=True)))
+    shown = "; ".join(settings[:6]) + ("; ..." if len(settings) > 6 else "")
+    return (f"{len(bad)} of {len(done)} finished runs collapsed to (almost) one class and are "
+            f"marked 'collapsed' throughout: {shown}.")
+
+
+def headline(frame: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
+    """The 2-4 opening sentences."""
+    sentences = [backend_sentence(paired)]
+    cost = privacy_cost_sentence(frame)
+    if cost:
+        sentences.append(cost)
+    sentences.append(collapse_sentence(frame))
+    return sentences
+
+
+def _pts(value: float) -> str:
+    return f"{100 * float(value):+.2f}"
+
+
+__all__ = ["backend_sentence", "collapse_sentence", "headline", "privacy_cost_sentence"]

@@ -1,0 +1,289 @@
+"""The report's PNG figures, drawn with matplotlib's object API (Agg, no pyplot state).
+
+Every figure has one panel per value of the run table's ``panel`` column (data set and every
+grid axis but the swept one; :mod:`compare.reporting.frames`), so nothing is pooled across
+data sets, models, epochs or clip norms. Curves show the mean over seeds with a 95% t interval
+(:mod:`compare.reporting.stats`). Collapsed runs (:mod:`compare.reporting.collapse`) are drawn
+with an "x" and named in the legend.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
+
+from compare.reporting.stats import mean_interval
+from dpcore.ldp.cache import atomic_path
+
+PANEL_INCHES = (4.6, 3.4)
+DPI = 110
+BACKEND_COLOURS = {"tf": "#1f77b4", "torch": "#d62728"}
+MECHANISM_MARKERS = {"dpsgd-gaussian": "o", "dpsgd-laplace": "s"}
+#: Axis label of each swept variable.
+X_LABELS = {"epsilon": "epsilon (shared accountant, RDP; log scale)",
+            "max_grad_norm": "clip norm C (log scale)"}
+
+
+def swept_variable(frame: pd.DataFrame) -> str:
+    """The x variable of the privacy-utility plots: ``max_grad_norm`` when the clip norm varies
+    among the DP-SGD runs of a panel while the target epsilon does not, else ``epsilon``."""
+    dp = frame[frame["mechanism"].astype(str).str.startswith("dpsgd")]
+    for _, group in dp.groupby("panel"):
+        if group["max_grad_norm"].nunique() > 1 and group["target_epsilon"].nunique() <= 1:
+            return "max_grad_norm"
+    return "epsilon"
+
+
+def _figure(n_panels: int, rows: int = 1, legend_width: float = 2.2) -> tuple[Figure, list]:
+    cols = max(1, n_panels)
+    fig = Figure(figsize=(PANEL_INCHES[0] * cols + legend_width, PANEL_INCHES[1] * rows),
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(rows, cols, squeeze=False)
+    return fig, axes
+
+
+def _save(fig: Figure, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=DPI)
+
+
+def _wrap(text: str, width: int = 38) -> str:
+    return "\n".join(textwrap.wrap(str(text), width)) or str(text)
+
+
+def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
+    """One legend for the figure, right of the panels, without duplicate labels."""
+    seen: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, handle)
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), loc="outside right upper",
+                   fontsize=7, frameon=False)
+
+
+def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -> None:
+    """Non-private reference (dashed, per backend) and majority-class rate (dotted, grey)."""
+    public = group[group["mechanism"] == "none"]
+    for k, (backend, runs) in enumerate(public.groupby("backend")):
+        interval = mean_interval(runs[metric].to_numpy(float))
+        if interval.n:  # the first backend wider and paler, so that equal lines stay visible
+            ax.axhline(interval.mean, linestyle="--", linewidth=2.6 if k == 0 else 1.2,
+                       alpha=0.5 if k == 0 else 1.0,
+                       color=BACKEND_COLOURS.get(str(backend), "black"),
+                       label=f"{backend} non-private (mean)")
+    if metric in ("accuracy",) and group["majority_rate"].notna().any():
+        ax.axhline(float(group["majority_rate"].dropna().iloc[0]), linestyle=":",
+                   color="grey", linewidth=1.2, label="majority-class rate")
+
+
+def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: str) -> bool:
+    """``metric`` against the swept variable (epsilon or clip norm), one panel per data set /
+    grid axis, one line per backend and DP mechanism (mean, 95% t interval as error bars),
+    with the panel's non-private reference and, for accuracy, the majority-class rate.
+    False (nothing written) if no DP-SGD run has the metric."""
+    data = frame[(frame["status"] == "finished") & frame[metric].notna()]
+    x = swept_variable(data) if not data.empty else "epsilon"
+    dp = data[data["mechanism"].astype(str).str.startswith("dpsgd") & np.isfinite(data[x])]
+    if dp.empty:
+        return False
+    panels = list(dict.fromkeys(data["panel"]))
+    fig, axes = _figure(len(panels))
+    for ax, panel in zip(axes[0], panels, strict=True):
+        group = data[data["panel"] == panel]
+        private = group[group["mechanism"].astype(str).str.startswith("dpsgd")
+                        & np.isfinite(group[x])]
+        backends = sorted(set(private["backend"]))
+        for (backend, mechanism), runs in private.groupby(["backend", "mechanism"]):
+            # backends dodged by +/-3% along the log x axis, so equal points stay visible
+            dodge = 1.0 + 0.03 * (backends.index(backend) - (len(backends) - 1) / 2)
+            points = []
+            for value, sub in runs.groupby(x):
+                interval = mean_interval(sub[metric].to_numpy(float))
+                points.append((float(value) * dodge, interval, bool(sub["collapsed"].any())))
+            xs = [p[0] for p in points]
+            means = [p[1].mean for p in points]
+            err = [0.0 if math.isnan(p[1].half_width) else p[1].half_width for p in points]
+            colour = BACKEND_COLOURS.get(str(backend), "black")
+            ax.errorbar(xs, means, yerr=err, color=colour, capsize=3, linewidth=1.4,
+                        marker=MECHANISM_MARKERS.get(str(mechanism), "o"), markersize=5,
+                        label=f"{backend} {mechanism}")
+            bad = [(p[0], p[1].mean) for p in points if p[2]]
+            if bad:
+                ax.scatter(*zip(*bad, strict=True), marker="x", s=90, color="black",
+                           zorder=5, label="collapsed run")
+        _baselines(ax, group, metric, True)
+        ticks = sorted(set(private[x].round(6)))
+        ax.set_xscale("log")
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xticklabels([f"{t:.3g}" for t in ticks], fontsize=8)
+        ax.set_xlabel(X_LABELS[x], fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.set_title(_wrap(panel), fontsize=9)
+        ax.grid(True, alpha=0.3)
+    _legend(fig, list(axes[0]))
+    _save(fig, path)
+    return True
+
+
+def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
+                    *, from_zero: bool = False) -> bool:
+    """Every setting of each panel on the y axis (so labels never overlap), ``metric`` on x:
+    one point per backend with its 95% t interval; collapsed runs marked; the panel's
+    majority-class rate as a dotted line for accuracy; ``from_zero`` starts x at 0. False if
+    no run has the metric."""
+    data = frame[(frame["status"] == "finished") & frame[metric].notna()]
+    if data.empty:
+        return False
+    panels = list(dict.fromkeys(data["panel"]))
+    points_per_panel = max(data.groupby("panel")["point"].nunique())
+    fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2,
+                          1.2 + 0.45 * points_per_panel), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    backends = sorted(set(data["backend"]))
+    for ax, panel in zip(axes, panels, strict=True):
+        group = data[data["panel"] == panel]
+        points = list(dict.fromkeys(group["point"]))
+        for k, backend in enumerate(backends):
+            offset = (k - (len(backends) - 1) / 2) * 0.18
+            for i, point in enumerate(points):
+                runs = group[(group["point"] == point) & (group["backend"] == backend)]
+                interval = mean_interval(runs[metric].to_numpy(float))
+                if not interval.n:
+                    continue
+                err = 0.0 if math.isnan(interval.half_width) else interval.half_width
+                collapsed = bool(runs["collapsed"].any())
+                ax.errorbar([interval.mean], [i + offset], xerr=[err], capsize=3,
+                            color=BACKEND_COLOURS.get(backend, "black"),
+                            marker="x" if collapsed else "o", markersize=7 if collapsed else 5,
+                            linestyle="none",
+                            label=f"{backend} (x = collapsed)" if collapsed else backend)
+        if metric == "accuracy" and group["majority_rate"].notna().any():
+            ax.axvline(float(group["majority_rate"].dropna().iloc[0]), linestyle=":",
+                       color="grey", label="majority-class rate")
+        ax.set_yticks(range(len(points)))
+        ax.set_yticklabels([_wrap(p, 22) for p in points], fontsize=8)
+        ax.set_ylim(len(points) - 0.5, -0.5)
+        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_title(_wrap(panel), fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+        if from_zero:
+            ax.set_xlim(left=0.0)
+    _legend(fig, list(axes))
+    _save(fig, path)
+    return True
+
+
+def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]], path: Path,
+                       xlabel: str, select: Callable[[pd.DataFrame, str], pd.DataFrame]
+                       | None = None) -> bool:
+    """Curves of a long table (one row per run and x value): one column of panels per
+    ``panel``, one row per (y column, y label) in ``ys``; one line per (point, backend), the
+    mean over seeds (solid tf, dashed torch). Used for the learning curves and the deletion /
+    insertion curves. False if the table is empty."""
+    if long.empty:
+        return False
+    panels = list(dict.fromkeys(long["panel"]))
+    fig, axes = _figure(len(panels), rows=len(ys), legend_width=2.6)
+    for c, panel in enumerate(panels):
+        for r, (y, ylabel) in enumerate(ys):
+            ax = axes[r][c]
+            group = long[long["panel"] == panel]
+            if select is not None:
+                group = select(group, y)
+            points = list(dict.fromkeys(group["point"]))
+            colours = _palette(len(points))
+            for colour, point in zip(colours, points, strict=True):
+                for backend, runs in group[group["point"] == point].groupby("backend"):
+                    mean = runs.groupby(x)[y if y in runs else "probability"].mean()
+                    ax.plot(mean.index, mean.to_numpy(), color=colour, linewidth=1.3,
+                            linestyle="-" if backend == "tf" else "--",
+                            label=f"{point} ({backend})")
+            ax.set_xlabel(xlabel, fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
+            if x == "epoch":
+                ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            if r == 0:
+                ax.set_title(_wrap(panel), fontsize=9)
+            ax.grid(True, alpha=0.3)
+    _legend(fig, [ax for row in axes for ax in row])
+    _save(fig, path)
+    return True
+
+
+def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> bool:
+    """Heat maps of per-class recall (mean over seeds), one per data set (its own classes):
+    one row per (setting, backend), one column per class name; rows of collapsed runs end in
+    "(collapsed)"; ``collapsed`` holds ``"setting|backend"`` keys. False if empty."""
+    if per_class.empty or per_class["class"].isna().all():
+        return False
+    datasets = list(dict.fromkeys(per_class["dataset"]))
+    blocks = []
+    for dataset in datasets:
+        part = per_class[per_class["dataset"] == dataset]
+        table = part.groupby(["setting", "backend", "class"], sort=False)["accuracy"].mean()
+        classes = list(dict.fromkeys(part["class"]))
+        pivot = table.unstack("class")[classes]
+        labels = [f"{s} ({b})" + (" (collapsed)" if f"{s}|{b}" in collapsed else "")
+                  for s, b in pivot.index]
+        blocks.append((dataset, classes, labels, pivot.to_numpy(float)))
+    n_rows = sum(len(b[2]) for b in blocks)
+    widest = max(len(label) for b in blocks for label in b[2])
+    n_classes = max(len(b[1]) for b in blocks)
+    fig = Figure(figsize=(2.5 + 0.7 * n_classes + 0.06 * widest,
+                          0.9 * len(blocks) + 0.3 * n_rows), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(blocks), 1, squeeze=False,
+                        height_ratios=[len(b[2]) + 2 for b in blocks])[:, 0]
+    image = None
+    for ax, (dataset, classes, labels, values) in zip(axes, blocks, strict=True):
+        image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+        for (i, j), value in np.ndenumerate(values):
+            if not math.isnan(value):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if value < 0.6 else "black")
+        ax.set_xticks(range(len(classes)))
+        ax.set_xticklabels([_wrap(c, 12) for c in classes], fontsize=8)
+        ax.set_yticks(range(len(labels)))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_title(f"{dataset}: recall per class", fontsize=9)
+    fig.colorbar(image, ax=list(axes), label="recall", shrink=0.8)
+    _save(fig, path)
+    return True
+
+
+def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
+    """Median seconds per epoch over seeds, one panel per ``panel``, settings on the y axis."""
+    data = frame[(frame["status"] == "finished") & frame["epoch_seconds"].notna()]
+    if data.empty:
+        return False
+    data = data.assign(median_epoch_seconds=data.groupby(["setting", "backend"])[
+        "epoch_seconds"].transform("median"))
+    first = data.drop_duplicates(["setting", "backend"]).assign(collapsed=False)
+    return plot_by_setting(first.assign(epoch_seconds=first["median_epoch_seconds"]),
+                           "epoch_seconds", path,
+                           "seconds per epoch (median over seeds, first epoch excluded)",
+                           from_zero=True)
+
+
+def _palette(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+__all__ = ["plot_by_setting", "plot_epoch_time", "plot_lines_per_run", "plot_metric_vs_swept",
+           "plot_per_class", "swept_variable"]

@@ -1,0 +1,179 @@
+"""Published figures beside ours: the papers' tables bundled in ``compare/published``.
+
+A grid's ``published:`` key is a list of entries, each naming one paper table::
+
+    published:
+      - paper: library_benchmark_kotevska     # compare/published/<paper>.yaml
+        table: mnist_table_I                  # a table of that file
+        assumed: ["..."]                      # what we assumed where the paper is ambiguous
+        deviations: ["..."]                   # one sentence per difference of setting
+        cells:                                # table cells set beside our figures
+          - {row: {library: opacus, epochs: 15, private: true}, column: accuracy_pct,
+             setting: "15 epochs · DP (noise 1.0)", backend: torch, metric: accuracy}
+
+``row`` picks exactly one row of the table by the values of some of its columns; ``column`` is
+the printed figure; ``setting`` a setting of the grid (its axis labels joined); ``backend``
+optional (without it the cell is compared with every backend of the grid); ``metric`` one of
+:data:`METRICS` (our value is scaled to the paper's units). An entry without ``table`` states
+instead, in ``no_table``, why no figure can be set beside ours. The paper's numbers are shown as
+printed; nothing is corrected or invented.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from dpcore.errors import ConfigError
+
+#: Our metric name -> (RunResult-frame column, factor to the paper's unit, description).
+METRICS: dict[str, tuple[str, float, str]] = {
+    "accuracy": ("accuracy", 100.0, "test accuracy, %"),
+    "epsilon": ("epsilon", 1.0, "epsilon (shared accountant, RDP)"),
+    "average_drop": ("average_drop", 1.0, "Average Drop, %"),
+    "increase_in_confidence": ("increase_in_confidence", 1.0, "Increase in Confidence, %"),
+    "masked_score": ("masked_score", 100.0, "score on saliency-masked inputs, %"),
+    "auc": ("auc", 100.0, "test AUC, %"),
+}
+ENTRY_KEYS = {"paper", "table", "cells", "assumed", "deviations", "no_table"}
+CELL_KEYS = {"row", "column", "setting", "backend", "metric"}
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """One table of a bundled paper file: its columns and rows as printed."""
+
+    paper: str
+    name: str
+    source: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    setting: Mapping[str, Any]
+    notes: tuple[str, ...]
+
+
+def paper_names() -> list[str]:
+    """Names of the bundled paper files (``compare/published/*.yaml``)."""
+    folder = resources.files("compare").joinpath("published")
+    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_paper(name: str) -> dict[str, Any]:
+    """The raw mapping of a bundled paper file; unknown names list the valid ones."""
+    from dpcore.config import load_mapping_file
+
+    names = paper_names()
+    if name not in names:
+        raise ConfigError(f"paper {name!r} is not bundled; valid: {', '.join(names)}")
+    path = resources.files("compare").joinpath("published", f"{name}.yaml")
+    with resources.as_file(path) as real_path:
+        return load_mapping_file(real_path)
+
+
+def paper_table(paper: str, table: str) -> PaperTable:
+    """Table ``table`` of paper ``paper``; unknown tables list the valid ones."""
+    raw = load_paper(paper)
+    tables = {k: v for k, v in (raw.get("tables") or {}).items()
+              if isinstance(v, Mapping) and "columns" in v and "rows" in v}
+    if table not in tables:
+        raise ConfigError(f"paper {paper!r} has no table {table!r}; valid: "
+                          f"{', '.join(tables) or 'none'}")
+    spec = tables[table]
+    notes = raw.get("notes") or []
+    return PaperTable(
+        paper=paper, name=table, source=" ".join(str(raw.get("source", "")).split()),
+        columns=tuple(str(c) for c in spec["columns"]),
+        rows=tuple(tuple(row) for row in spec["rows"]),
+        setting={**(raw.get("setting") or {}), **(spec.get("setting") or {})},
+        notes=tuple(" ".join(str(n).split()) for n in (notes if isinstance(notes, list)
+                                                        else [notes])),
+    )
+
+
+def find_row(table: PaperTable, row: Mapping[str, Any]) -> int:
+    """Index of the one row of ``table`` whose columns equal ``row``'s values."""
+    for key in row:
+        if key not in table.columns:
+            raise ConfigError(f"row key {key!r} is not a column of {table.paper}/{table.name}; "
+                              f"valid: {', '.join(table.columns)}")
+    hits = [i for i, values in enumerate(table.rows)
+            if all(values[table.columns.index(k)] == v for k, v in row.items())]
+    if len(hits) != 1:
+        raise ConfigError(f"row {dict(row)} matches {len(hits)} rows of "
+                          f"{table.paper}/{table.name}; it must match exactly one")
+    return hits[0]
+
+
+def validate_published(entries: Sequence[Mapping[str, Any]], settings: Iterable[str],
+                       backends: Iterable[str]) -> None:
+    """Check every ``published:`` entry against the bundled tables and the grid.
+
+    Raises:
+        ConfigError: one line naming the entry (and cell) and what would be valid: an unknown
+            paper, table, row, column, setting, backend or metric, or a missing key.
+    """
+    settings, backends = list(dict.fromkeys(settings)), list(backends)
+    for i, entry in enumerate(entries):
+        where = f"published entry {i}"
+        if not isinstance(entry, Mapping):
+            raise ConfigError(f"{where} must be a mapping, got {entry!r}")
+        where = f"published entry {i} ({entry.get('paper')}/{entry.get('table')})"
+        unknown = sorted(set(entry) - ENTRY_KEYS, key=str)
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(map(str, unknown))}; "
+                              f"valid: {', '.join(sorted(ENTRY_KEYS))}")
+        for key in ("assumed", "deviations"):
+            if not isinstance(entry.get(key, []), list):
+                raise ConfigError(f"{where}: {key} must be a list of sentences")
+        try:
+            if "paper" not in entry:
+                raise ConfigError("missing key 'paper'")
+            if entry.get("table") is None:
+                load_paper(str(entry["paper"]))
+                if not entry.get("no_table"):
+                    raise ConfigError("without 'table', say why in 'no_table'")
+                continue
+            table = paper_table(str(entry["paper"]), str(entry["table"]))
+            cells = entry.get("cells")
+            if not isinstance(cells, list) or not cells:
+                raise ConfigError("'cells' must be a non-empty list")
+            for j, cell in enumerate(cells):
+                _validate_cell(j, cell, table, settings, backends)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+
+
+def _validate_cell(j: int, cell: Any, table: PaperTable, settings: list[str],
+                   backends: list[str]) -> None:
+    if not isinstance(cell, Mapping):
+        raise ConfigError(f"cell {j} must be a mapping, got {cell!r}")
+    missing = sorted({"row", "column", "setting", "metric"} - set(cell))
+    unknown = sorted(set(cell) - CELL_KEYS, key=str)
+    if missing or unknown:
+        raise ConfigError(f"cell {j}: missing {', '.join(missing) or 'nothing'}, unknown "
+                          f"{', '.join(map(str, unknown)) or 'nothing'}; "
+                          f"keys: {', '.join(sorted(CELL_KEYS))}")
+    if not isinstance(cell["row"], Mapping):
+        raise ConfigError(f"cell {j}: row must map columns to values, got {cell['row']!r}")
+    try:
+        find_row(table, cell["row"])
+    except ConfigError as exc:
+        raise ConfigError(f"cell {j}: {exc}") from None
+    if cell["column"] not in table.columns:
+        raise ConfigError(f"cell {j}: column {cell['column']!r} is not in the table; "
+                          f"valid: {', '.join(table.columns)}")
+    if cell["setting"] not in settings:
+        raise ConfigError(f"cell {j}: setting {cell['setting']!r} is not in the grid; "
+                          f"valid: {'; '.join(settings)}")
+    if "backend" in cell and cell["backend"] not in backends:
+        raise ConfigError(f"cell {j}: backend {cell['backend']!r} is not in the grid; "
+                          f"valid: {', '.join(backends)}")
+    if cell["metric"] not in METRICS:
+        raise ConfigError(f"cell {j}: metric {cell['metric']!r} is not known; "
+                          f"valid: {', '.join(METRICS)}")
+
+
+__all__ = ["METRICS", "PaperTable", "find_row", "load_paper", "paper_names", "paper_table",
+           "validate_published"]

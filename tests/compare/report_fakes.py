@@ -1,0 +1,44 @@
+"""Hand-made RunResults for the report tests (no training)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpcore.results import RunResult
+
+
+def per_class(supports: list[int], recalls: list[float], precisions: list[float],
+              names: list[str] | None = None) -> list[dict[str, Any]]:
+    names = names or [str(k) for k in range(len(supports))]
+    return [{"index": k, "name": names[k], "support": s, "recall": r, "precision": p,
+             "auc": 0.5} for k, (s, r, p) in enumerate(zip(supports, recalls, precisions,
+                                                          strict=True))]
+
+
+def fake_result(*, dataset: str = "mnist5k", backend: str = "tf", seed: int = 0,
+                point: str = "eps=1", mechanism: str = "dpsgd-gaussian", epsilon: float = 1.0,
+                accuracy: float = 0.9, clip: float = 1.0, labels: dict[str, str] | None = None,
+                classes: list[dict[str, Any]] | None = None, epochs: int = 3,
+                faithfulness: dict[str, Any] | None = None) -> RunResult:
+    """A finished run; ``labels`` default to {"data": dataset, "privacy": point}."""
+    labels = labels if labels is not None else {"data": dataset, "privacy": point}
+    config_hash = f"{abs(hash((dataset, point, seed, tuple(labels.items())))) % 10**16:016x}"
+    classes = classes or per_class([50, 50], [accuracy, accuracy], [accuracy, accuracy],
+                                   ["cat", "dog"])
+    return RunResult(
+        run_id=f"{config_hash}-{backend}", config_hash=config_hash, backend=backend, seed=seed,
+        status="finished",
+        config={"data": {"name": dataset}, "model": {"name": "cnn4"},
+                "train": {"epochs": epochs},
+                "privacy": {"mechanism": mechanism, "max_grad_norm": clip,
+                            "target_epsilon": None if mechanism == "none" else epsilon}},
+        privacy={"mechanism": mechanism, "epsilon_rdp": None if mechanism == "none" else epsilon},
+        metrics={"accuracy": accuracy, "auc": accuracy, "n_classes": len(classes),
+                 "per_class": classes},
+        history=[{"epoch": e + 1, "test_accuracy": accuracy * (e + 1) / epochs,
+                  "test_loss": 1.0 / (e + 1), "loss": 1.0, "epsilon_spent": epsilon}
+                 for e in range(epochs)],
+        timing={"epoch_seconds": [2.0, 1.0, 1.0]}, labels=labels,
+        dataset={"n_train": 100, "n_test": 100, "fingerprint": "f"},
+        faithfulness=faithfulness,
+    )

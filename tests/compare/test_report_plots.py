@@ -1,0 +1,101 @@
+"""Report figures: one panel per data set (never pooled), the swept variable on x, a
+non-private and a majority-class line per panel; per_class.csv has its classes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from compare.reporting import plots
+from compare.reporting.frames import per_class_frame, results_frame
+from tests.compare.report_fakes import fake_result
+
+
+@pytest.fixture
+def saved(monkeypatch: pytest.MonkeyPatch) -> list[Figure]:
+    figures: list[Figure] = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    return figures
+
+
+def _two_datasets() -> list:
+    runs = []
+    for dataset, base in (("mnist5k", 0.9), ("pneumoniamnist", 0.7)):
+        for backend in ("tf", "torch"):
+            for point, eps, mechanism, acc in (("eps=1", 1.0, "dpsgd-gaussian", base - 0.1),
+                                               ("eps=8", 8.0, "dpsgd-gaussian", base),
+                                               ("non-private", 0.0, "none", base + 0.05)):
+                runs.append(fake_result(dataset=dataset, backend=backend, point=point,
+                                        epsilon=eps, mechanism=mechanism, accuracy=acc))
+    return runs
+
+
+def _line_data(ax) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(x, y) of the labelled lines of ``ax`` (error-bar caps are unlabelled)."""
+    return [(np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float))
+            for line in ax.get_lines() if not line.get_label().startswith("_")]
+
+
+def test_one_panel_per_data_set_and_no_pooled_line(saved: list[Figure]) -> None:
+    frame = results_frame(_two_datasets())
+    assert set(frame["panel"]) == {"mnist5k", "pneumoniamnist"}
+    assert plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
+    axes = saved[0].axes
+    assert [ax.get_title() for ax in axes] == ["mnist5k", "pneumoniamnist"]
+    for ax, base in zip(axes, (0.9, 0.7), strict=True):
+        lines = _line_data(ax)
+        curves = [(np.asarray(c.lines[0].get_xdata(), float),
+                   np.asarray(c.lines[0].get_ydata(), float)) for c in ax.containers]
+        assert sorted(c.get_label() for c in ax.containers) == [  # one DP line per backend
+            "tf dpsgd-gaussian", "torch dpsgd-gaussian"]
+        for x, y in curves:
+            assert x == pytest.approx([1.0, 8.0], rel=0.05)  # dodged by backend
+            assert y == pytest.approx([base - 0.1, base])
+        flat = sorted(round(float(y[0]), 6) for x, y in lines if list(x) == [0.0, 1.0])
+        # per panel: tf and torch non-private lines at base + 0.05, the majority rate 0.5
+        assert flat == pytest.approx([0.5, base + 0.05, base + 0.05])
+
+
+def test_the_clip_sweep_puts_the_clip_norm_on_x(saved: list[Figure]) -> None:
+    runs = [fake_result(backend=b, point=f"C={c}", clip=c, epsilon=1.0, accuracy=0.6 + c / 10,
+                        labels={"data": "pneumonia", "clip": f"C={c}"})
+            for b in ("tf", "torch") for c in (0.1, 1.0, 5.0)]
+    frame = results_frame(runs)
+    assert plots.swept_variable(frame) == "max_grad_norm"
+    assert plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
+    ax = saved[0].axes[0]
+    assert "clip norm" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0.1", "1", "5"]
+
+
+def test_other_grid_axes_make_their_own_panels(saved: list[Figure]) -> None:
+    runs = [fake_result(dataset="mnist", backend="tf", point=p, epsilon=e, accuracy=0.9,
+                        labels={"epochs": ep, "privacy": p})
+            for ep in ("15 epochs", "45 epochs") for p, e in (("DP", 3.0),)]
+    frame = results_frame(runs)
+    assert sorted(frame["panel"]) == ["15 epochs", "45 epochs"]
+    assert plots.plot_by_setting(frame, "accuracy", Path("x.png"), "accuracy")
+    assert len(saved[0].axes) == 2
+
+
+def test_per_class_table_has_the_class_names(saved: list[Figure]) -> None:
+    per_class = per_class_frame(_two_datasets())
+    assert set(per_class["class"]) == {"cat", "dog"}
+    assert per_class["class"].notna().all()
+    assert plots.plot_per_class(per_class, set(), Path("x.png"))
+    labels = [t.get_text() for t in saved[0].axes[0].get_xticklabels()]
+    assert labels == ["cat", "dog"]
+
+
+def test_learning_curves_come_from_each_runs_history(saved: list[Figure]) -> None:
+    from compare.reporting.frames import history_frame
+
+    history = history_frame(_two_datasets())
+    assert isinstance(history, pd.DataFrame) and len(history) == 12 * 3
+    assert plots.plot_lines_per_run(history, "epoch", [("test_accuracy", "acc")],
+                                    Path("x.png"), "epoch")
+    assert [ax.get_title() for ax in saved[0].axes] == ["mnist5k", "pneumoniamnist"]

@@ -1,0 +1,136 @@
+"""Published figures beside ours: rendering, and a `published:` entry that does not match the
+grid rejected before any training (one line, exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from compare.grid import expand_grid, load_preset
+from compare.reporting.frames import results_frame
+from compare.reporting.published import paper_names, paper_table
+from compare.reporting.published_section import comparison_rows, published_section
+from dpcore.errors import ConfigError
+from tests.compare.report_fakes import fake_result
+
+ROOT = Path(__file__).resolve().parents[2]
+DP, NP = "15 epochs · DP (noise 1.0)", "15 epochs · non-private"
+
+
+def _mnist_runs() -> list:
+    runs = []
+    for seed, (tf_acc, torch_acc) in enumerate([(0.90, 0.88), (0.92, 0.90), (0.91, 0.89)]):
+        labels = {"epochs": "15 epochs", "privacy": "DP (noise 1.0)"}
+        runs.append(fake_result(dataset="mnist", backend="tf", seed=seed, accuracy=tf_acc,
+                                epsilon=3.5, labels=labels))
+        runs.append(fake_result(dataset="mnist", backend="torch", seed=seed,
+                                accuracy=torch_acc, epsilon=3.5, labels=labels))
+    return runs
+
+
+def test_the_bundled_papers_are_package_data_with_citations() -> None:
+    assert {"library_benchmark_kotevska", "medical_resnet_singh",
+            "interpretability_dp_gradcam"} <= set(paper_names())
+    table = paper_table("library_benchmark_kotevska", "mnist_table_I")
+    assert "Kotevska" in table.source and table.columns[-1] == "accuracy_pct"
+
+
+def test_mnist_preset_sets_the_papers_figures_beside_ours() -> None:
+    grid = expand_grid(load_preset("mnist-library-benchmark-15"))
+    frame = results_frame(_mnist_runs())
+    rows = comparison_rows(grid.published[0], frame)
+    dp_acc = rows[(rows["our setting"] == f"{DP} (Opacus)")
+                  & (rows["paper column"] == "accuracy_pct")].iloc[0]
+    assert dp_acc["published"] == "85.47"
+    # ours: torch 88, 90, 89 -> mean 89.00, t interval half width 4.303 * 1 / sqrt(3) = 2.48
+    assert dp_acc["ours"] == "89.00 ± 2.48 (3 seeds)"
+    assert dp_acc["ours − published"] == "3.53"
+    tf_row = rows[(rows["our setting"] == f"{DP} (TF Privacy)")
+                  & (rows["paper column"] == "accuracy_pct")].iloc[0]
+    assert tf_row["published"] == "96.72" and tf_row["ours"].startswith("91.00 ±")
+    # the non-private settings were not among these runs
+    assert (rows[rows["our setting"].str.startswith(NP)]["ours"] == "not run").all()
+    text = "\n".join(published_section(grid.published, frame))
+    assert text.startswith("## Published vs ours")
+    assert "85.47" in text and "96.72" in text and "Kotevska" in text
+    assert "Deviations" in text and "Assumed where the paper is ambiguous" in text
+    assert "0.0169" in text  # the sampling-rate deviation
+
+
+def test_a_paper_without_a_table_says_so() -> None:
+    grid = expand_grid(load_preset("interpretability-clip-sweep"))
+    text = "\n".join(published_section(grid.published, results_frame(_mnist_runs())))
+    assert "has no table" in text and "Figure 6b" in text
+
+
+def test_every_preset_reproducing_a_paper_names_its_table() -> None:
+    for name in ("mnist-library-benchmark", "mnist-library-benchmark-15",
+                 "imdb-library-benchmark", "imdb-library-benchmark-15",
+                 "medical-ldp-vs-dpsgd", "medical-ldp-vs-dpsgd-cnn4",
+                 "interpretability-vs-epsilon", "interpretability-clip-sweep"):
+        grid = expand_grid(load_preset(name))
+        assert grid.published, name
+        assert all(entry.get("deviations") for entry in grid.published), name
+
+
+def _bad(change: str) -> dict:
+    raw = copy.deepcopy(load_preset("mnist-library-benchmark-15"))
+    cell = raw["published"][0]["cells"][0]
+    if change == "setting":
+        cell["setting"] = "15 epochs · DP (noise 9)"
+    elif change == "column":
+        cell["column"] = "accuracy_top5"
+    elif change == "row":
+        cell["row"] = {"library": "opacus", "epochs": 16, "private": True}
+    elif change == "table":
+        raw["published"][0]["table"] = "cifar_table"
+    elif change == "metric":
+        cell["metric"] = "f1"
+    return raw
+
+
+@pytest.mark.parametrize("change, fragment", [
+    ("setting", "setting '15 epochs · DP (noise 9)' is not in the grid"),
+    ("column", "column 'accuracy_top5' is not in the table"),
+    ("row", "matches 0 rows"),
+    ("table", "has no table 'cifar_table'"),
+    ("metric", "metric 'f1' is not known"),
+])
+def test_a_published_entry_that_does_not_match_the_grid_is_one_line(change: str,
+                                                                    fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        expand_grid(_bad(change))
+    message = str(info.value)
+    assert "\n" not in message and fragment in message
+    assert message.startswith("published entry 0 (library_benchmark_kotevska/")
+
+
+def test_the_cli_rejects_it_before_any_training(tmp_path: Path) -> None:
+    grid_file = tmp_path / "grid.yaml"
+    grid_file.write_text(yaml.safe_dump(_bad("column"), allow_unicode=True))
+    out, report = tmp_path / "runs", tmp_path / "report"
+    proc = subprocess.run(
+        [sys.executable, "-m", "compare.cli.main", "compare", "--config", str(grid_file),
+         "--out", str(out), "--report", str(report), "--quiet"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "published entry 0" in lines[0] and "accuracy_top5" in lines[0]
+    assert not out.exists() and not report.exists()
+
+
+def test_dpcompare_report_finds_the_presets_published_figures_from_the_runs() -> None:
+    from compare.report import preset_published
+
+    runs = _mnist_runs()
+    for r in runs:
+        r.grid = "mnist-library-benchmark-15"
+    entries = preset_published(runs)
+    assert entries and entries[0]["table"] == "mnist_table_I"
+    runs[0].grid = "some-other-grid"
+    assert preset_published(runs) == ()
