@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
 from compare.reporting.stats import mean_interval
-from dpcore.ldp.cache import atomic_path
+from dpcore.io import atomic_path
 
 PANEL_INCHES = (4.6, 3.4)
 DPI = 110

@@ -16,8 +16,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from dpcore.io import atomic_path  # noqa: F401 - former home, kept for callers (compare.montage)
-
 #: Bump when the layout of the cached file or the noise derivation changes.
 CACHE_FORMAT_VERSION = 1
 

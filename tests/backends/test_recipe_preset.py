@@ -37,8 +37,14 @@ def test_gap_attribution_preset_expands() -> None:
             assert changed == (3 if "microbatches" in cell.setting else 1), cell.setting
     assert {privacy_claim(c.config, b)["status"] for c, b in runs} == {
         "proved", "claimed, not proved"}
-    published = {(p["library"], p["private"]): p["accuracy_pct"] for p in grid.published}
-    assert published[("tf_privacy", True)] == 96.72 and published[("opacus", True)] == 85.47
+    from compare.reporting.published import find_row, paper_table
+
+    (entry,) = grid.published
+    table = paper_table(entry["paper"], entry["table"])
+    published = {(c["backend"], c["setting"]): table.rows[find_row(table, c["row"])][
+        table.columns.index(c["column"])] for c in entry["cells"] if c["metric"] == "accuracy"}
+    assert published == {("tf", "TF Privacy stock (library)"): 96.72,
+                         ("torch", "Opacus stock (library)"): 85.47}
 
 
 def test_axis_entry_backends_restrict_cells() -> None:
