@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.errors import DpCompareError
-from dpcore.io import json_safe, json_text
+from dpcore.io import json_text
 
 
 def add_engine_option(parser: argparse.ArgumentParser) -> None:
@@ -37,8 +37,6 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json_text(obj))
 
 
-#: The former name of the one JSON sanitiser (:func:`dpcore.io.json_safe`), kept for callers.
-_finite = json_safe
 
 
 def check_output_folder(path: str | Path, option: str) -> Path:

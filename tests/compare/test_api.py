@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from compare import api
-from compare.cli.common import _finite
 from compare.cli.main import main
 from dpcore.errors import ConfigError, DataError, DpCompareError
+from dpcore.io import json_safe
 
 SMOKE_RUNS = 4
 
@@ -182,7 +182,7 @@ def test_epsilon_equals_cli_json(kwargs: dict[str, Any], cli_args: list[Any],
     code, stdout, err = run_cli(capsys, "epsilon", *cli_args, "--json")
     assert code == 0, err
     figures = api.epsilon(**kwargs)
-    assert _finite(figures) == json.loads(stdout)
+    assert json_safe(figures) == json.loads(stdout)
     assert not figures["calibrated"]
 
 
@@ -191,7 +191,7 @@ def test_calibrate_equals_cli_target_epsilon(capsys: pytest.CaptureFixture[str])
                                 "--target-epsilon", 1, "--steps", 500, "--json")
     assert code == 0, err
     figures = api.calibrate(n=60000, batch_size=256, target_epsilon=1.0, steps=500)
-    assert _finite(figures) == json.loads(stdout)
+    assert json_safe(figures) == json.loads(stdout)
     assert figures["calibrated"] and figures["epsilon"]["rdp"] == pytest.approx(1.0, rel=0.01)
 
 
@@ -211,7 +211,7 @@ def test_train_equals_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[st
         "--quiet", "--json")
     assert code == 0, err
     cli = json.loads(stdout)
-    ours = _finite(result.to_dict())
+    ours = json_safe(result.to_dict())
     assert ours["config_hash"] == cli["config_hash"] and ours["run_id"] == cli["run_id"]
     for key in ("config", "metrics", "privacy", "faithfulness", "dataset", "status",
                 "checkpoint"):
