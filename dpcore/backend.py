@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 
 from dpcore.errors import ConfigError, DpCompareError
+from dpcore.results import BACKENDS
 
 if TYPE_CHECKING:  # type-only: these modules import no framework either, but keep it light
     from dpcore.accounting import PrivacyPlan
@@ -30,11 +31,9 @@ if TYPE_CHECKING:  # type-only: these modules import no framework either, but ke
     from dpcore.trained import TrainedModel
     from dpcore.trainloop import EpochCallback, StepEngine, StepMechanism
 
-#: Backend name -> package. The only such mapping in the project.
+#: Backend name (one of :data:`dpcore.results.BACKENDS`, the names a result may hold) ->
+#: package. The only mapping from a backend name to code in the project.
 BACKEND_PACKAGES: dict[str, str] = {"tf": "tfpipe", "torch": "torchpipe"}
-
-#: Known backend names, in display order.
-BACKENDS: tuple[str, ...] = tuple(BACKEND_PACKAGES)
 
 #: Engine names a backend offers (``perf.engine``): the fast layer-wise engine and the
 #: library's reference per-example engine.

@@ -21,7 +21,7 @@ from dpcore.data.dataset import Dataset
 from dpcore.pipeline import factor_initial_weights, fit
 from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
-from dpcore.trainloop import EpochCallback, StepMechanism
+from dpcore.trainloop import EpochCallback
 from torchpipe import fast
 from torchpipe.accounting import opacus_epsilons
 from torchpipe.engine import (  # also imported from here by callers and tests
@@ -71,21 +71,12 @@ def train(
         "grad_sample_mode": DEFAULT_GRAD_SAMPLE_MODE
         if config.privacy.is_dpsgd and choice.engine == "reference" else None,
         **choice.details()}
-    engines: list[TorchStepEngine] = []
-
-    def make_engine(plan: PrivacyPlan, mechanism: StepMechanism) -> TorchStepEngine:
-        engines.append(engine_cls(model, config, mechanism, perf))
-        return engines[-1]
-
-    try:
-        trained = fit(
-            config, dataset, perf, backend=BACKEND, model=model, make_engine=make_engine,
-            library_epsilon=library_epsilon, progress=progress, callbacks=callbacks,
-            perf_details=details,
-        )
-    finally:
-        for engine in engines:
-            engine.close()
+    trained = fit(  # fit closes the engine (Opacus's hooks removed) however training ends
+        config, dataset, perf, backend=BACKEND, model=model,
+        make_engine=lambda plan, mechanism: engine_cls(model, config, mechanism, perf),
+        library_epsilon=library_epsilon, progress=progress, callbacks=callbacks,
+        perf_details=details,
+    )
     model.eval()
     return trained
 
