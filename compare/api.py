@@ -427,7 +427,8 @@ def compare(
             multi-node cluster ``out`` (and the data) must be on storage every node mounts at
             the same path: Ray does not sync files between nodes.
         overrides: ``section.key=value`` settings applied to every cell.
-        engine: the TF backend's DP path, ``reference`` or ``fast`` (performance only).
+        engine: the DP step engine of both backends, ``fast`` or ``reference`` (performance
+            only; default: the grid's, else fast where the model supports it).
         data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
         report: False writes no report; True writes it to ``reports/<grid name>``; a path
             writes it there (``report.md``, CSV tables, PNG plots).

@@ -201,3 +201,22 @@ def test_default_engine_is_fast_and_falls_back_only_when_not_asked_for(
     assert trained.extra["fast_engine_fallback"] == "unsupported layers: ln (LayerNorm)"
     with pytest.raises(ConfigError, match=r"no rule for layer ln \(LayerNorm\)"):
         train(cfg, digits16(), PerfSpec(engine="fast"), progress=False)
+
+
+def test_cli_engine_fast_on_a_layer_without_a_rule_is_one_line_exit_2_nothing_written(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from compare.cli.main import main
+    from torchpipe import fast
+
+    monkeypatch.setattr(fast, "unsupported_layers",
+                        lambda model: ["blocks.0.ln (LayerNorm: no per-example rule)"])
+    out = tmp_path / "out"
+    status = main(["train", "--backend", "torch", "--dataset", "digits", "--steps", "1",
+                   "--set", "data.image_size=16",
+                   "--noise-multiplier", "1.0", "--engine", "fast", "--out", str(out),
+                   "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert len(err.splitlines()) == 1 and "blocks.0.ln (LayerNorm" in err
+    assert not list(out.rglob("result.json")) and not list(out.rglob("*.npz"))
