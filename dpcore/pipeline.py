@@ -6,7 +6,8 @@
   and assemble the :class:`~dpcore.trained.TrainedModel` with its RunResult. Each backend's
   ``train`` is a thin wrapper that builds its model and engine and calls this.
 
-The backend contract (``tfpipe.train`` and ``torchpipe.train`` alike)::
+The backend contract (typed as :class:`dpcore.backend.Backend`, loaded by name with
+:func:`dpcore.backend.load_backend`; ``tfpipe.train`` and ``torchpipe.train`` alike)::
 
     train(config, dataset, perf=None, *, initial_weights=None, progress=True, callbacks=())
         -> TrainedModel

@@ -103,3 +103,14 @@ def test_explicit_fast_on_a_layer_without_a_rule_is_one_line_naming_it() -> None
 def test_an_unknown_engine_is_refused() -> None:
     with pytest.raises(ConfigError, match="perf.engine='turbo' is not known"):
         choose_engine("turbo", [], 1)
+
+
+def test_the_step_engines_keep_their_old_import_paths() -> None:
+    pytest.importorskip("opacus")
+    pytest.importorskip("tensorflow")
+    from tfpipe.engine import TfStepEngine
+    from tfpipe.train import TfStepEngine as TfFromTrain
+    from torchpipe.engine import TorchStepEngine
+    from torchpipe.train import TorchStepEngine as TorchFromTrain
+
+    assert TfFromTrain is TfStepEngine and TorchFromTrain is TorchStepEngine

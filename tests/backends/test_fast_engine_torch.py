@@ -220,3 +220,24 @@ def test_cli_engine_fast_on_a_layer_without_a_rule_is_one_line_exit_2_nothing_wr
     assert status == 2
     assert len(err.splitlines()) == 1 and "blocks.0.ln (LayerNorm" in err
     assert not list(out.rglob("result.json")) and not list(out.rglob("*.npz"))
+
+
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+def test_opacus_ghost_mode_gets_a_norm_for_every_layer_type() -> None:
+    """The norm samplers registered for Conv/GroupNorm make Opacus's own ghost clipping give
+    the per-example norms of a naive loop on resnet18 (Conv2d, GroupNorm, Linear)."""
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+    from torchpipe import fast
+
+    model, x, y = _model_and_batch("resnet18")
+    model.train()
+    types = {type(m) for _, m in fast._trainable_modules(model)}
+    assert types >= {torch.nn.Conv2d, torch.nn.GroupNorm, torch.nn.Linear}
+    assert all(t in GradSampleModuleFastGradientClipping.NORM_SAMPLERS for t in types)
+    expected = _norms(_per_example_gradients(model, x, y), "l2")
+    ghost = GradSampleModuleFastGradientClipping(model, batch_first=True, loss_reduction="sum",
+                                                 max_grad_norm=1.0, use_ghost_clipping=True)
+    torch.nn.functional.cross_entropy(ghost(x), y, reduction="sum").backward()
+    np.testing.assert_allclose(ghost.get_norm_sample().double().numpy(), expected, rtol=1e-5)
+    ghost._close()
