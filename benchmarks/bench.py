@@ -19,6 +19,8 @@ Variants (DP ones: Gaussian DP-SGD, C = 1, sigma = 1, SGD lr 0.1, noise once per
 * ``tf_privacy_keras``: TF Privacy's own ``DPKerasSGDOptimizer`` with
   ``num_microbatches = B`` via ``model.train_on_batch`` (batch 256 only);
 * ``torch_plain``: the torchpipe engine's non-private step;
+* ``torch_dp_fast``: :class:`torchpipe.fast.FastTorchStepEngine` (same update, layer-wise
+  clipping: the same algorithm as ``tf_dp_fast``);
 * ``opacus_<mode>``: torchpipe's Opacus engine with grad-sample mode ``hooks``,
   ``functorch`` or ``ew`` (a mode that fails on the model is recorded as unsupported).
 
@@ -43,7 +45,6 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from unittest import mock
 
 import numpy as np
 
@@ -228,9 +229,9 @@ def _mechanism(batch: int, private: bool) -> StepMechanism:
 def _tf_variants(case: Case) -> list[Variant]:
     import tensorflow as tf
 
+    from tfpipe.engine import TfStepEngine
     from tfpipe.fast import FastTfStepEngine, unsupported_layers
     from tfpipe.models import build_model
-    from tfpipe.train import TfStepEngine
 
     perf = PerfSpec()
     out = []
@@ -267,23 +268,31 @@ def _tf_variants(case: Case) -> list[Variant]:
 
 
 def _torch_variants(case: Case) -> list[Variant]:
-    from torchpipe import train as torch_train
+    from torchpipe.engine import TorchStepEngine
+    from torchpipe.fast import FastTorchStepEngine, unsupported_layers
     from torchpipe.models import build_model
 
     perf = PerfSpec()
     out = []
     model = build_model(ModelSpec(name=case.model), case.shape, 10, seed=0)
-    engine = torch_train.TorchStepEngine(model, _config(case.model, case.batch_size, False),
-                                         _mechanism(case.batch_size, False), perf)
+    engine = TorchStepEngine(model, _config(case.model, case.batch_size, False),
+                             _mechanism(case.batch_size, False), perf)
     out.append(Variant("torch_plain", "torch", False, step=engine.train_step))
+    model = build_model(ModelSpec(name=case.model), case.shape, 10, seed=0)
+    if unsupported_layers(model):
+        out.append(Variant("torch_dp_fast", "torch", True, skipped="unsupported layers: "
+                           + ", ".join(unsupported_layers(model))))
+    else:
+        engine = FastTorchStepEngine(model, _config(case.model, case.batch_size, True),
+                                     _mechanism(case.batch_size, True), perf)
+        out.append(Variant("torch_dp_fast", "torch", True, step=engine.train_step,
+                           close=engine.close))
     for mode in OPACUS_MODES:
         model = build_model(ModelSpec(name=case.model), case.shape, 10, seed=0)
         try:
-            # The engine takes its mode from GRAD_SAMPLE_MODES[perf.engine]: patched here only.
-            with mock.patch.dict(torch_train.GRAD_SAMPLE_MODES, {"reference": mode}):
-                engine = torch_train.TorchStepEngine(
-                    model, _config(case.model, case.batch_size, True),
-                    _mechanism(case.batch_size, True), perf)
+            engine = TorchStepEngine(model, _config(case.model, case.batch_size, True),
+                                     _mechanism(case.batch_size, True), perf,
+                                     grad_sample_mode=mode)
         except Exception as exc:  # noqa: BLE001 - Opacus raises various types per mode
             out.append(Variant(f"opacus_{mode}", "torch", True,
                                skipped=f"unsupported: {type(exc).__name__}: {exc}"[:300]))
@@ -407,6 +416,8 @@ def ratios(figures: dict[str, Any]) -> dict[str, float | str | None]:
         "tf_privacy_keras/tf_plain": ratio("tf_privacy_keras", "tf_plain"),
         "opacus_hooks/torch_plain": ratio("opacus_hooks", "torch_plain"),
         "opacus_fastest/torch_plain": ratio(opacus_best, "torch_plain"),
+        "torch_dp_fast/torch_plain": ratio("torch_dp_fast", "torch_plain"),
+        "tf_dp_fast/torch_dp_fast": ratio("tf_dp_fast", "torch_dp_fast"),
         "tf_plain/torch_plain": ratio("tf_plain", "torch_plain"),
         "tf_dp_reference/opacus_hooks": ratio("tf_dp_reference", "opacus_hooks"),
         "tf_dp_fast/opacus_hooks": ratio("tf_dp_fast", "opacus_hooks"),

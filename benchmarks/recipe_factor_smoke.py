@@ -8,12 +8,12 @@ each switch runs and is recorded, not how much it matters (that is mnist-gap-att
 
 from __future__ import annotations
 
-import importlib
 import json
 import sys
 import time
 from collections.abc import Sequence
 
+from dpcore.backend import load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.pipeline import prepare_dataset
 
@@ -38,7 +38,7 @@ VARIANTS: dict[str, list[str]] = {
 
 def main(argv: Sequence[str]) -> int:
     backend = argv[0]
-    module = importlib.import_module({"tf": "tfpipe.train", "torch": "torchpipe.train"}[backend])
+    module = load_backend(backend)
     base = RunConfig.from_dict(BASE)
     data = prepare_dataset(base, argv[1] if len(argv) > 1 else None)
     for name, overrides in VARIANTS.items():

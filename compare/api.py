@@ -37,10 +37,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compare.runner import GridOutcome, backend_module
+from compare.runner import GridOutcome
+from dpcore.backend import BACKENDS, load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError, DataError, DpCompareError
-from dpcore.results import BACKENDS, RESULT_FILE, ResultsStore, RunResult, run_id
+from dpcore.results import RESULT_FILE, ResultsStore, RunResult, run_id
 
 if TYPE_CHECKING:
     import numpy as np
@@ -426,7 +427,8 @@ def compare(
             multi-node cluster ``out`` (and the data) must be on storage every node mounts at
             the same path: Ray does not sync files between nodes.
         overrides: ``section.key=value`` settings applied to every cell.
-        engine: the TF backend's DP path, ``reference`` or ``fast`` (performance only).
+        engine: the DP step engine of both backends, ``fast`` or ``reference`` (performance
+            only; default: the grid's, else fast where the model supports it).
         data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
         report: False writes no report; True writes it to ``reports/<grid name>``; a path
             writes it there (``report.md``, CSV tables, PNG plots).
@@ -595,7 +597,7 @@ def load_model(run_dir: str | Path, backend: str | None = None) -> TrainedModel:
                         f"{CHECKPOINT_FILE}, or the checkpoint file itself)")
     if backend is None:
         backend = _check_backend(str(read_checkpoint(checkpoint)[1].get("backend")))
-    return backend_module(backend, "train").load_checkpoint(checkpoint)
+    return load_backend(backend).load_checkpoint(checkpoint)
 
 
 def predict_proba(model: TrainedModel, x: np.ndarray) -> np.ndarray:
@@ -603,7 +605,7 @@ def predict_proba(model: TrainedModel, x: np.ndarray) -> np.ndarray:
 
     ``x``: NHWC images (``uint8`` 0..255 or float32 in [0, 1]) or [N, L] token ids.
     """
-    return backend_module(model.backend, "predict").predict_proba(model, x)
+    return load_backend(model.backend).predict_proba(model, x)
 
 
 def gradcam(model: TrainedModel, x: np.ndarray,
@@ -620,7 +622,7 @@ def gradcam(model: TrainedModel, x: np.ndarray,
     Raises:
         ConfigError: a text model, images of the wrong shape, a class out of range.
     """
-    return backend_module(model.backend, "explain").gradcam(model, x, class_idx)
+    return load_backend(model.backend).gradcam(model, x, class_idx)
 
 
 def load_data(config: RunConfig | Mapping[str, Any] | str | Path,

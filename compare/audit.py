@@ -24,7 +24,6 @@ TF Privacy (and so TensorFlow) is imported lazily, on the first audit.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from dpcore.backend import BACKENDS, load_backend
 from dpcore.errors import ConfigError, DataError
 from dpcore.metrics.audit import advantage_upper_bound, empirical_advantage, exceeds_bound
 
@@ -55,7 +55,6 @@ AUDIT_KEYS: tuple[str, ...] = (
     "member_mean_loss", "nonmember_mean_loss", "library",
 )
 
-PREDICT_MODULES = {"tf": "tfpipe.predict", "torch": "torchpipe.predict"}
 
 PredictProba = Callable[[np.ndarray], np.ndarray]
 
@@ -196,10 +195,10 @@ def audit_trained(trained: Any, dataset: Any, privacy: Mapping[str, Any], *,
         :func:`run_membership_audit`'s dict plus ``"claim"`` (how the epsilon was chosen) and
         ``"backend"``.
     """
-    if trained.backend not in PREDICT_MODULES:
+    if trained.backend not in BACKENDS:
         raise ConfigError(f"backend={trained.backend!r} is not known; valid: "
-                          f"{', '.join(PREDICT_MODULES)}")
-    predict = importlib.import_module(PREDICT_MODULES[trained.backend])
+                          f"{', '.join(BACKENDS)}")
+    predict = load_backend(trained.backend)
     epsilon, delta, note = claimed_privacy(privacy)
     audit = run_membership_audit(
         lambda x: predict.predict_proba(trained, x),

@@ -39,19 +39,18 @@ import numpy as np
 from compare.cellrun import DatasetCache, run_one  # re-exported: callers import them here too
 from compare.grid import Grid, GridCell
 from compare.training import (  # re-exported: callers import them from here too
-    BACKEND_PACKAGES,
     CONV_MODELS,
-    backend_module,
     faithfulness_of,
     faithfulness_skip_reason,
     record_faithfulness,
 )
+from dpcore.backend import load_backend
 from dpcore.errors import DpCompareError
 from dpcore.results import RESULT_FILE, ResultsStore, RunResult, run_id
 
 __all__ = [
-    "BACKEND_PACKAGES", "CONV_MODELS", "FINAL_STATUSES", "DatasetCache", "GridOutcome",
-    "backend_module", "faithfulness_of", "faithfulness_skip_reason", "record_faithfulness",
+    "CONV_MODELS", "FINAL_STATUSES", "DatasetCache", "GridOutcome",
+    "faithfulness_of", "faithfulness_skip_reason", "record_faithfulness",
     "run_grid", "run_one", "write_montages",
 ]
 
@@ -170,12 +169,12 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                     class_names = tuple(dataset.class_names)
                 if clean is None and cell.config.privacy.mechanism != "ldp":
                     clean = x
-                train = backend_module(backend, "train")
-                trained = train.load_checkpoint(store.root / result.checkpoint)
+                code = load_backend(backend)
+                trained = code.load_checkpoint(store.root / result.checkpoint)
                 # Each model is explained on the inputs it is evaluated on.
-                proba = backend_module(backend, "predict").predict_proba(trained.model, x)
+                proba = code.predict_proba(trained.model, x)
                 pred = proba.argmax(axis=1)
-                maps = backend_module(backend, "explain").gradcam(trained.model, x, pred)
+                maps = code.gradcam(trained.model, x, pred)
             except DpCompareError as exc:
                 log(f"montage {data_name}/{model_name}: skipped {backend}: {exc}")
                 continue

@@ -4,7 +4,7 @@ Both ``dpcompare train`` (:mod:`compare.cli.train`) and the grid runner
 (:func:`compare.cellrun.run_one`) call :func:`train_and_record`, so a stored RunResult always went
 through the same steps, in this order:
 
-1. the backend trains (:func:`backend_module` ``(backend, "train").train``); a DP-SGD model
+1. the backend trains (:func:`dpcore.backend.load_backend` ``(backend).train``); a DP-SGD model
    holding a layer the accountant cannot cover (BatchNorm) is refused before the first step by
    :func:`dpcore.pipeline.fit` (:func:`dpcore.privacy_checks.check_dp_model`), and the trained
    model is checked once more (defence in depth: nothing refused is ever stored as finished);
@@ -19,7 +19,6 @@ the next invocation redoes the run) and is re-raised, never swallowed: the CLI e
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.architectures import IMAGE_ARCHITECTURES
+from dpcore.backend import load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import DpCompareError
@@ -35,7 +35,6 @@ from dpcore.results import ResultsStore, RunResult, library_versions, run_id, ut
 from dpcore.trained import CHECKPOINT_FILE
 from dpcore.trainloop import EpochCallback
 
-BACKEND_PACKAGES = {"tf": "tfpipe", "torch": "torchpipe"}
 #: The models Grad-CAM faithfulness applies to: every image (convolutional) architecture.
 CONV_MODELS: tuple[str, ...] = tuple(IMAGE_ARCHITECTURES)
 INTERRUPTED_MESSAGE = "interrupted (KeyboardInterrupt); redone by the next invocation"
@@ -60,17 +59,6 @@ class Evaluation:
         if not evaluation.get("faithfulness", True):
             subset = 0
         return cls(faithfulness_subset=subset, audit=bool(evaluation.get("audit", False)))
-
-
-def backend_module(backend: str, part: str) -> Any:
-    """Import ``tfpipe.<part>`` / ``torchpipe.<part>`` lazily (frameworks load only when used).
-
-    Raises:
-        DpCompareError: for an unknown backend name.
-    """
-    if backend not in BACKEND_PACKAGES:
-        raise DpCompareError(f"backend {backend!r} is not known; valid: tf, torch")
-    return importlib.import_module(f"{BACKEND_PACKAGES[backend]}.{part}")
 
 
 def train_and_record(
@@ -108,7 +96,7 @@ def train_and_record(
     # faithfulness and audit below then see them too. Idempotent.
     dataset = apply_data_factors(config, dataset)
     try:
-        train = backend_module(backend, "train")
+        train = load_backend(backend)
         trained = train.train(config, dataset, perf or PerfSpec(), progress=progress,
                               callbacks=list(callbacks))
         if config.privacy.is_dpsgd:
@@ -204,8 +192,7 @@ def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int
     from dpcore.data import as_float01
     from dpcore.metrics import faithfulness_metrics, seeded_subset
 
-    explain = backend_module(backend, "explain")
-    predict = backend_module(backend, "predict")
+    predict = explain = load_backend(backend)
     idx = seeded_subset(len(dataset.x_test), subset_size, seed)
     x = as_float01(dataset.x_test[idx])
     reason = faithfulness_skip_reason(x)

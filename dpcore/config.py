@@ -458,8 +458,11 @@ class PerfSpec:
     """Performance-only switches: never part of the config hash, never change the result.
 
     Attributes:
-        engine: ``reference`` (the library's documented DP path) or ``fast`` (a faster path that
-            computes the same clipped-and-noised update).
+        engine: ``None`` (default: the fast engine where the model supports it, else the
+            reference one, the fallback recorded in the result's ``perf``), ``fast`` (strict:
+            a model layer without a fast rule is an error naming it) or ``reference`` (the
+            library's documented per-example DP path). Both compute the same
+            clipped-and-noised update (see :func:`dpcore.backend.choose_engine`).
         xla: compile with XLA where the backend supports it.
         threads: intra-op threads, ``None`` for the framework default.
         physical_batch_size: largest chunk of examples whose per-example gradients are held
@@ -467,14 +470,15 @@ class PerfSpec:
         deterministic: ask the framework for deterministic kernels.
     """
 
-    engine: str = "reference"
+    engine: str | None = None
     xla: bool = False
     threads: int | None = None
     physical_batch_size: int | None = 256
     deterministic: bool = True
 
     def __post_init__(self) -> None:
-        _check_choice("perf.engine", self.engine, ENGINES)
+        if self.engine is not None:
+            _check_choice("perf.engine", self.engine, ENGINES)
         _integer_field(self, "threads", "perf.threads", low=1, valid="an integer >= 1 or null")
         _integer_field(self, "physical_batch_size", "perf.physical_batch_size", low=1,
                        valid="an integer >= 1 or null")

@@ -6,7 +6,8 @@
   and assemble the :class:`~dpcore.trained.TrainedModel` with its RunResult. Each backend's
   ``train`` is a thin wrapper that builds its model and engine and calls this.
 
-The backend contract (``tfpipe.train`` and ``torchpipe.train`` alike)::
+The backend contract (typed as :class:`dpcore.backend.Backend`, loaded by name with
+:func:`dpcore.backend.load_backend`; ``tfpipe.train`` and ``torchpipe.train`` alike)::
 
     train(config, dataset, perf=None, *, initial_weights=None, progress=True, callbacks=())
         -> TrainedModel
@@ -241,8 +242,11 @@ def fit(
     if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
         check_dp_model(model, model_name=f"model {config.model.name!r}")
     engine = make_engine(plan, step_mechanism(config, plan))
-    outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
-                           callbacks=callbacks)
+    try:
+        outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
+                               callbacks=callbacks)
+    finally:  # also on divergence, a callback's exception or Ctrl-C
+        engine.close()
     result = build_run_result(
         config, backend, dataset, plan, outcome, perf=perf,
         library_epsilon=library_epsilon_or_empty(library_epsilon, plan),

@@ -37,9 +37,10 @@ __all__ = [  # atomic_write_bytes / atomic_write_json / json_safe: re-exported f
     "run_id", "utc_now", "validate_result_dict",
 ]
 
+#: Backend names a RunResult may hold (their code: :func:`dpcore.backend.load_backend`).
+BACKENDS = ("tf", "torch")
 SCHEMA_VERSION = 1
 RESULT_FILE = "result.json"
-BACKENDS = ("tf", "torch")
 STATUSES = ("running", "finished", "diverged", "failed", "interrupted")
 
 #: Distributions whose versions every RunResult records.

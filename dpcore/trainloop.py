@@ -104,11 +104,11 @@ def step_mechanism(config: RunConfig, plan: PrivacyPlan) -> StepMechanism:
 class StepEngine(Protocol):
     """What a backend implements; the driver owns the rest of training."""
 
-    def train_step(self, chunks: Sequence[Chunk]) -> float:
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
         """One logical step over ``chunks`` (possibly none: a noise-only update).
 
-        When ``factors.normalisation`` is not ``expected`` the driver calls
-        ``train_step(chunks, divisor=d)`` instead: the noised sum is divided by ``d``.
+        ``divisor``: of the noised sum, default the expected batch size B; the driver passes
+        one only when ``factors.normalisation`` is not ``expected``.
 
         Returns:
             The sum over the batch's examples of their cross-entropy loss (nats) at the
@@ -123,6 +123,11 @@ class StepEngine(Protocol):
 
     def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
         """Load neutral-layout weights into the model (optimizer state is untouched)."""
+
+    def close(self) -> None:
+        """Release what the engine attached to the model (hooks, per-example buffers,
+        gradients); the model keeps its weights. :func:`dpcore.pipeline.fit` calls it once
+        training ends, however it ends; the engine is not used afterwards."""
 
 
 class WeightEma:

@@ -82,3 +82,6 @@ class TfStepEngine:
     def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
         """Load neutral-layout weights."""
         set_weights(self.model, weights)
+
+    def close(self) -> None:
+        """Nothing to release: the engine attaches nothing to the Keras model."""

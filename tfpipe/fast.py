@@ -29,8 +29,9 @@ are the reference engine's. The update is therefore the reference one up to floa
 Rules exist for every trainable layer type of the registered models (Dense, Conv2D, Conv1D,
 Embedding, GroupNormalization). A model with another trainable layer type (or a fused
 activation, a grouped or causal convolution) is not supported: :func:`unsupported_layers`
-names its layers and :func:`tfpipe.train.train` falls back to
-the reference engine (recorded in ``engine_used`` / ``fast_engine_fallback``).
+names its layers; :func:`dpcore.backend.choose_engine` then falls back to the reference engine
+when no engine was asked for (recorded in ``engine_used`` / ``fast_engine_fallback``) and
+refuses an explicit ``perf.engine: fast`` with an error naming them.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpcore.accounting import PrivacyPlan
+from dpcore.backend import choose_engine
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
@@ -88,21 +89,21 @@ def train(
         initial_weights = factor_initial_weights(config, dataset)
     if initial_weights is not None:
         set_weights(model, initial_weights)
-    details = {"per_example_gradients": "tf.vectorized_map per chunk",
-               "dp_query": "tensorflow_privacy SumAggregationDPQuery subclass",
-               "engine_used": "reference"}
+    details: dict[str, str] = {"per_example_gradients": "tf.vectorized_map per chunk",
+                               "dp_query": "tensorflow_privacy SumAggregationDPQuery subclass"}
     engine_cls: type[TfStepEngine] = TfStepEngine
-    if perf.engine == "fast":
-        from tfpipe import fast  # loaded only when asked for
+    unsupported: list[str] = []
+    if perf.engine != "reference" and config.privacy.is_dpsgd:
+        from tfpipe import fast  # loaded only when it may run
 
         unsupported = fast.unsupported_layers(model)
-        if config.factors.microbatch_size > 1:
-            details["fast_engine_fallback"] = "factors.microbatch_size > 1 (reference only)"
-        elif unsupported:
-            details["fast_engine_fallback"] = "unsupported layers: " + ", ".join(unsupported)
-        else:
-            engine_cls = fast.FastTfStepEngine
-            details.update(per_example_gradients=fast.DESCRIPTION, engine_used="fast")
+    choice = choose_engine(perf.engine, unsupported, config.factors.microbatch_size)
+    if choice.engine == "fast":
+        from tfpipe import fast
+
+        engine_cls = fast.FastTfStepEngine
+        details["per_example_gradients"] = fast.DESCRIPTION
+    details.update(choice.details())
     return fit(
         config, dataset, perf, backend=BACKEND, model=model,
         make_engine=lambda plan, mechanism: engine_cls(model, config, mechanism, perf),

@@ -12,16 +12,14 @@ run is flagged when the interval lies entirely above the bound. The audit is sto
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from compare.cli.common import add_data_dir_option, print_json
+from dpcore.backend import BACKENDS, load_backend
 from dpcore.errors import DataError, DpCompareError
-
-BACKEND_MODULES = {"tf": "tfpipe.train", "torch": "torchpipe.train"}
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -58,9 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if result.status != "finished":
         raise DpCompareError(f"run {result.run_id} has status {result.status!r}; only "
                              "finished runs can be audited")
-    if result.backend not in BACKEND_MODULES:
+    if result.backend not in BACKENDS:
         raise DpCompareError(f"run {result.run_id} has backend {result.backend!r}; valid: "
-                             f"{', '.join(BACKEND_MODULES)}")
+                             f"{', '.join(BACKENDS)}")
     checkpoint = _checkpoint_path(run_dir, result.checkpoint, CHECKPOINT_FILE)
     config = RunConfig.from_dict(result.config)
     dataset = prepare_dataset(config, args.data_dir)
@@ -71,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
             f"but the run trained on {expected}: the members would not be its training set; "
             "give the --data-dir the run used"
         )
-    backend = importlib.import_module(BACKEND_MODULES[result.backend])
-    trained = backend.load_checkpoint(checkpoint)
+    trained = load_backend(result.backend).load_checkpoint(checkpoint)
     audit = audit_trained(trained, dataset, result.privacy, n=args.n, seed=args.seed)
     _store_audit(result_path, audit)
     if args.json:

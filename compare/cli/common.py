@@ -13,14 +13,16 @@ from dpcore.io import json_text
 
 
 def add_engine_option(parser: argparse.ArgumentParser) -> None:
-    """``--engine``: the TF backend's per-example path (performance only, not in the hash)."""
+    """``--engine``: the DP step engine of both backends (performance only, not in the hash)."""
     from dpcore.config import ENGINES
 
     parser.add_argument(
         "--engine", choices=ENGINES, default=None,
-        help="TF backend's DP path: 'reference' (per-example gradients by tf.vectorized_map) "
-        "or 'fast' (layer-wise clipping, the same update, several times faster); performance "
-        "only, not part of the config hash (default: the grid's perf.engine, else reference)")
+        help="DP step engine of both backends: 'fast' (layer-wise clipping from one backward "
+        "pass; a model layer without a rule is an error) or 'reference' (the library's "
+        "per-example gradients: tf.vectorized_map / Opacus GradSampleModule); the same update, "
+        "performance only, not part of the config hash (default: the grid's perf.engine, else "
+        "fast where the model supports it, the fallback recorded in the result's perf)")
 
 
 def add_data_dir_option(parser: argparse.ArgumentParser) -> None:

@@ -19,12 +19,12 @@ from typing import Any
 
 from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, print_json
+from dpcore.backend import BACKENDS
 from dpcore.config import PerfSpec, RunConfig, apply_overrides
 from dpcore.errors import ConfigError
 
 MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
               "ldp": "ldp"}
-BACKENDS = ("tf", "torch")
 DEFAULT_OUT = api.DEFAULT_TRAIN_OUT
 
 

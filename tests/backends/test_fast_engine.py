@@ -158,11 +158,29 @@ def test_a_layer_without_a_rule_is_named_so_train_can_fall_back() -> None:
 
 def test_train_falls_back_to_the_reference_engine_and_says_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default engine (none asked for) falls back and records why."""
     from tfpipe import fast
     from tfpipe.train import train
 
     monkeypatch.setattr(fast, "unsupported_layers", lambda model: ["ln (LayerNormalization)"])
-    trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(engine="fast"),
-                    progress=False)
+    trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(), progress=False)
     assert trained.extra["engine_used"] == "reference"
     assert trained.extra["fast_engine_fallback"] == "unsupported layers: ln (LayerNormalization)"
+
+
+def test_fast_asked_explicitly_on_an_unsupported_layer_is_an_error_naming_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.errors import ConfigError
+    from tfpipe import fast
+    from tfpipe.train import train
+
+    monkeypatch.setattr(fast, "unsupported_layers", lambda model: ["ln (LayerNormalization)"])
+    with pytest.raises(ConfigError, match=r"no rule for layer ln \(LayerNormalization\)"):
+        train(config(noise=1.0, steps=2), digits16(), PerfSpec(engine="fast"), progress=False)
+
+
+def test_the_default_engine_is_fast() -> None:
+    from tfpipe.train import train
+
+    trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(), progress=False)
+    assert trained.extra["engine_used"] == "fast" and "fast_engine_fallback" not in trained.extra

@@ -22,7 +22,7 @@ from dpcore.sampling import batches_for  # noqa: E402
 from dpcore.trained import read_checkpoint  # noqa: E402
 from dpcore.trainloop import step_mechanism  # noqa: E402
 from tests.backends.train_helpers import (  # noqa: E402
-    FRAMEWORKS,
+    ENGINE_FRAMEWORKS,
     batch,
     chunks_of,
     config,
@@ -139,13 +139,15 @@ class TrainContract:
     # -------------------------------------------------------------- train()
     def _train(self, cfg: Any, **kwargs: Any) -> Any:
         train_module = self.framework.modules()[1]
+        kwargs.setdefault("perf", self.framework.perf())
         return train_module.train(cfg, digits16(), progress=False, **kwargs)
 
     def _baseline(self) -> Any:
-        """Plain SGD, noise 0.5, 4 steps (trained once per backend, shared by tests)."""
-        if self.framework.name not in _BASELINES:
-            _BASELINES[self.framework.name] = self._train(config(noise=0.5, lr=0.1, steps=4))
-        return _BASELINES[self.framework.name]
+        """Plain SGD, noise 0.5, 4 steps (trained once per backend and engine, shared)."""
+        key = f"{self.framework.name}-{self.framework.engine_name}"
+        if key not in _BASELINES:
+            _BASELINES[key] = self._train(config(noise=0.5, lr=0.1, steps=4))
+        return _BASELINES[key]
 
     def test_train_writes_a_valid_result_with_history(self) -> None:
         cfg = config(noise=1.0, epochs=2, batch_size=50, lr=0.5)
@@ -153,6 +155,7 @@ class TrainContract:
         result = trained.result.to_dict()
         validate_result_dict(result)
         assert result["status"] == "finished" and result["backend"] == self.framework.name
+        assert result["perf"]["engine_used"] == self.framework.engine_name
         plan = plan_privacy(cfg, 300)
         assert [h["epoch"] for h in result["history"]] == [1, 2]
         assert result["history"][-1]["step"] == plan.batches.steps == 12
@@ -223,9 +226,26 @@ class TrainContract:
                                    predict_module.predict_proba(trained, x), atol=1e-6)
 
 
-class TestTrainTf(TrainContract):
-    framework = FRAMEWORKS["tf"]
+class TestTrainTfReference(TrainContract):
+    framework = ENGINE_FRAMEWORKS["tf-reference"]
 
 
-class TestTrainTorch(TrainContract):
-    framework = FRAMEWORKS["torch"]
+class TestTrainTfFast(TrainContract):
+    framework = ENGINE_FRAMEWORKS["tf-fast"]
+
+
+class TestTrainTorchReference(TrainContract):
+    framework = ENGINE_FRAMEWORKS["torch-reference"]
+
+
+class TestTrainTorchFast(TrainContract):
+    framework = ENGINE_FRAMEWORKS["torch-fast"]
+
+
+def test_every_engine_of_every_backend_has_a_contract_class() -> None:
+    from dpcore.backend import BACKENDS, ENGINE_NAMES, load_backend
+
+    tested = {(c.framework.name, c.framework.engine_name) for c in TrainContract.__subclasses__()}
+    for name in BACKENDS:
+        assert set(load_backend(name).ENGINES) == set(ENGINE_NAMES)
+    assert tested == {(b, e) for b in BACKENDS for e in ENGINE_NAMES}

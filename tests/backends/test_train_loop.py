@@ -41,8 +41,10 @@ class FakeEngine:
         self.calls: list[list[int]] = []
         self.dtypes: set[Any] = set()
         self.losses = list(losses)
+        self.closed = 0
 
-    def train_step(self, chunks: Sequence[tuple[np.ndarray, np.ndarray]]) -> float:
+    def train_step(self, chunks: Sequence[tuple[np.ndarray, np.ndarray]],
+                   divisor: float | None = None) -> float:
         self.calls.append([len(x) for x, _ in chunks])
         self.dtypes.update(x.dtype for x, _ in chunks)
         self.weights["w"] = self.weights["w"] + 1.0
@@ -60,6 +62,9 @@ class FakeEngine:
 
     def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
         self.weights = {k: np.asarray(v, np.float32).copy() for k, v in weights.items()}
+
+    def close(self) -> None:
+        self.closed += 1
 
 
 def cfg(**train: Any) -> RunConfig:
@@ -159,9 +164,11 @@ def test_fit_builds_a_schema_valid_result() -> None:
     config = cfg(steps=4)
     ds = tiny_dataset()
     no_layers = SimpleNamespace(layers=[])  # the fake engine holds the weights itself
+    engine = FakeEngine()
     trained = fit(config, ds, PerfSpec(), backend="torch", model=no_layers,
-                  make_engine=lambda plan, mech: FakeEngine(),
+                  make_engine=lambda plan, mech: engine,
                   library_epsilon=lambda plan: {"opacus_rdp": 1.0}, progress=False)
+    assert engine.closed == 1
     raw = trained.result.to_dict()
     validate_result_dict(raw)
     assert raw["privacy"]["library_epsilon"] == {"opacus_rdp": 1.0}
@@ -183,3 +190,18 @@ def test_prepare_dataset_loads_and_privatises(tmp_path: Any, monkeypatch: Any) -
     assert noised.x_train.dtype == np.float32
     assert noised.ldp is not None and noised.ldp.mechanism == "laplace"
     assert not np.allclose(noised.x_train, ds.x_train / 255.0)
+
+
+def test_fit_closes_the_engine_when_training_raises() -> None:
+    class BoomError(Exception):
+        pass
+
+    def explode(record: dict[str, Any]) -> bool:
+        raise BoomError
+
+    engine = FakeEngine()
+    with pytest.raises(BoomError):
+        fit(cfg(steps=4), tiny_dataset(), PerfSpec(), backend="torch",
+            model=SimpleNamespace(layers=[]), make_engine=lambda plan, mech: engine,
+            library_epsilon=lambda plan: {}, progress=False, callbacks=[explode])
+    assert engine.closed == 1

@@ -112,9 +112,18 @@ def naive_clipped_sum(grad_of_example: Callable[[np.ndarray, np.ndarray], Weight
 
 # ----------------------------------------------------------------------------- frameworks
 class TfFramework:
-    """Keras references: plain gradients and a plain Keras SGD step."""
+    """Keras references: plain gradients and a plain Keras SGD step. ``engine_name``: which of
+    the backend's step engines (``dpcore.backend.Backend.ENGINES``) the tests build."""
 
     name = "tf"
+
+    def __init__(self, engine_name: str = "reference") -> None:
+        self.engine_name = engine_name
+
+    def perf(self) -> Any:
+        """The PerfSpec that selects this engine in ``train``."""
+        from dpcore.config import PerfSpec
+        return PerfSpec(engine=self.engine_name)
 
     @staticmethod
     def modules() -> tuple[Any, Any, Any]:
@@ -154,12 +163,11 @@ class TfFramework:
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
 
     def engine(self, model: Any, cfg: RunConfig, mech: StepMechanism) -> Any:
-        from dpcore.config import PerfSpec
-        from tfpipe.train import TfStepEngine
-        return TfStepEngine(model, cfg, mech, PerfSpec())
+        from dpcore.backend import load_backend
+        return load_backend(self.name).ENGINES[self.engine_name](model, cfg, mech, self.perf())
 
 
-class TorchFramework:
+class TorchFramework(TfFramework):
     """PyTorch references: plain autograd gradients and a plain torch.optim.SGD step."""
 
     name = "torch"
@@ -201,10 +209,11 @@ class TorchFramework:
         (self._loss(model, x, y) / expected_batch_size).backward()
         optimizer.step()
 
-    def engine(self, model: Any, cfg: RunConfig, mech: StepMechanism) -> Any:
-        from dpcore.config import PerfSpec
-        from torchpipe.train import TorchStepEngine
-        return TorchStepEngine(model, cfg, mech, PerfSpec())
 
 
+#: The reference engines (the cross-framework tests compare these).
 FRAMEWORKS = {"tf": TfFramework(), "torch": TorchFramework()}
+
+#: Every engine of both backends (the contract runs on each).
+ENGINE_FRAMEWORKS = {f"{cls.name}-{engine}": cls(engine)
+                     for cls in (TfFramework, TorchFramework) for engine in ("reference", "fast")}

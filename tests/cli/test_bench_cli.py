@@ -18,7 +18,7 @@ from benchmarks import bench, render  # noqa: E402
 from compare.cli.main import main  # noqa: E402
 
 VARIANTS = {"tf_plain", "tf_dp_reference", "tf_dp_fast", "tf_privacy_keras", "torch_plain",
-            "opacus_hooks", "opacus_functorch", "opacus_ew"}
+            "torch_dp_fast", "opacus_hooks", "opacus_functorch", "opacus_ew"}
 
 
 def _tiny(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +42,8 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     results = json.loads(capsys.readouterr().out)
     case = results["cases"]["cnn4_b1024"]
     assert set(case["variants"]) == VARIANTS
-    for name in ("tf_plain", "tf_dp_reference", "tf_dp_fast", "torch_plain", "opacus_hooks"):
+    for name in ("tf_plain", "tf_dp_reference", "tf_dp_fast", "torch_plain", "torch_dp_fast",
+                 "opacus_hooks"):
         v = case["variants"][name]
         assert v["seconds_per_epoch"] == pytest.approx(v["seconds_per_step"] * 10)
         assert v["examples_per_second"] == pytest.approx(16 / v["seconds_per_step"])
@@ -51,6 +52,9 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert ratios["tf_dp_fast/tf_plain"] == pytest.approx(
         case["variants"]["tf_dp_fast"]["seconds_per_step"]
         / case["variants"]["tf_plain"]["seconds_per_step"])
+    assert ratios["torch_dp_fast/torch_plain"] == pytest.approx(
+        case["variants"]["torch_dp_fast"]["seconds_per_step"]
+        / case["variants"]["torch_plain"]["seconds_per_step"])
     assert ratios["opacus_fastest_mode"] in {"opacus_hooks", "opacus_functorch", "opacus_ew"}
     assert results["data"] == "random test data" and len(results["loadavg_before"]) == 3
     report = (tmp_path / "report.md").read_text(encoding="utf-8")

@@ -35,7 +35,7 @@ def test_options_build_the_config(tmp_path: Path) -> None:
     assert config.seed == 4
     from compare.cli.train import build_perf
 
-    assert build_perf(parse("--dataset", "digits", "--epochs", "1")).engine == "reference"
+    assert build_perf(parse("--dataset", "digits", "--epochs", "1")).engine is None
     assert build_perf(parse("--dataset", "digits", "--epochs", "1", "--engine", "fast")
                       ).engine == "fast"
 

@@ -112,7 +112,7 @@ def test_ctrl_c_in_train_and_record_stores_interrupted_and_reraises(
         def train(self, *_a: Any, **_k: Any) -> Any:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(training, "backend_module", lambda _b, _p: Interrupting())
+    monkeypatch.setattr(training, "load_backend", lambda _b: Interrupting())
     config = RunConfig.from_dict(BASE)
     dataset = load_dataset(config.data)
     store = ResultsStore(tmp_path)

@@ -9,7 +9,7 @@ the backend's training loop (an epoch callback), after creating the file MARKER;
 sleeps until a signal ends it (at most :data:`MAX_PAUSE_SECONDS`, then it goes on). Every other
 run is untouched. The test waits for MARKER and sends SIGINT or SIGKILL: the signal therefore
 always arrives while a run is in progress, whatever the machine's speed. Nothing of this lives
-in the product: the hook is installed by patching :func:`compare.training.backend_module`.
+in the product: the hook is installed by patching ``compare.training.load_backend``.
 """
 
 from __future__ import annotations
@@ -56,13 +56,12 @@ class _PausingTrain:
 
 def install(marker: Path, pause_on: int) -> None:
     """Patch the backend lookup of the record path so the ``pause_on``-th run pauses."""
-    real = training.backend_module
+    real = training.load_backend
 
-    def patched(backend: str, part: str) -> Any:
-        module = real(backend, part)
-        return _PausingTrain(module, marker, pause_on) if part == "train" else module
+    def patched(backend: str) -> Any:
+        return _PausingTrain(real(backend), marker, pause_on)
 
-    training.backend_module = patched  # type: ignore[assignment]
+    training.load_backend = patched  # type: ignore[assignment]
 
 
 if __name__ == "__main__":

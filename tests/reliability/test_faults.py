@@ -166,7 +166,7 @@ def test_interrupted_run_is_recorded_and_redone(tmp_path: Path,
     import compare.training as training
 
     grid = expand_grid({**TINY_GRID, "axes": {"privacy": TINY_GRID["axes"]["privacy"][:2]}})
-    real_backend_module = training.backend_module
+    real_load_backend = training.load_backend
     calls = {"n": 0}
 
     class InterruptOnSecondRun:
@@ -182,11 +182,10 @@ def test_interrupted_run_is_recorded_and_redone(tmp_path: Path,
                 raise KeyboardInterrupt
             return self.module.train(*args, **kwargs)
 
-    def patched(backend: str, part: str) -> Any:
-        module = real_backend_module(backend, part)
-        return InterruptOnSecondRun(module) if part == "train" else module
+    def patched(backend: str) -> Any:
+        return InterruptOnSecondRun(real_load_backend(backend))
 
-    monkeypatch.setattr(training, "backend_module", patched)
+    monkeypatch.setattr(training, "load_backend", patched)
     with pytest.raises(KeyboardInterrupt):
         run_grid(grid, tmp_path, progress=False, log=lambda _m: None)
     store = ResultsStore(tmp_path)
@@ -196,7 +195,7 @@ def test_interrupted_run_is_recorded_and_redone(tmp_path: Path,
     assert interrupted is not None and interrupted.status == "interrupted"
     assert not store.is_finished(second, "torch")
 
-    monkeypatch.setattr(training, "backend_module", real_backend_module)
+    monkeypatch.setattr(training, "load_backend", real_load_backend)
     kept = (store.run_dir(first, "torch") / "result.json").read_bytes()
     outcome = run_grid(grid, tmp_path, progress=False, log=lambda _m: None)
     assert outcome.skipped == [f"{first}-torch"] and outcome.ran == [f"{second}-torch"]

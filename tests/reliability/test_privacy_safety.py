@@ -107,7 +107,7 @@ def test_runner_refuses_a_dp_model_with_batchnorm(tmp_path: Path,
     from compare.grid import expand_grid
     from dpcore.results import ResultsStore
 
-    real = training.backend_module
+    real = training.load_backend
 
     class AddBatchNorm:
         def __init__(self, module: Any) -> None:
@@ -121,8 +121,7 @@ def test_runner_refuses_a_dp_model_with_batchnorm(tmp_path: Path,
             trained.model.add_module("sneaky_bn", torch.nn.BatchNorm2d(4))
             return trained
 
-    monkeypatch.setattr(training, "backend_module", lambda b, part: (
-        AddBatchNorm(real(b, part)) if part == "train" else real(b, part)))
+    monkeypatch.setattr(training, "load_backend", lambda b: AddBatchNorm(real(b)))
     grid = expand_grid({**TINY_GRID, "axes": {"privacy": TINY_GRID["axes"]["privacy"][:1]}})
     outcome = runner.run_grid(grid, tmp_path, progress=False, log=lambda _m: None)
     assert len(outcome.failed) == 1

@@ -1,0 +1,137 @@
+"""The backend contract, typed, and the one place that maps a backend name to its code.
+
+A backend (``tfpipe`` for ``tf``, ``torchpipe`` for ``torch``) is a package whose ``backend``
+module satisfies :class:`Backend`. :func:`load_backend` imports it lazily with importlib, so
+that importing :mod:`dpcore` never imports a framework; nothing else in the project maps a
+backend name to a package.
+
+The engine choice of ``perf.engine`` (:func:`choose_engine`) is framework-neutral and lives
+here too: ``None`` means "the fast engine where the model supports it, else the reference
+one, recorded"; an explicit ``"fast"`` is strict (a model layer without a rule is an error
+naming it); ``"reference"`` is the library's documented per-example path.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+import numpy as np
+
+from dpcore.errors import ConfigError, DpCompareError
+from dpcore.results import BACKENDS
+
+if TYPE_CHECKING:  # type-only: these modules import no framework either, but keep it light
+    from dpcore.accounting import PrivacyPlan
+    from dpcore.config import PerfSpec, RunConfig
+    from dpcore.data.dataset import Dataset
+    from dpcore.trained import TrainedModel
+    from dpcore.trainloop import EpochCallback, StepEngine, StepMechanism
+
+#: Backend name (one of :data:`dpcore.results.BACKENDS`, the names a result may hold) ->
+#: package. The only mapping from a backend name to code in the project.
+BACKEND_PACKAGES: dict[str, str] = {"tf": "tfpipe", "torch": "torchpipe"}
+
+#: Engine names a backend offers (``perf.engine``): the fast layer-wise engine and the
+#: library's reference per-example engine.
+ENGINE_NAMES: tuple[str, ...] = ("fast", "reference")
+
+#: Builds one step engine: ``(model, config, mechanism, perf) -> StepEngine``.
+EngineFactory = Callable[[Any, "RunConfig", "StepMechanism", "PerfSpec"], "StepEngine"]
+
+
+class Backend(Protocol):
+    """What a backend package's ``backend`` module provides (modules satisfy protocols)."""
+
+    #: The backend's name (``tf`` / ``torch``).
+    NAME: str
+    #: One factory per engine name of :data:`ENGINE_NAMES` (tests run every one).
+    ENGINES: Mapping[str, EngineFactory]
+
+    def train(self, config: RunConfig, dataset: Dataset, perf: PerfSpec | None = None, *,
+              initial_weights: Mapping[str, np.ndarray] | None = None, progress: bool = True,
+              callbacks: Sequence[EpochCallback] = ()) -> TrainedModel:
+        """Train ``config.model`` on ``dataset`` (see :mod:`dpcore.pipeline`)."""
+
+    def save_checkpoint(self, trained: TrainedModel, path: str | Path) -> Path:
+        """Write the evaluation weights + metadata as one framework-neutral ``.npz``."""
+
+    def load_checkpoint(self, path: str | Path) -> TrainedModel:
+        """This backend's model rebuilt from a checkpoint written by either backend."""
+
+    def predict_proba(self, model: Any, x: np.ndarray, batch_size: int = ...) -> np.ndarray:
+        """Softmax probabilities [N, K] of ``x`` (raw images or token ids)."""
+
+    def gradcam(self, model: Any, x: np.ndarray, class_idx: Any = ..., **kwargs: Any
+                ) -> np.ndarray:
+        """Grad-CAM maps of ``x`` for ``class_idx`` (see the backend's ``explain``)."""
+
+    def library_epsilon(self, plan: PrivacyPlan) -> dict[str, float | None]:
+        """The library's own epsilon(s) of ``plan``."""
+
+    def unsupported_fast_layers(self, model: Any) -> list[str]:
+        """Trainable layers of ``model`` the fast engine has no rule for (empty: all)."""
+
+
+def load_backend(name: str) -> Backend:
+    """The backend called ``name``, imported now (``<package>.backend``).
+
+    Raises:
+        DpCompareError: an unknown name (the message lists the valid ones).
+    """
+    if name not in BACKEND_PACKAGES:
+        raise DpCompareError(f"backend {name!r} is not known; valid: {', '.join(BACKENDS)}")
+    return cast(Backend, importlib.import_module(f"{BACKEND_PACKAGES[name]}.backend"))
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine a run uses and why (recorded in the result's ``perf``).
+
+    Attributes:
+        engine: ``fast`` or ``reference``.
+        fallback: why the fast engine was not used although it was the default, or None.
+    """
+
+    engine: str
+    fallback: str | None = None
+
+    def details(self) -> dict[str, str]:
+        """The ``perf_details`` entries of this choice."""
+        out = {"engine_used": self.engine}
+        if self.fallback:
+            out["fast_engine_fallback"] = self.fallback
+        return out
+
+
+def choose_engine(requested: str | None, unsupported: Sequence[str], microbatch_size: int
+                  ) -> EngineChoice:
+    """Which engine runs, for ``perf.engine = requested``.
+
+    Args:
+        requested: ``None`` (default: fast where supported), ``"fast"`` (strict) or
+            ``"reference"``.
+        unsupported: the model's layers the fast engine has no rule for (named).
+        microbatch_size: ``factors.microbatch_size``; > 1 runs on the reference engine
+            (the fast engines clip per example), recorded, whether asked for or not.
+
+    Raises:
+        ConfigError: ``requested == "fast"`` and the model has layers without a rule (one
+            line naming them and saying what would work).
+    """
+    if requested not in (None, *ENGINE_NAMES):
+        raise ConfigError(f"perf.engine={requested!r} is not known; valid: "
+                          f"{', '.join(ENGINE_NAMES)} or null (fast where supported)")
+    if requested == "reference":
+        return EngineChoice("reference")
+    if microbatch_size > 1:
+        return EngineChoice("reference", "factors.microbatch_size > 1 (reference only)")
+    if unsupported:
+        if requested == "fast":
+            raise ConfigError("--engine fast: the fast engine has no rule for layer "
+                              + ", ".join(unsupported) + "; use --engine reference")
+        return EngineChoice("reference", "unsupported layers: " + ", ".join(unsupported))
+    return EngineChoice("fast")

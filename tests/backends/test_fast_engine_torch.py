@@ -1,0 +1,243 @@
+"""The fast torch engine (torchpipe.fast) computes the reference engine's clipped-and-noised
+update: the same clipped sum as Opacus's per-example gradients on every registered model
+(L1 and L2, rel 1e-5), the same DP step (including chunks and a divisor), the same noise draws;
+a model with an unsupported layer is named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dpcore.config import ModelSpec, PerfSpec  # noqa: E402
+from tests.backends.train_helpers import (  # noqa: E402
+    chunks_of,
+    config,
+    diff,
+    mechanism,
+    rel_error,
+)
+
+TOL = 1e-5
+IMAGE_MODELS = ["cnn4", "resnet18", "vgg11", "vgg16", "alexnet"]
+ALL_MODELS = [*IMAGE_MODELS, "textcnn"]
+
+
+def _model_and_batch(name: str) -> tuple[Any, Any, Any]:
+    """A small instance of registered model ``name`` and a batch of 5 examples for it (token
+    ids with repeats within an example for ``textcnn``, so rows of the table add up)."""
+    from torchpipe.models import build_model
+    from torchpipe.predict import to_tensor
+
+    rng = np.random.default_rng(0)
+    if name == "textcnn":
+        model = build_model(ModelSpec(name=name, width=0.25), (12,), 2, seed=1, vocab_size=9)
+        x = to_tensor(rng.integers(0, 9, (5, 12)), True)
+        return model, x, torch.from_numpy(rng.integers(0, 2, 5))
+    shape = (16, 16, 1) if name == "cnn4" else (32, 32, 3)
+    width = 1.0 if name == "cnn4" else 0.125
+    model = build_model(ModelSpec(name=name, width=width), shape, 10, seed=1)
+    x = to_tensor(rng.uniform(size=(5, *shape)).astype(np.float32), False)
+    return model, x, torch.from_numpy(rng.integers(0, 10, 5))
+
+
+def _per_example_gradients(model: Any, x: Any, y: Any) -> list[np.ndarray]:
+    """Per-example gradients [n, *shape] by a naive loop (float64), in parameter order."""
+    out: list[list[np.ndarray]] = []
+    for i in range(len(y)):
+        model.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x[i:i + 1]), y[i:i + 1],
+                                                 reduction="sum")
+        loss.backward()
+        out.append([p.grad.detach().double().numpy().copy() for p in model.parameters()])
+    model.zero_grad(set_to_none=True)
+    return [np.stack(parts) for parts in zip(*out, strict=True)]
+
+
+def _clipped_sum(records: list[np.ndarray], clip: float, kind: str) -> list[np.ndarray]:
+    """Opacus's clipping (factor ``min(1, C / (norm + 1e-6))``) of the records, summed."""
+    flat = np.concatenate([r.reshape(len(r), -1) for r in records], axis=1)
+    norms = np.linalg.norm(flat, axis=1) if kind == "l2" else np.abs(flat).sum(axis=1)
+    factors = np.minimum(1.0, clip / (norms + 1e-6))
+    return [np.tensordot(factors, r, axes=1) for r in records]
+
+
+def _norms(records: list[np.ndarray], kind: str) -> np.ndarray:
+    flat = np.concatenate([r.reshape(len(r), -1) for r in records], axis=1)
+    return np.linalg.norm(flat, axis=1) if kind == "l2" else np.abs(flat).sum(axis=1)
+
+
+def _as_weights(tensors: list[Any]) -> dict[str, np.ndarray]:
+    return {str(i): np.asarray(t, np.float64) for i, t in enumerate(tensors)}
+
+
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -> None:
+    from dpcore.architectures import MODEL_NAMES
+    from torchpipe import fast
+
+    assert sorted(ALL_MODELS) == sorted(MODEL_NAMES)  # a newly registered model is tested too
+    model, x, y = _model_and_batch(name)
+    model.train()
+    assert fast.unsupported_layers(model) == []
+    records = _per_example_gradients(model, x, y)
+    for kind in ("l2", "l1"):
+        clip = float(np.median(_norms(records, kind)))  # clipping active for some examples
+        expected = _clipped_sum(records, clip, kind)
+        losses, actual = fast.clipped_gradient_sum(model, x, y, clip, kind)
+        assert losses.shape == (5,)
+        assert rel_error(_as_weights([a.double().numpy() for a in actual]),
+                         _as_weights(expected)) < TOL, (name, kind)
+
+
+def _engine_step(fast_engine: bool, cfg: Any, mech: Any, start: dict[str, np.ndarray],
+                 chunks: list[Any], divisor: float | None = None) -> dict[str, np.ndarray]:
+    from torchpipe.engine import TorchStepEngine
+    from torchpipe.fast import FastTorchStepEngine
+    from torchpipe.models import build_model, get_weights, set_weights
+
+    model = build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=0)
+    set_weights(model, start)
+    cls = FastTorchStepEngine if fast_engine else TorchStepEngine
+    engine = cls(model, cfg, mech, PerfSpec())
+    engine.train_step(chunks, divisor=divisor)
+    engine.close()
+    return get_weights(model)
+
+
+@pytest.fixture(scope="module")
+def start() -> dict[str, np.ndarray]:
+    from torchpipe.models import build_model, get_weights
+
+    return get_weights(build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=3))
+
+
+@pytest.mark.parametrize(("kind", "clip", "divisor"),
+                         [("l2", 2.0, None), ("l1", 90.0, None), ("l2", 2.0, 35.0)])
+def test_one_dp_step_is_the_reference_update(kind: str, clip: float, divisor: float | None,
+                                             start: dict[str, np.ndarray]) -> None:
+    cfg = config(mechanism="dpsgd-gaussian" if kind == "l2" else "dpsgd-laplace",
+                 noise=0.0, clip=clip, lr=1.0)
+    mech = mechanism(kind, clip, 0.0, 40)
+    chunks = chunks_of(np.arange(40, 75), 16)
+    fast_w = _engine_step(True, cfg, mech, start, chunks, divisor)
+    ref_w = _engine_step(False, cfg, mech, start, chunks, divisor)
+    assert rel_error(diff(fast_w, start), diff(ref_w, start)) < TOL
+
+
+@pytest.mark.parametrize("kind", ["l2", "l1"])
+def test_noise_is_the_reference_noise(kind: str, start: dict[str, np.ndarray]) -> None:
+    """Same seeded generator, same draws: a noisy step of both engines is the same update
+    (the noise dominates the clipped sum here, so a different draw would show at rel ~1)."""
+    sigma, clip = 1.3, 0.7
+    cfg = config(mechanism="dpsgd-gaussian" if kind == "l2" else "dpsgd-laplace",
+                 noise=sigma, clip=clip, lr=1.0)
+    mech = mechanism(kind, clip, sigma * clip, 10)
+    for chunks in ([], chunks_of(np.arange(0, 20), 16)):
+        fast_w = diff(_engine_step(True, cfg, mech, start, chunks), start)
+        ref_w = diff(_engine_step(False, cfg, mech, start, chunks), start)
+        assert rel_error(fast_w, ref_w) < TOL
+
+
+def test_a_layer_without_a_rule_is_named() -> None:
+    from torchpipe import fast
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.LayerNorm(4),
+                                torch.nn.Linear(4, 2))
+    assert fast.unsupported_layers(model) == ["1 (LayerNorm: no per-example rule)"]
+
+
+def test_tied_weights_are_refused() -> None:
+    from dpcore.errors import ConfigError
+    from torchpipe import fast
+
+    layer = torch.nn.Linear(4, 4)
+    model = torch.nn.Sequential(layer, torch.nn.ReLU(), layer)
+    with pytest.raises(ConfigError, match="tied weights"):
+        fast.clipped_gradient_sum(model, torch.ones(3, 4), torch.tensor([0, 1, 2]), 1.0, "l2")
+
+
+def test_train_records_the_fast_engine() -> None:
+    from tests.backends.train_helpers import digits16
+    from torchpipe.train import train
+
+    trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(engine="fast"),
+                    progress=False)
+    assert trained.extra["engine_used"] == "fast"
+    assert not any(hasattr(p, "grad_sample") and p.grad_sample is not None
+                   for p in trained.model.parameters())
+
+
+def test_microbatches_fall_back_to_the_reference_engine_and_say_why() -> None:
+    import dataclasses
+
+    from tests.backends.train_helpers import digits16
+    from torchpipe.train import train
+
+    cfg = config(noise=1.0, steps=2)
+    cfg = dataclasses.replace(
+        cfg, privacy=dataclasses.replace(cfg.privacy, sampling="shuffle"),
+        factors=dataclasses.replace(cfg.factors, microbatch_size=2))
+    trained = train(cfg, digits16(), PerfSpec(engine="fast"), progress=False)
+    assert trained.extra["engine_used"] == "reference"
+    assert trained.extra["fast_engine_fallback"] == "factors.microbatch_size > 1 (reference only)"
+
+
+def test_default_engine_is_fast_and_falls_back_only_when_not_asked_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from dpcore.errors import ConfigError
+    from tests.backends.train_helpers import digits16
+    from torchpipe import fast
+    from torchpipe.train import train
+
+    cfg = config(noise=1.0, steps=1)
+    assert train(cfg, digits16(), PerfSpec(), progress=False).extra["engine_used"] == "fast"
+    monkeypatch.setattr(fast, "unsupported_layers", lambda model: ["ln (LayerNorm)"])
+    trained = train(cfg, digits16(), PerfSpec(), progress=False)
+    assert trained.extra["engine_used"] == "reference"
+    assert trained.extra["fast_engine_fallback"] == "unsupported layers: ln (LayerNorm)"
+    with pytest.raises(ConfigError, match=r"no rule for layer ln \(LayerNorm\)"):
+        train(cfg, digits16(), PerfSpec(engine="fast"), progress=False)
+
+
+def test_cli_engine_fast_on_a_layer_without_a_rule_is_one_line_exit_2_nothing_written(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from compare.cli.main import main
+    from torchpipe import fast
+
+    monkeypatch.setattr(fast, "unsupported_layers",
+                        lambda model: ["blocks.0.ln (LayerNorm: no per-example rule)"])
+    out = tmp_path / "out"
+    status = main(["train", "--backend", "torch", "--dataset", "digits", "--steps", "1",
+                   "--set", "data.image_size=16",
+                   "--noise-multiplier", "1.0", "--engine", "fast", "--out", str(out),
+                   "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert status == 2
+    assert len(err.splitlines()) == 1 and "blocks.0.ln (LayerNorm" in err
+    assert not list(out.rglob("result.json")) and not list(out.rglob("*.npz"))
+
+
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")
+def test_opacus_ghost_mode_gets_a_norm_for_every_layer_type() -> None:
+    """The norm samplers registered for Conv/GroupNorm make Opacus's own ghost clipping give
+    the per-example norms of a naive loop on resnet18 (Conv2d, GroupNorm, Linear)."""
+    from opacus.grad_sample import GradSampleModuleFastGradientClipping
+
+    from torchpipe import fast
+
+    model, x, y = _model_and_batch("resnet18")
+    model.train()
+    types = {type(m) for _, m in fast._trainable_modules(model)}
+    assert types >= {torch.nn.Conv2d, torch.nn.GroupNorm, torch.nn.Linear}
+    assert all(t in GradSampleModuleFastGradientClipping.NORM_SAMPLERS for t in types)
+    expected = _norms(_per_example_gradients(model, x, y), "l2")
+    ghost = GradSampleModuleFastGradientClipping(model, batch_first=True, loss_reduction="sum",
+                                                 max_grad_norm=1.0, use_ghost_clipping=True)
+    torch.nn.functional.cross_entropy(ghost(x), y, reduction="sum").backward()
+    np.testing.assert_allclose(ghost.get_norm_sample().double().numpy(), expected, rtol=1e-5)
+    ghost._close()
