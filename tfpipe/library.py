@@ -31,6 +31,7 @@ from dpcore.pipeline import fit_library
 from dpcore.recipes import LIBRARY_TRAINERS
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import EpochCallback, LibraryRunner, model_inputs
+from tfpipe.device import device_record
 from tfpipe.models import build_model, get_weights
 from tfpipe.predict import probability_function
 
@@ -145,5 +146,5 @@ def train_library(
         else "tf.keras.optimizers.legacy.SGD via model.fit (non-private)",
         perf_details={"engine_used": "library", "trainer": TRAINER,
                       "num_microbatches": config.train.batch_size
-                      // config.factors.microbatch_size},
+                      // config.factors.microbatch_size, **device_record()},
     )

@@ -26,6 +26,7 @@ from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
 from dpcore.trainloop import EpochCallback
 from tfpipe.accounting import tf_privacy_epsilon
+from tfpipe.device import device_record
 from tfpipe.engine import TfStepEngine  # also imported from here by callers and tests
 from tfpipe.models import build_model, set_weights
 
@@ -104,6 +105,7 @@ def train(
         engine_cls = fast.FastTfStepEngine
         details["per_example_gradients"] = fast.DESCRIPTION
     details.update(choice.details())
+    details.update(device_record())
     return fit(
         config, dataset, perf, backend=BACKEND, model=model,
         make_engine=lambda plan, mechanism: engine_cls(model, config, mechanism, perf),

@@ -23,8 +23,9 @@ from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.trainloop import Chunk, StepMechanism, noise_seed
 from torchpipe import dp
+from torchpipe.device import model_device
 from torchpipe.models import get_weights, set_weights
-from torchpipe.predict import is_text_model, probabilities, to_tensor
+from torchpipe.predict import is_text_model, labels_tensor, probabilities, to_tensor
 
 #: Opacus grad-sample modes the reference engine accepts. Measured on cnn4, 28x28, chunks of
 #: 256, 2 CPU cores (per-example gradients only): hooks ~11.5k, functorch ~10.8k, ew ~13k
@@ -69,7 +70,8 @@ class TorchStepEngine:
         if mechanism.private:
             self.module: nn.Module = self._wrap(model, grad_sample_mode)
             base = dp.make_base_optimizer(config.train, self.module.parameters())
-            generator = torch.Generator().manual_seed(noise_seed(config.seed))
+            generator = torch.Generator(device=model_device(model)).manual_seed(
+                noise_seed(config.seed))
             self.optimizer: torch.optim.Optimizer = dp.make_dp_optimizer(
                 base, mechanism, generator)
         else:
@@ -89,9 +91,9 @@ class TorchStepEngine:
 
     def _chunk_loss(self, x: np.ndarray, y: np.ndarray, reduction: str = "sum"
                     ) -> torch.Tensor:
-        logits = self.module(to_tensor(x, self.text))
-        return F.cross_entropy(logits, torch.from_numpy(np.asarray(y, np.int64)),
-                               reduction=reduction)
+        device = model_device(self.model)
+        logits = self.module(to_tensor(x, self.text, device))
+        return F.cross_entropy(logits, labels_tensor(y, device), reduction=reduction)
 
     @staticmethod
     def _backward(loss: torch.Tensor) -> None:

@@ -20,6 +20,7 @@ from torch import nn
 from dpcore.errors import ConfigError
 from dpcore.saliency import check_batch_size, check_images, postprocess_cam, resolve_targets
 from dpcore.trained import TrainedModel
+from torchpipe.device import model_device
 from torchpipe.models import get_layer, gradcam_layer_name
 from torchpipe.predict import predict_proba
 
@@ -76,7 +77,8 @@ def gradcam(
         explainer = LayerGradCam(module, target_layer)
         raw = []
         for start in range(0, len(images), batch_size):
-            batch = torch.from_numpy(images[start:start + batch_size]).permute(0, 3, 1, 2)
+            batch = torch.from_numpy(images[start:start + batch_size]).permute(0, 3, 1, 2).to(
+                model_device(module))
             cam = explainer.attribute(
                 batch.contiguous(), target=targets[start:start + batch_size].tolist(),
                 relu_attributions=False,

@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from opacus.grad_sample.embedding import compute_embedding_norm_sample
@@ -49,8 +48,9 @@ from torch import nn
 from dpcore.errors import ConfigError
 from dpcore.trainloop import Chunk
 from torchpipe import dp
+from torchpipe.device import model_device
 from torchpipe.engine import TorchStepEngine
-from torchpipe.predict import to_tensor
+from torchpipe.predict import labels_tensor, to_tensor
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
 DESCRIPTION = ("layer-wise norms from one forward/backward pass (torchpipe.fast, Opacus norm "
@@ -238,12 +238,13 @@ class FastTorchStepEngine(TorchStepEngine):
             return super().train_step(chunks, divisor)
         params = [p for p in self.model.parameters() if p.requires_grad]
         summed = [torch.zeros_like(p) for p in params]
+        device = model_device(self.model)
         total = 0.0
         for x, y in chunks:
             if len(y) == 0:
                 continue
             losses, parts = clipped_gradient_sum(
-                self.model, to_tensor(x, self.text), torch.from_numpy(np.asarray(y, np.int64)),
+                self.model, to_tensor(x, self.text, device), labels_tensor(y, device),
                 self.mechanism.clip_norm, self.mechanism.clip_kind)
             total += float(losses.sum())
             for acc, part in zip(summed, parts, strict=True):

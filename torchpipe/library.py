@@ -27,6 +27,7 @@ from dpcore.pipeline import fit_library
 from dpcore.recipes import LIBRARY_TRAINERS
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import EpochCallback, LibraryRunner, model_inputs
+from torchpipe.device import device_record, model_device, training_device
 from torchpipe.models import build_model, get_weights
 from torchpipe.predict import is_text_model, probabilities, to_tensor
 
@@ -74,7 +75,9 @@ class OpacusRunner:
         """One pass over the (Poisson) loader; returns (summed example loss, examples)."""
         self.module.train()
         total, examples = 0.0, 0
+        device = model_device(self.model)
         for x, y in self.loader:
+            x, y = x.to(device), y.to(device)
             self.optimizer.zero_grad()
             loss = self.criterion(self.module(x), y) if len(y) else None
             if loss is not None:
@@ -116,6 +119,8 @@ def train_library(
     """Train as Opacus's tutorials do (see the module docstring); same RunResult contract."""
     model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=None,
                         vocab_size=dataset.vocabulary_size)
+    device = training_device()  # as Opacus's tutorials: the model and each batch on the device
+    model.to(device)
     runners: list[OpacusRunner] = []
 
     def make_runner(plan: PrivacyPlan, data: Dataset) -> LibraryRunner:
@@ -133,7 +138,8 @@ def train_library(
             library_epsilon=own_epsilon, trainer=TRAINER if config.privacy.is_dpsgd
             else "torch.optim.SGD loop (non-private)", callbacks=callbacks,
             perf_details={"engine_used": "library", "trainer": TRAINER,
-                          "grad_sample_mode": "hooks" if config.privacy.is_dpsgd else None},
+                          "grad_sample_mode": "hooks" if config.privacy.is_dpsgd else None,
+                          **device_record(device)},
         )
     finally:
         for runner in runners:

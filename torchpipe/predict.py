@@ -10,6 +10,7 @@ from torch import nn
 
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches
+from torchpipe.device import model_device
 
 
 def is_text_model(model: nn.Module) -> bool:
@@ -17,12 +18,21 @@ def is_text_model(model: nn.Module) -> bool:
     return len(getattr(model, "input_shape", (0, 0, 0))) == 1
 
 
-def to_tensor(x: np.ndarray, text: bool) -> torch.Tensor:
-    """Model inputs as a torch tensor: NHWC float32 -> NCHW float32; token ids -> int64."""
+def to_tensor(x: np.ndarray, text: bool, device: torch.device | None = None) -> torch.Tensor:
+    """Model inputs as a torch tensor: NHWC float32 -> NCHW float32; token ids -> int64; on
+    ``device`` when given (see :mod:`torchpipe.device`)."""
     if text:
-        return torch.from_numpy(np.asarray(x, dtype=np.int64))
-    images = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-    return images.permute(0, 3, 1, 2).contiguous()
+        tensor = torch.from_numpy(np.asarray(x, dtype=np.int64))
+    else:
+        images = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        tensor = images.permute(0, 3, 1, 2).contiguous()
+    return tensor if device is None else tensor.to(device)
+
+
+def labels_tensor(y: np.ndarray, device: torch.device | None = None) -> torch.Tensor:
+    """Class labels as an int64 tensor, on ``device`` when given."""
+    tensor = torch.from_numpy(np.asarray(y, np.int64))
+    return tensor if device is None else tensor.to(device)
 
 
 def probabilities(model: nn.Module, x: np.ndarray) -> np.ndarray:
@@ -31,8 +41,8 @@ def probabilities(model: nn.Module, x: np.ndarray) -> np.ndarray:
     model.eval()
     try:
         with torch.no_grad():
-            logits = model(to_tensor(x, is_text_model(model)))
-            return torch.softmax(logits, dim=-1).numpy()
+            logits = model(to_tensor(x, is_text_model(model), model_device(model)))
+            return torch.softmax(logits, dim=-1).cpu().numpy()
     finally:
         model.train(was_training)
 

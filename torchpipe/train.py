@@ -24,6 +24,7 @@ from dpcore.trained import save_checkpoint as _save_checkpoint
 from dpcore.trainloop import EpochCallback
 from torchpipe import fast
 from torchpipe.accounting import opacus_epsilons
+from torchpipe.device import device_record, training_device
 from torchpipe.engine import (  # also imported from here by callers and tests
     DEFAULT_GRAD_SAMPLE_MODE,
     TorchStepEngine,
@@ -62,6 +63,8 @@ def train(
         initial_weights = factor_initial_weights(config, dataset)
     if initial_weights is not None:
         set_weights(model, initial_weights)
+    device = training_device()  # a GPU when one is visible (see torchpipe.device)
+    model.to(device)
     unsupported = fast.unsupported_layers(model) if config.privacy.is_dpsgd else []
     choice = choose_engine(perf.engine, unsupported, config.factors.microbatch_size)
     engine_cls = fast.FastTorchStepEngine if choice.engine == "fast" else TorchStepEngine
@@ -70,7 +73,7 @@ def train(
         else "opacus GradSampleModule",
         "grad_sample_mode": DEFAULT_GRAD_SAMPLE_MODE
         if config.privacy.is_dpsgd and choice.engine == "reference" else None,
-        **choice.details()}
+        **choice.details(), **device_record(device)}
     trained = fit(  # fit closes the engine (Opacus's hooks removed) however training ends
         config, dataset, perf, backend=BACKEND, model=model,
         make_engine=lambda plan, mechanism: engine_cls(model, config, mechanism, perf),
