@@ -119,7 +119,8 @@ def time_ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def engines_used(results: Sequence[RunResult]) -> str:
     """How each backend's DP runs computed per-example gradients, from their RunResults:
-    e.g. ``tf: fast engine (2 runs); torch: Opacus grad-sample mode hooks (2 runs)``.
+    e.g. ``tf: fast engine (2 runs); torch: reference engine (Opacus grad-sample mode hooks)
+    (2 runs)``.
 
     Performance-only (the engines compute the same update); stated so that the times in a
     report can be read. Non-private runs are not counted.
@@ -129,12 +130,17 @@ def engines_used(results: Sequence[RunResult]) -> str:
         if r.config["privacy"]["mechanism"] not in ("dpsgd-gaussian", "dpsgd-laplace"):
             continue
         perf = r.perf or {}
-        if r.backend == "torch":
-            how = f"Opacus grad-sample mode {perf.get('grad_sample_mode', '?')}"
+        engine = perf.get("engine_used", perf.get("engine"))
+        if engine == "library":
+            how = f"library recipe: {perf.get('trainer', '?')}"
+        elif engine is None and perf.get("grad_sample_mode"):  # results written before engines
+            how = f"Opacus grad-sample mode {perf['grad_sample_mode']}"
         else:
-            how = f"{perf.get('engine_used', perf.get('engine', '?'))} engine"
-            if perf.get("fast_engine_fallback"):
-                how += f" (fast engine not used: {perf['fast_engine_fallback']})"
+            how = f"{engine or '?'} engine"
+            if r.backend == "torch" and perf.get("grad_sample_mode"):
+                how += f" (Opacus grad-sample mode {perf['grad_sample_mode']})"
+        if perf.get("fast_engine_fallback"):
+            how += f" (fast engine not used: {perf['fast_engine_fallback']})"
         per_backend = counts.setdefault(r.backend, {})
         per_backend[how] = per_backend.get(how, 0) + 1
     if not counts:

@@ -40,9 +40,16 @@ def test_the_header_says_which_per_example_path_each_backend_used() -> None:
             run("tf", "dpsgd-laplace", {"engine": "fast", "engine_used": "reference",
                                         "fast_engine_fallback": "unsupported layers: Embedding"}),
             run("torch", "dpsgd-gaussian", {"grad_sample_mode": "hooks"}),
-            run("torch", "none", {"grad_sample_mode": "hooks"})]
+            run("torch", "none", {"grad_sample_mode": "hooks"}),
+            run("torch", "dpsgd-gaussian", {"engine_used": "fast", "grad_sample_mode": None}),
+            run("torch", "dpsgd-gaussian", {"engine_used": "reference",
+                                            "grad_sample_mode": "hooks"}),
+            run("torch", "dpsgd-gaussian", {"engine_used": "library",
+                                            "trainer": "PrivacyEngine.make_private"})]
     text = engines_used(runs)
     assert text == ("tf: fast engine (1 run), reference engine (fast engine not used: "
                     "unsupported layers: Embedding) (1 run); "
-                    "torch: Opacus grad-sample mode hooks (1 run)")
+                    "torch: Opacus grad-sample mode hooks (1 run), fast engine (1 run), "
+                    "reference engine (Opacus grad-sample mode hooks) (1 run), "
+                    "library recipe: PrivacyEngine.make_private (1 run)")
     assert engines_used([runs[3]]) == "no DP-SGD runs"
