@@ -10,8 +10,8 @@ and the progress bar.
 The EMA costs one weight copy per step (``get_weights``): negligible for cnn4, about 45 MB
 for resnet18, still small next to a DP step of that model.
 
-The algorithm a step engine must run on one logical batch (DESIGN.md, "Making identical
-configuration true"), described by a :class:`StepMechanism`:
+The algorithm a step engine must run on one logical batch (the harmonised recipe: the table in
+the README's "What it does"), described by a :class:`StepMechanism`:
 
 1. per-example gradients of the cross-entropy loss, computed chunk by chunk;
 2. each clipped to ``clip_norm`` in the flat norm ``clip_kind`` over all parameters

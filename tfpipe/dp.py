@@ -3,7 +3,8 @@
 TF Privacy's ``DPKeras*Optimizer`` computes per-microbatch gradients with ``tape.jacobian`` over
 the whole batch (quadratic work, and out of memory for cnn4 at 1024 microbatches), divides by
 the actual microbatch count, and with ``gradient_accumulation_steps`` adds noise at every
-sub-step. The bench runs the algorithm of DESIGN.md instead, still on the library's pieces:
+sub-step. The bench runs its harmonised algorithm instead (README, "What it does"), still on
+the library's pieces:
 
 * the privatising step is a TF Privacy :class:`~tensorflow_privacy.DPQuery`
   (:class:`SeededGaussianSumQuery` subclasses ``GaussianSumQuery``; :class:`LaplaceSumQuery`
