@@ -30,10 +30,10 @@ import itertools
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from compare.bundled import bundled_names, load_bundled
 from compare.reporting.published import validate_published
 from dpcore.config import PerfSpec, RunConfig, load_mapping_file
 from dpcore.errors import ConfigError
@@ -232,8 +232,7 @@ def expand_grid(
 
 def preset_names() -> list[str]:
     """Names of the bundled presets (``compare/presets/*.yaml``)."""
-    folder = resources.files("compare").joinpath("presets")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return bundled_names("presets")
 
 
 def load_preset(name: str) -> dict[str, Any]:
@@ -241,9 +240,7 @@ def load_preset(name: str) -> dict[str, Any]:
     names = preset_names()
     if name not in names:
         raise ConfigError(f"preset {name!r} is not known; valid: {', '.join(names)}")
-    path = resources.files("compare").joinpath("presets", f"{name}.yaml")
-    with resources.as_file(path) as real_path:
-        return load_mapping_file(real_path)
+    return load_bundled("presets", name)
 
 
 def load_grid_file(path: str | Path) -> dict[str, Any]:

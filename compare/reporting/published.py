@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
+from compare.bundled import bundled_names, load_bundled
 from dpcore.errors import ConfigError
 
 #: Our metric name -> (RunResult-frame column, factor to the paper's unit, description).
@@ -56,20 +56,15 @@ class PaperTable:
 
 def paper_names() -> list[str]:
     """Names of the bundled paper files (``compare/published/*.yaml``)."""
-    folder = resources.files("compare").joinpath("published")
-    return sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
+    return bundled_names("published")
 
 
 def load_paper(name: str) -> dict[str, Any]:
     """The raw mapping of a bundled paper file; unknown names list the valid ones."""
-    from dpcore.config import load_mapping_file
-
     names = paper_names()
     if name not in names:
         raise ConfigError(f"paper {name!r} is not bundled; valid: {', '.join(names)}")
-    path = resources.files("compare").joinpath("published", f"{name}.yaml")
-    with resources.as_file(path) as real_path:
-        return load_mapping_file(real_path)
+    return load_bundled("published", name)
 
 
 def paper_table(paper: str, table: str) -> PaperTable:
