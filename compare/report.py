@@ -21,6 +21,9 @@ import numpy as np
 import pandas as pd
 
 from compare.reporting import plots
+from compare.reporting.attribution_section import attribution_section
+from compare.reporting.claims_section import claims_section
+from compare.reporting.findings_section import findings_section
 from compare.reporting.frames import (
     FAITHFULNESS_KEYS,
     curves_frame,
@@ -422,9 +425,17 @@ def write_report(
     frame.to_csv(out / "runs.csv", index=False)
     summary = summary_table(frame)
     summary.to_csv(out / "summary.csv", index=False)
+    if summary.empty:  # no run finished: nothing to aggregate
+        lines += ["No run finished.", "", "## Runs that did not finish", "",
+                  markdown_table(frame, ["run_id", "setting", "backend", "seed", "status"])]
+        atomic_write_bytes(report_path, ("\n".join(lines) + "\n").encode("utf-8"))
+        return report_path
     paired = paired_backend_table(frame)
+    published = context.published or preset_published(results)
     lines += ["## Headline", "", " ".join(headline(frame, paired)), ""]
-    lines += published_section(context.published or preset_published(results), frame)
+    lines += published_section(published, frame)
+    lines += findings_section(published, out)
+    lines += attribution_section(results, published, out) or claims_section(results)
     lines += _accuracy_section(frame, summary, out)
     lines += _backend_section(paired, out)
     lines += _curves_section(results, out)

@@ -8,7 +8,11 @@
   training;
 * :func:`privacy_claim`: whether the shared accountant's epsilon is a *proved* bound for what
   ran, or only "claimed, not proved", with the reasons (recorded in every RunResult);
-* :func:`step_divisor`: the divisor of the noised gradient sum under ``factors.normalisation``.
+* :func:`step_divisor`: the divisor of the noised gradient sum under ``factors.normalisation``;
+* :func:`effective_factors`: every factor's value as the step actually ran it (a ``library``
+  run takes its library's own choices, not the config's defaults), with the divisor put in
+  words by :func:`divisor_rule` so that two recipes that divide by the same number compare
+  equal (recorded in every RunResult; the report's gap attribution compares them).
 
 Every rule is a one-line :class:`~dpcore.errors.ConfigError` naming the field and what would be
 valid.
@@ -16,7 +20,9 @@ valid.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dpcore.errors import ConfigError
@@ -92,9 +98,13 @@ def check_backend_recipe(config: RunConfig, backend: str) -> None:
 
 def library_normalisation(config: RunConfig, backend: str) -> str:
     """The divisor each library's own step uses (for the claim of a ``library`` run)."""
+    return _library_normalisation(backend, config.privacy.sampling)
+
+
+def _library_normalisation(backend: str, sampling: str) -> str:
     if backend == "tf":
         return "microbatches"  # DPKerasSGDOptimizer: noised sum / num_microbatches
-    return "expected" if config.privacy.sampling == "poisson" else "actual"
+    return "expected" if sampling == "poisson" else "actual"
 
 
 def privacy_claim(config: RunConfig, backend: str | None = None) -> dict[str, Any]:
@@ -156,13 +166,94 @@ def step_divisor(normalisation: str, expected_batch_size: int, actual_batch_size
     )
 
 
+#: The factors of one DP-SGD step, in the order reports show them (``sampling`` is
+#: ``privacy.sampling``, ``divisor`` is :func:`divisor_rule`, the rest are ``factors.*``).
+FACTOR_NAMES = ("sampling", "divisor", "microbatch_size", "init", "input_scaling",
+                "calibration_accountant", "eval_split")
+#: What each library's own step does for the factors its recipe fixes (``library_factors``).
+LIBRARY_FIXED = {
+    # Keras' default initialisers are the bench's neutral scheme (Glorot-uniform, zero bias).
+    "tf": {"init": "neutral", "input_scaling": "unit"},
+    "torch": {"init": "torch", "input_scaling": "unit"},
+}
+
+
+def divisor_rule(sampling: str, normalisation: str, microbatch_size: int) -> str:
+    """What one step's noised sum is divided by, in words that are equal when the numbers are.
+
+    With shuffled fixed-size batches of B examples the actual size is B, so ``expected`` and
+    ``actual`` both divide by the constant B, and ``microbatches`` by the constant B/k (B when
+    k = 1, TF Privacy's per-example default). Under Poisson sampling ``actual`` and
+    ``microbatches`` divide by a number that depends on who is in the batch.
+
+    Returns:
+        ``"B"``, ``"B/k"``, ``"actual batch size"`` or ``"actual microbatch count"``.
+    """
+    if normalisation == "expected":
+        return "B"
+    fixed = sampling == "shuffle"
+    if normalisation == "actual" or microbatch_size == 1:
+        return "B" if fixed else "actual batch size"
+    if normalisation == "microbatches":
+        return "B/k" if fixed else "actual microbatch count"
+    raise ConfigError(
+        f"factors.normalisation={normalisation!r} is not known; valid: expected, actual, "
+        "microbatches"
+    )
+
+
+def effective_factors(recipe: str, backend: str, sampling: str,
+                      factors: Mapping[str, Any]) -> dict[str, Any]:
+    """Every factor (:data:`FACTOR_NAMES`) as the step ran it.
+
+    Args:
+        recipe: ``harmonised`` or ``library``.
+        backend: ``tf`` or ``torch`` (a ``library`` step is the backend's own).
+        sampling: ``privacy.sampling``.
+        factors: the config's ``factors`` section (missing keys take their defaults).
+
+    Returns:
+        A mapping with one value per name in :data:`FACTOR_NAMES`.
+
+    Raises:
+        ConfigError: a factor name that is not a field of :class:`dpcore.config.FactorSpec`.
+    """
+    from dpcore.config import FactorSpec
+
+    defaults = FactorSpec()
+    unknown = sorted(set(factors) - set(defaults.__dataclass_fields__), key=str)
+    if unknown:
+        raise ConfigError(
+            f"factor {unknown[0]!r} is not known; valid: "
+            f"{', '.join(defaults.__dataclass_fields__)}"
+        )
+    values = {name: factors.get(name, getattr(defaults, name))
+              for name in defaults.__dataclass_fields__}
+    if values["init"] == "keras":
+        values["init"] = "neutral"
+    normalisation = values["normalisation"]
+    if recipe == "library" and backend in LIBRARY_FIXED:
+        values.update(LIBRARY_FIXED[backend])
+        normalisation = _library_normalisation(backend, sampling)
+    k = int(values["microbatch_size"])
+    return {"sampling": sampling, "divisor": divisor_rule(sampling, normalisation, k),
+            "microbatch_size": k, "init": values["init"],
+            "input_scaling": values["input_scaling"],
+            "calibration_accountant": values["calibration_accountant"],
+            "eval_split": values["eval_split"]}
+
+
 def recipe_record(config: RunConfig, backend: str, trainer: str | None = None
                   ) -> dict[str, Any]:
     """The RunResult ``recipe`` entry: name, the class and API that ran the step, the factors
-    that differ from the harmonised defaults, and the privacy claim."""
+    that differ from the harmonised defaults, every factor as the step ran it
+    (``effective_factors``) and the privacy claim."""
     if trainer is None:
         table = LIBRARY_TRAINERS if config.recipe == "library" else HARMONISED_TRAINERS
         trainer = table[backend]
+    factors = dataclasses.asdict(config.factors)
     return {"name": config.recipe, "trainer": trainer,
             "factors": {"sampling": config.privacy.sampling, **config.factors.non_default()},
+            "effective_factors": effective_factors(config.recipe, backend,
+                                                   config.privacy.sampling, factors),
             "privacy_claim": privacy_claim(config, backend)}

@@ -1,0 +1,415 @@
+"""Gap attribution: which difference between the two libraries' stock recipes moves accuracy.
+
+Computed for any set of runs that differ in their recipe or in a factor (:func:`has_recipe_axis`,
+detected from the runs' configs, so no preset key and no special label is needed); the preset
+``mnist-gap-attribution`` is the grid made for it. Every role is read from the runs' configs
+(:func:`dpcore.recipes.effective_factors`: every factor as the step ran it):
+
+* the **baseline** of a backend: its ``harmonised`` DP-SGD configuration with every factor at
+  its default (test accuracy);
+* the **stock recipe** of a backend: its ``library`` configuration measured on the test set
+  (one measured on the training set is tabled, and checked against the published figure, but is
+  not a stock recipe);
+* a **factor run**: a ``harmonised`` configuration with some factors changed; its *effect* is
+  its accuracy minus its backend's baseline, paired by seed;
+* the **gap**: TF Privacy stock minus Opacus stock accuracy.
+
+Differences are paired by seed on the seeds both sides have (the same seed gives the same
+batches and initial weights within a backend); with no common seed, Welch's unpaired interval
+(scipy) is used. A factor run counts toward the gap when every factor it changes moves from
+one stock recipe's value (held by the baseline) to the other's: toward TF Privacy's it adds
+its effect, toward Opacus's it subtracts it. Only effects whose 95% interval excludes 0 are
+summed (a factor "moves accuracy by more than its interval"); the rest of the gap is left
+unexplained. The sum assumes the factors add up; that assumption is stated with the figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from compare.grid import setting_label
+from compare.reporting.published import METRICS, find_row, paper_table
+from compare.reporting.stats import CONFIDENCE, Interval, mean_interval
+from dpcore.errors import ConfigError
+from dpcore.recipes import FACTOR_NAMES, effective_factors
+from dpcore.results import RunResult
+
+#: A configuration "reaches" a published accuracy when its mean over seeds is at least the
+#: published figure minus this many accuracy units (0.005 = half a percentage point).
+REACH_TOLERANCE = 0.005
+LIBRARY_NAMES = {"tf": "TF Privacy", "torch": "Opacus"}
+#: Factors whose values the two stock recipes can differ in, for the gap (``eval_split`` is
+#: a choice of what is measured, not of how the model is trained).
+TRAINING_FACTORS = tuple(f for f in FACTOR_NAMES if f != "eval_split")
+
+
+class AttributionError(ConfigError):
+    """The runs cannot be attributed (a missing baseline, an unknown factor); one line."""
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """One (setting, backend) of DP-SGD runs, over its seeds."""
+
+    setting: str
+    backend: str
+    recipe: str
+    trainer: str
+    factors: Mapping[str, Any]
+    accuracy: Mapping[int, float]
+    epsilon_shared: float | None
+    library_epsilon: Mapping[str, float]
+    claim: str
+    reasons: tuple[str, ...]
+
+    @property
+    def split(self) -> str:
+        """``test`` or ``train``: the split the accuracy is measured on."""
+        return str(self.factors["eval_split"])
+
+    @property
+    def interval(self) -> Interval:
+        """Mean accuracy (fraction) with its 95% t interval over seeds."""
+        return mean_interval(list(self.accuracy.values()))
+
+    @property
+    def name(self) -> str:
+        """The setting, with its library when the setting does not name it."""
+        library = LIBRARY_NAMES.get(self.backend, self.backend)
+        return self.setting if library in self.setting else f"{self.setting} ({library})"
+
+
+@dataclass(frozen=True)
+class Effect:
+    """An accuracy difference (fraction) ``minuend - subtrahend`` with its 95% interval."""
+
+    label: str
+    kind: str  # "factor" or "stock"
+    changed: str
+    interval: Interval
+    paired: bool
+    per_seed: Mapping[int, float] | None
+    direction: int = 0  # +1 toward TF Privacy's stock, -1 toward Opacus's, 0 neither
+    why_not: str = ""
+
+    @property
+    def significant(self) -> bool:
+        """True when the 95% interval excludes 0 (never with fewer than 2 values)."""
+        i = self.interval
+        return i.n >= 2 and not math.isnan(i.low) and (i.low > 0 or i.high < 0)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A published accuracy figure and the configurations that reach it."""
+
+    description: str
+    value: float  # fraction
+    reached_by: tuple[Configuration, ...]
+    closest: Configuration | None
+    #: The library whose runs are compared with the figure ("" = every run).
+    library: str = ""
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """Everything the report's gap-attribution section shows."""
+
+    configurations: tuple[Configuration, ...]
+    baselines: Mapping[str, Configuration]
+    stock: Mapping[str, Configuration]
+    factor_effects: tuple[Effect, ...]
+    stock_effects: tuple[Effect, ...]
+    gap: Effect | None
+    counted: tuple[Effect, ...] = ()
+    explained: float | None = None
+    unexplained: Interval | None = None
+    untested: tuple[str, ...] = ()
+    targets: tuple[Target, ...] = field(default=())
+
+
+# -- reading the runs ------------------------------------------------------------------------
+def run_factors(result: RunResult) -> dict[str, Any]:
+    """Every factor of a run as its step ran it, from its stored config.
+
+    Raises:
+        AttributionError: the config names a factor this version does not know.
+    """
+    config = result.config
+    try:
+        return effective_factors(str(config.get("recipe", "harmonised")), result.backend,
+                                 str(config.get("privacy", {}).get("sampling", "poisson")),
+                                 dict(config.get("factors") or {}))
+    except ConfigError as exc:
+        raise AttributionError(f"run {result.run_id}: {exc}") from None
+
+
+def _is_dpsgd(result: RunResult) -> bool:
+    return str(result.config.get("privacy", {}).get("mechanism", "")).startswith("dpsgd")
+
+
+def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:
+    """The finished DP-SGD runs grouped by (setting, backend), in the order first seen."""
+    groups: dict[tuple[str, str], list[RunResult]] = {}
+    for r in results:
+        if r.status == "finished" and _is_dpsgd(r) and r.metrics.get("accuracy") is not None:
+            setting = setting_label(r.labels) if r.labels else r.config_hash
+            groups.setdefault((setting, r.backend), []).append(r)
+    out = []
+    for (setting, backend), runs in groups.items():
+        first = min(runs, key=lambda r: r.seed)
+        factors = run_factors(first)
+        for r in runs:
+            if run_factors(r) != factors:
+                raise AttributionError(
+                    f"the runs of {setting!r} on {backend} differ in their factors (run "
+                    f"{r.run_id}: {describe_change(run_factors(r), factors)}); one setting "
+                    "must be one configuration over seeds")
+        record = first.recipe or {}
+        claim = record.get("privacy_claim") or {}
+        privacy = first.privacy or {}
+        as_run = privacy.get("as_run") or {}
+        shared = as_run.get("epsilon_rdp", privacy.get("epsilon_rdp"))
+        own = {str(k): float(v) for k, v in (privacy.get("library_epsilon") or {}).items()
+               if v is not None}
+        out.append(Configuration(
+            setting=setting, backend=backend,
+            recipe=str(first.config.get("recipe", "harmonised")),
+            trainer=str(record.get("trainer", "")),
+            factors=factors,
+            accuracy={r.seed: float(r.metrics["accuracy"]) for r in runs},
+            epsilon_shared=None if shared is None else float(shared),
+            library_epsilon=own,
+            claim=str(claim.get("status", "not recorded (result written before issue 14)")),
+            reasons=tuple(str(x) for x in claim.get("reasons") or ()),
+        ))
+    return tuple(sorted(out, key=_reading_order))
+
+
+def _reading_order(c: Configuration) -> tuple[int, str, str]:
+    """Stock recipes (test, then training set), harmonised baselines, then factor runs; TF
+    Privacy before Opacus within each; a stable sort keeps the runs' order otherwise."""
+    harmonised_defaults = effective_factors("harmonised", c.backend, "poisson", {})
+    if c.recipe == "library":
+        rank = 0 if c.split == "test" else 1
+    else:
+        rank = 2 if c.factors == harmonised_defaults else 3
+    return rank, c.backend, ""
+
+
+def has_recipe_axis(results: Sequence[RunResult]) -> bool:
+    """True when the finished DP-SGD runs differ in recipe or in some factor."""
+    try:
+        configs = configurations(results)
+    except AttributionError:
+        return True  # the section will say what is wrong
+    kinds = {(c.recipe, tuple(sorted(c.factors.items(), key=str))) for c in configs}
+    return len(kinds) > 1
+
+
+# -- differences -----------------------------------------------------------------------------
+def difference(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[Interval, bool,
+                                                                        dict[int, float] | None]:
+    """``mean(a) - mean(b)`` with its 95% interval: paired by seed on the common seeds, else
+    Welch's unpaired t interval (NaN bounds with fewer than 2 values on a side).
+
+    Returns:
+        (interval, paired, per-seed differences or None).
+    """
+    common = sorted(set(a) & set(b))
+    if common:
+        diffs = {s: a[s] - b[s] for s in common}
+        return mean_interval(list(diffs.values())), True, diffs
+    xa, xb = np.asarray(list(a.values()), float), np.asarray(list(b.values()), float)
+    mean = float(xa.mean() - xb.mean()) if xa.size and xb.size else math.nan
+    n = int(min(xa.size, xb.size))
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n), False, None
+    ci = stats.ttest_ind(xa, xb, equal_var=False).confidence_interval(CONFIDENCE)
+    return Interval(mean, float(ci.low), float(ci.high), n), False, None
+
+
+def changed_factors(run: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
+    """Names of the factors whose values differ, in :data:`FACTOR_NAMES` order."""
+    return [f for f in FACTOR_NAMES if run.get(f) != base.get(f)]
+
+
+def describe_change(run: Mapping[str, Any], base: Mapping[str, Any]) -> str:
+    """``"sampling: poisson → shuffle; init: neutral → torch"`` (or ``"none"``)."""
+    names = changed_factors(run, base)
+    return "; ".join(f"{f}: {base.get(f)} → {run.get(f)}" for f in names) or "none"
+
+
+def direction(run: Mapping[str, Any], base: Mapping[str, Any],
+              stock: Mapping[str, Configuration]) -> tuple[int, str]:
+    """+1 when the run moves every changed factor from Opacus's stock value (the baseline's)
+    to TF Privacy's, -1 for the reverse, else 0 with the reason."""
+    if "tf" not in stock or "torch" not in stock:
+        return 0, "both stock recipes are needed to tell a factor's direction"
+    tf, torch = stock["tf"].factors, stock["torch"].factors
+    names = changed_factors(run, base)
+    if "eval_split" in names:
+        return 0, "it changes what is measured (the split), not how the model is trained"
+    for sign, to, frm in ((1, tf, torch), (-1, torch, tf)):
+        if all(run[f] == to[f] and base[f] == frm[f] for f in names):
+            return sign, ""
+    for f in names:
+        if tf[f] == torch[f]:
+            return 0, f"both stock recipes use {f}={tf[f]}"
+        if run[f] not in (tf[f], torch[f]):
+            return 0, f"neither stock recipe uses {f}={run[f]}"
+    return 0, "its factors do not all move from one stock recipe's values to the other's"
+
+
+# -- the attribution -------------------------------------------------------------------------
+def attribute(configs: Sequence[Configuration],
+              published: Sequence[Mapping[str, Any]] = ()) -> Attribution:
+    """Baselines, effects, the gap and how much of it the significant factors explain.
+
+    Args:
+        configs: :func:`configurations` of the runs.
+        published: the grid's ``published:`` entries; their accuracy cells become
+            :class:`Target` figures.
+
+    Raises:
+        AttributionError: no baseline on a backend that has factor runs or a stock recipe,
+            or no baseline at all.
+    """
+    baselines: dict[str, Configuration] = {}
+    stock: dict[str, Configuration] = {}
+    for c in configs:
+        if c.recipe == "harmonised" and not changed_factors(c.factors, _defaults(c)) \
+                and c.backend not in baselines:
+            baselines[c.backend] = c
+        if c.recipe == "library" and c.split == "test" and c.backend not in stock:
+            stock[c.backend] = c
+    needing = [c for c in configs if c.backend not in baselines
+               and (c.recipe == "library" or changed_factors(c.factors, _defaults(c)))]
+    if needing or not baselines:
+        backend = needing[0].backend if needing else "any backend"
+        names = "; ".join(c.setting for c in needing if c.backend == backend) or "none"
+        raise AttributionError(
+            f"no harmonised baseline on {backend} (a DP-SGD run with recipe=harmonised and "
+            f"every factor at its default, measured on the test set); the configurations that "
+            f"need it: {names}")
+    factor_effects = []
+    for c in configs:
+        base = baselines[c.backend]
+        if c.recipe != "harmonised" or c is base:
+            continue
+        interval, paired, per_seed = difference(c.accuracy, base.accuracy)
+        sign, why = direction(c.factors, base.factors, stock)
+        factor_effects.append(Effect(
+            label=f"{c.setting} − harmonised ({LIBRARY_NAMES.get(c.backend, c.backend)})",
+            kind="factor", changed=describe_change(c.factors, base.factors),
+            interval=interval, paired=paired, per_seed=per_seed, direction=sign, why_not=why))
+    stock_effects = []
+    for backend, c in stock.items():
+        base = baselines[backend]
+        interval, paired, per_seed = difference(c.accuracy, base.accuracy)
+        stock_effects.append(Effect(
+            label=f"{LIBRARY_NAMES.get(backend, backend)} stock − harmonised",
+            kind="stock", changed=describe_change(c.factors, base.factors),
+            interval=interval, paired=paired, per_seed=per_seed))
+    gap = None
+    if "tf" in stock and "torch" in stock:
+        interval, paired, per_seed = difference(stock["tf"].accuracy, stock["torch"].accuracy)
+        gap = Effect(label="TF Privacy stock − Opacus stock", kind="stock",
+                     changed=describe_change(stock["tf"].factors, stock["torch"].factors),
+                     interval=interval, paired=paired, per_seed=per_seed)
+    return _explain(tuple(configs), baselines, stock, tuple(factor_effects),
+                    tuple(stock_effects), gap, targets(published, configs))
+
+
+def _defaults(c: Configuration) -> dict[str, Any]:
+    """The factors of the harmonised recipe with every factor at its default (same sampling
+    rule: the baseline samples Poisson)."""
+    return effective_factors("harmonised", c.backend, "poisson", {})
+
+
+def _explain(configs: tuple[Configuration, ...], baselines: dict[str, Configuration],
+             stock: dict[str, Configuration], factor_effects: tuple[Effect, ...],
+             stock_effects: tuple[Effect, ...], gap: Effect | None,
+             found: tuple[Target, ...]) -> Attribution:
+    """Sum the significant effects that point along the gap; the rest is unexplained."""
+    counted: list[Effect] = []
+    covered: set[str] = set()
+    for effect in factor_effects:
+        if effect.direction == 0:
+            continue
+        names = _names(effect)
+        # A factor isolated by an earlier counted run is not counted twice.
+        if effect.significant and not names & {n for e in counted for n in _names(e)}:
+            counted.append(effect)
+        covered |= names  # isolated by some run, significant or not
+    untested = ()
+    if "tf" in stock and "torch" in stock:
+        tf, torch = stock["tf"].factors, stock["torch"].factors
+        untested = tuple(f"{f} ({tf[f]} in TF Privacy's, {torch[f]} in Opacus's)"
+                         for f in TRAINING_FACTORS if tf[f] != torch[f] and f not in covered)
+    explained = unexplained = None
+    if gap is not None:
+        explained = float(sum(e.direction * e.interval.mean for e in counted))
+        unexplained = Interval(gap.interval.mean - explained, math.nan, math.nan,
+                               gap.interval.n)
+        seeds = set(gap.per_seed or ())
+        for e in counted:
+            seeds &= set(e.per_seed or ())
+        if gap.per_seed is not None and all(e.per_seed is not None for e in counted) and \
+                len(seeds) >= 2:
+            rest = [gap.per_seed[s] - sum(e.direction * e.per_seed[s] for e in counted)
+                    for s in sorted(seeds)]
+            unexplained = mean_interval(rest)
+    return Attribution(configurations=configs, baselines=baselines, stock=stock,
+                       factor_effects=factor_effects, stock_effects=stock_effects, gap=gap,
+                       counted=tuple(counted), explained=explained, unexplained=unexplained,
+                       untested=untested, targets=found)
+
+
+def _names(effect: Effect) -> set[str]:
+    return {part.split(":")[0] for part in effect.changed.split("; ")}
+
+
+# -- published figures -----------------------------------------------------------------------
+def targets(published: Sequence[Mapping[str, Any]], configs: Sequence[Configuration]
+            ) -> tuple[Target, ...]:
+    """Each published accuracy cell of ``published`` and the configurations that reach it
+    (:data:`REACH_TOLERANCE`), whatever split they are measured on; a cell that names a
+    backend is compared with that backend's configurations only."""
+    out = []
+    seen: set[tuple[str, str, str]] = set()
+    for entry in published:
+        if entry.get("table") is None:
+            continue
+        table = paper_table(str(entry["paper"]), str(entry["table"]))
+        for cell in entry.get("cells") or []:
+            if METRICS[cell["metric"]][0] != "accuracy":
+                continue
+            key = (table.paper, table.name, repr(sorted(cell["row"].items())))
+            if key in seen:
+                continue
+            seen.add(key)
+            printed = table.rows[find_row(table, cell["row"])][
+                table.columns.index(cell["column"])]
+            if printed is None:
+                continue
+            value = float(printed) / METRICS[cell["metric"]][1]
+            row = ", ".join(f"{k}={v}" for k, v in cell["row"].items())
+            own = [c for c in configs if c.backend == cell.get("backend", c.backend)]
+            reached = tuple(c for c in own if c.interval.mean >= value - REACH_TOLERANCE)
+            closest = max(own, key=lambda c: c.interval.mean, default=None)
+            library = LIBRARY_NAMES.get(str(cell.get("backend")), "")
+            out.append(Target(description=f"{table.paper} {table.name} ({row})", value=value,
+                              reached_by=reached, closest=closest, library=library))
+    return tuple(out)
+
+
+__all__ = ["REACH_TOLERANCE", "Attribution", "AttributionError", "Configuration", "Effect",
+           "Target", "attribute", "changed_factors", "configurations", "describe_change",
+           "difference", "direction", "has_recipe_axis", "run_factors", "targets"]

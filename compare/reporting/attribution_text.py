@@ -1,0 +1,136 @@
+"""The written conclusion of the gap attribution, generated from its numbers.
+
+Every sentence is built from an :class:`~compare.reporting.attribution.Attribution`; nothing is
+hard-coded. Wording rules: a factor "explains" part of the gap only when its 95% interval
+excludes 0 and it points along the gap (:attr:`Effect.direction`); an interval that crosses 0
+is reported as "within its interval", never as an explanation.
+"""
+
+from __future__ import annotations
+
+import math
+
+from compare.reporting.attribution import (
+    REACH_TOLERANCE,
+    Attribution,
+    Configuration,
+    Effect,
+    Target,
+)
+from compare.reporting.stats import CONFIDENCE, Interval
+
+
+def points(value: float) -> str:
+    """An accuracy difference (fraction) in signed percentage points: ``"+1.23"``."""
+    return "–" if math.isnan(value) else f"{100 * value:+.2f}"
+
+
+def interval_text(interval: Interval) -> str:
+    """``"+1.23 points (95% CI +0.50 to +1.96, 3 seeds)"`` or ``"... (1 seed: no interval)"``."""
+    if interval.n < 2 or math.isnan(interval.low):
+        n = interval.n
+        return f"{points(interval.mean)} points ({n} seed{'s' if n != 1 else ''}: no interval)"
+    return (f"{points(interval.mean)} points ({100 * CONFIDENCE:g}% CI {points(interval.low)} "
+            f"to {points(interval.high)}, {interval.n} seeds)")
+
+
+def accuracy_text(c: Configuration) -> str:
+    """``"96.80 ± 0.20 % (training-set accuracy, 3 seeds)"``."""
+    i = c.interval
+    split = "training-set" if c.split == "train" else "test"
+    spread = "" if i.n < 2 or math.isnan(i.high) else f" ± {100 * i.half_width:.2f}"
+    return f"{100 * i.mean:.2f}{spread} % ({split} accuracy, {i.n} seed{'s' * (i.n != 1)})"
+
+
+def conclusion(a: Attribution) -> list[str]:
+    """Markdown paragraphs (one string each) of the written attribution."""
+    seeds = max((c.interval.n for c in a.configurations), default=0)
+    out = [
+        f"Rules used: an effect is a difference of mean accuracy in percentage points with its "
+        f"{100 * CONFIDENCE:g}% t interval over seeds (paired by seed where both sides have "
+        f"the seed, else Welch's unpaired interval); a factor *moves accuracy* when that "
+        f"interval excludes 0; a configuration *reaches* a published figure when its mean "
+        f"over seeds is at least the figure minus {100 * REACH_TOLERANCE:g} point "
+        f"(tolerance). Factor effects are measured on the "
+        f"harmonised recipe of one backend and assumed to add up."]
+    if seeds < 2:
+        out.append("With one seed per configuration there is no interval, so no factor is "
+                   "judged to move accuracy and none is said to explain the gap.")
+    out += _factor_sentences(a.factor_effects)
+    out += _gap_sentences(a)
+    out += [_target_sentence(t) for t in a.targets]
+    return out
+
+
+def _factor_sentences(effects: tuple[Effect, ...]) -> list[str]:
+    if not effects:
+        return ["No factor run: only the stock recipes and the baseline were run."]
+    moving = [e for e in effects if e.significant]
+    within = [e for e in effects if not e.significant]
+    out = []
+    if moving:
+        out.append("Factors that move accuracy by more than their interval: " + "; ".join(
+            f"{e.label} ({e.changed}): {interval_text(e.interval)}" for e in moving) + ".")
+    else:
+        out.append("No factor moves accuracy by more than its interval.")
+    if within:
+        out.append("Within their interval (no effect shown): " + "; ".join(
+            f"{e.label}: {interval_text(e.interval)}" for e in within) + ".")
+    return out
+
+
+def _gap_sentences(a: Attribution) -> list[str]:
+    out = []
+    if a.stock_effects:
+        out.append("Each library's stock recipe against the harmonised recipe on the same "
+                   "framework: " + "; ".join(f"{e.label}: {interval_text(e.interval)}"
+                                             for e in a.stock_effects) + ".")
+    if a.gap is None:
+        missing = [n for b, n in (("tf", "TF Privacy"), ("torch", "Opacus")) if b not in a.stock]
+        out.append("The stock TF Privacy − stock Opacus gap needs both stock recipes "
+                   f"(recipe=library, test accuracy); missing: {', '.join(missing)}.")
+        return out
+    gap = a.gap
+    out.append(f"The gap, stock TF Privacy − stock Opacus: {interval_text(gap.interval)}."
+               + ("" if gap.significant or gap.interval.n < 2 else
+                  " Its interval crosses 0: no difference between the stock recipes is shown."))
+    if a.counted:
+        parts = [f"{e.label} explains {points(e.direction * e.interval.mean)} points "
+                 f"(it moves {e.changed}, toward "
+                 f"{'TF Privacy' if e.direction > 0 else 'Opacus'}'s stock value)"
+                 for e in a.counted]
+        share = ("" if gap.interval.mean == 0 or a.explained is None else
+                 f", {100 * a.explained / gap.interval.mean:.0f}% of the gap")
+        out.append("Of the gap, " + "; ".join(parts) + f". Together: "
+                   f"{points(a.explained or 0.0)} points{share}.")
+    else:
+        out.append("No factor that moves accuracy by more than its interval lies along the "
+                   "gap, so no part of the gap is explained by the factors run.")
+    if a.unexplained is not None:
+        out.append(f"Left unexplained: {interval_text(a.unexplained)}.")
+    aside = [e for e in a.factor_effects if e.significant and e.direction == 0]
+    if aside:
+        out.append("Moving accuracy but not part of the stock difference: " + "; ".join(
+            f"{e.label} ({e.why_not})" for e in aside) + ".")
+    if a.untested:
+        out.append("Differences between the two stock recipes that no run isolates: "
+                   + "; ".join(a.untested) + ". The unexplained rest may come from them or "
+                   "from what no factor describes (each library's own training loop).")
+    return out
+
+
+def _target_sentence(t: Target) -> str:
+    head = f"The published {100 * t.value:.2f} % ({t.description})"
+    runs = f"{t.library} run" if t.library else "run"
+    if t.reached_by:
+        return (f"{head} is reached (within {100 * REACH_TOLERANCE:g} point) by: "
+                + "; ".join(f"{c.name}, {accuracy_text(c)}" for c in t.reached_by) + ".")
+    if t.closest is None:
+        return f"{head}: no {runs} to compare."
+    return (f"{head} is not reached by any {runs}, on the test or the training set (tolerance "
+            f"{100 * REACH_TOLERANCE:g} point); the closest is {t.closest.name}: "
+            f"{accuracy_text(t.closest)}, "
+            f"{100 * (t.value - t.closest.interval.mean):.2f} points below.")
+
+
+__all__ = ["accuracy_text", "conclusion", "interval_text", "points"]

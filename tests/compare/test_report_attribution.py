@@ -1,0 +1,188 @@
+"""The gap-attribution section on hand-made runs: arithmetic checked by hand, wording rules,
+the chart, and bad input."""
+
+from __future__ import annotations
+
+import math
+import re
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+from scipy import stats
+
+from compare.grid import load_preset
+from compare.report import ReportContext, write_report
+from compare.reporting.attribution import (
+    REACH_TOLERANCE,
+    AttributionError,
+    attribute,
+    configurations,
+    difference,
+    has_recipe_axis,
+)
+from compare.reporting.attribution_section import (
+    attribution_section,
+    configuration_table,
+    effects_figure,
+)
+from compare.reporting.attribution_text import conclusion
+from dpcore.recipes import CLAIMED_NOT_PROVED, PROVED
+from dpcore.results import ResultsStore
+from tests.compare.attribution_fakes import EXPLAINED, UNEXPLAINED, make_grid, make_run
+
+PUBLISHED = load_preset("mnist-gap-attribution")["published"]
+T2 = stats.t.ppf(0.975, 2)  # 4.3027: the t quantile of a 3-seed interval
+
+
+def by_label(effects, start):
+    return next(e for e in effects if e.label.startswith(start))
+
+
+def test_a_factor_explains_most_of_the_gap_arithmetic_by_hand() -> None:
+    a = attribute(configurations(make_grid(EXPLAINED)), PUBLISHED)
+    shuffle = by_label(a.factor_effects, "flip: shuffled")
+    # per seed: 0.88-0.80, 0.91-0.82, 0.91-0.81 = 0.08, 0.09, 0.10
+    assert shuffle.paired and shuffle.interval.mean == pytest.approx(0.09)
+    assert shuffle.interval.high - 0.09 == pytest.approx(T2 * 0.01 / math.sqrt(3))
+    assert shuffle.direction == 1 and shuffle.significant
+    init = by_label(a.factor_effects, "flip: PyTorch")
+    assert init.direction == -1 and init.interval.mean == pytest.approx(0.0)
+    assert not init.significant
+    # gap per seed: 0.10, 0.10, 0.11 -> mean 0.10333
+    assert a.gap is not None and a.gap.interval.mean == pytest.approx(0.31 / 3)
+    assert [e.label for e in a.counted] == [shuffle.label]
+    assert a.explained == pytest.approx(0.09)
+    # unexplained per seed: 0.02, 0.01, 0.01 -> mean 0.013333, sd 0.005774
+    assert a.unexplained is not None
+    assert a.unexplained.mean == pytest.approx(0.04 / 3)
+    assert a.unexplained.high - a.unexplained.mean == pytest.approx(
+        T2 * math.sqrt(1 / 3) * 0.01 / math.sqrt(3))
+    text = "\n".join(conclusion(a))
+    assert "flip: shuffled fixed batches − harmonised (TF Privacy) explains +9.00 points" in text
+    assert "Together: +9.00 points, 87% of the gap" in text  # 9 / 10.33
+    assert "Left unexplained: +1.33 points (95% CI -0.10 to +2.77, 3 seeds)" in text
+    assert "init" not in " ".join(re.findall(r"explains[^.;]*", text))
+
+
+def test_nothing_explains_the_gap_never_says_explains() -> None:
+    a = attribute(configurations(make_grid(UNEXPLAINED)), PUBLISHED)
+    shuffle = by_label(a.factor_effects, "flip: shuffled")
+    # per seed: +0.05, -0.04, +0.02: the interval crosses 0
+    assert shuffle.interval.low < 0 < shuffle.interval.high and not shuffle.significant
+    scaling = by_label(a.factor_effects, "flip: standardised")
+    assert scaling.significant and scaling.direction == 0
+    assert "input_scaling=unit" in scaling.why_not
+    assert a.counted == () and a.explained == 0.0
+    assert a.unexplained is not None and a.unexplained.mean == pytest.approx(0.31 / 3)
+    text = "\n".join(conclusion(a))
+    assert " explains " not in text
+    assert "no part of the gap is explained" in text
+    assert "Within their interval (no effect shown): flip: shuffled" in text
+    assert "init (neutral in TF Privacy's, torch in Opacus's)" in text  # not isolated here
+
+
+def test_one_seed_judges_nothing() -> None:
+    runs = make_grid({k: v[:1] for k, v in EXPLAINED.items()})
+    a = attribute(configurations(runs), PUBLISHED)
+    assert all(not e.significant for e in a.factor_effects) and a.counted == ()
+    text = "\n".join(conclusion(a))
+    assert "no interval" in text and " explains " not in text
+
+
+def test_published_figure_reached_or_closest() -> None:
+    a = attribute(configurations(make_grid(EXPLAINED)), PUBLISHED)
+    tf = next(t for t in a.targets if "tf_privacy" in t.description)
+    assert tf.value == pytest.approx(0.9672)
+    # TF stock on the training set: mean 0.96767 >= 0.9672 - 0.005
+    assert [c.setting for c in tf.reached_by] == ["TF Privacy stock, train accuracy"]
+    runs = make_grid({k: v for k, v in EXPLAINED.items() if "train" not in k})
+    tf = next(t for t in attribute(configurations(runs), PUBLISHED).targets
+              if "tf_privacy" in t.description)
+    assert tf.reached_by == () and tf.closest is not None
+    assert tf.closest.setting == "TF Privacy stock (library)"
+    text = "\n".join(conclusion(attribute(configurations(runs), PUBLISHED)))
+    assert (f"The published 96.72 % ({tf.description}) is not reached by any TF Privacy "
+            f"run, on the test or the training set (tolerance {100 * REACH_TOLERANCE:g} point); "
+            "the closest is TF Privacy stock (library): 91.33") in text
+    assert "5.39 points below" in text  # 96.72 - 91.333
+
+
+def test_unpaired_difference_uses_welch() -> None:
+    interval, paired, per_seed = difference({0: 0.9, 1: 0.92}, {5: 0.8, 6: 0.83, 7: 0.81})
+    assert not paired and per_seed is None
+    ci = stats.ttest_ind([0.9, 0.92], [0.8, 0.83, 0.81], equal_var=False).confidence_interval()
+    assert (interval.low, interval.high) == pytest.approx((ci.low, ci.high))
+    assert interval.mean == pytest.approx(0.91 - 0.81333333)
+
+
+def test_table_records_privacy_claims_and_epsilons() -> None:
+    a = attribute(configurations(make_grid(EXPLAINED)), PUBLISHED)
+    table, reasons = configuration_table(a)
+    rows = table.set_index(["configuration", "library"])
+    assert rows.loc[("harmonised", "TF Privacy"), "privacy"] == PROVED
+    tf_stock = rows.loc[("TF Privacy stock (library)", "TF Privacy")]
+    assert tf_stock["privacy"].startswith(CLAIMED_NOT_PROVED + " [1]")
+    assert reasons[0].startswith("privacy.sampling=shuffle")
+    assert "tf_privacy_compute_dp_sgd_privacy: 1.31" in tf_stock["library's own epsilon"]
+    assert tf_stock["factors changed (vs harmonised)"] == "sampling: poisson → shuffle"
+    assert tf_stock["accuracy %"] == "91.33"
+    train = rows.loc[("TF Privacy stock, train accuracy", "TF Privacy")]
+    assert train["split"] == "train" and "[2]" in train["privacy"]
+    assert any(r.startswith("factors.eval_split=train") for r in reasons)
+
+
+def test_chart_labels_do_not_overlap() -> None:
+    runs = make_grid({**EXPLAINED, **{k: v for k, v in UNEXPLAINED.items()
+                                      if k.startswith("flip: standardised")}})
+    fig = effects_figure(attribute(configurations(runs), PUBLISHED))
+    assert fig is not None
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.get_yticklabels() if t.get_text()]
+    assert len(boxes) == 3 + 2 + 1  # three factors, two stock comparisons, the gap
+    for b1, b2 in combinations(boxes, 2):
+        assert not b1.overlaps(b2)
+    figure_box = fig.bbox
+    assert all(b.x0 >= figure_box.x0 and b.y0 >= figure_box.y0 for b in boxes)
+
+
+def test_missing_baseline_is_a_clear_message(tmp_path: Path) -> None:
+    runs = make_grid({k: v for k, v in EXPLAINED.items() if k != "harmonised tf"})
+    with pytest.raises(AttributionError, match=r"no harmonised baseline on tf .*flip: "):
+        attribute(configurations(runs), PUBLISHED)
+    lines = attribution_section(runs, PUBLISHED, tmp_path)
+    assert any(line.startswith("**Not computed:** no harmonised baseline on tf") for line in
+               lines)
+
+
+def test_unknown_factor_is_a_clear_message(tmp_path: Path) -> None:
+    runs = make_grid(EXPLAINED)
+    runs.append(make_run("flip: PyTorch default init", 7, 0.8, factors={"warp_drive": 1}))
+    with pytest.raises(AttributionError, match="factor 'warp_drive' is not known; valid: "
+                                               "normalisation, microbatch_size"):
+        configurations(runs)
+    lines = attribution_section(runs, PUBLISHED, tmp_path)
+    assert any("**Not computed:** run " in line and "warp_drive" in line for line in lines)
+
+
+def test_section_only_for_a_recipe_axis(tmp_path: Path) -> None:
+    plain = make_grid({"harmonised tf": [0.8, 0.81]})
+    assert not has_recipe_axis(plain)
+    assert attribution_section(plain, PUBLISHED, tmp_path) == []
+    assert has_recipe_axis(make_grid(EXPLAINED))
+
+
+def test_write_report_has_the_section(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path / "runs")
+    for run in make_grid(EXPLAINED):
+        store.save(run)
+    report = write_report(tmp_path / "runs", tmp_path / "report",
+                          ReportContext(command="test", published=tuple(PUBLISHED)))
+    text = report.read_text()
+    assert "## Gap attribution" in text and "![gap attribution](attribution.png)" in text
+    assert "### Conclusion" in text and "87% of the gap" in text
+    assert "## Privacy claims" not in text  # the attribution table carries the claims
+    for name in ("attribution.png", "attribution.csv", "attribution_effects.csv"):
+        assert (tmp_path / "report" / name).stat().st_size > 0
