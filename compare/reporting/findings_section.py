@@ -13,8 +13,10 @@ project owns, never pasted into a generated report. A finding::
         command: the command that computed the figures
         setting: {n_train: 25000, batch_size: 64, noise_multiplier: 0.56, delta: 1.0e-5}
         summary: a paragraph
-        computed: {columns: [epochs, ...], rows: [[15, ...], ...]}   # first column: epochs
-        one_input_changed: {columns: [...], rows: [...]}             # optional, same form
+        computed: {columns: [epochs, steps, ...], labels: [...], rows: [[15, ...], ...]}
+        one_input_changed: {columns: [...], labels: [...], rows: [...]}   # optional
+
+``labels`` (optional) are the printed column names; numbers are printed as written.
         points: [sentences]
         conclusion: a paragraph
 
@@ -76,15 +78,19 @@ def _check_block(where: str, name: str, block: Any) -> None:
         return
     columns = block.get("columns") if isinstance(block, Mapping) else None
     rows = block.get("rows") if isinstance(block, Mapping) else None
+    labels = block.get("labels", columns) if isinstance(block, Mapping) else None
     if not isinstance(columns, list) or not isinstance(rows, list) or not all(
-            isinstance(r, list) and len(r) == len(columns) for r in rows):
-        raise ConfigError(f"{where}: {name} must be {{columns: [...], rows: [[...], ...]}} "
-                          "with one value per column in every row")
+            isinstance(r, list) and len(r) == len(columns) for r in rows) or not (
+            isinstance(labels, list) and len(labels) == len(columns)):
+        raise ConfigError(f"{where}: {name} must be {{columns: [...], labels: [...], rows: "
+                          "[[...], ...]}} with one label and one value per column in every "
+                          "row")
 
 
 def epsilon_table(paper: str, finding: Mapping[str, Any]) -> pd.DataFrame:
-    """The finding's ``computed`` rows with the paper's printed epsilon of each library and
-    epoch count set before them."""
+    """The finding's ``computed`` rows (epsilons to 3 decimals, steps with thousands
+    separators) with the paper's printed epsilon of each library and epoch count set before
+    them, all as text."""
     block = finding["computed"]
     table = paper_table(paper, str(finding["table"]))
     printed: dict[tuple[str, Any], Any] = {}
@@ -92,19 +98,28 @@ def epsilon_table(paper: str, finding: Mapping[str, Any]) -> pd.DataFrame:
     for row in table.rows:
         if row[col("private")] is True:
             printed[(row[col("library")], row[col("epochs")])] = row[col("epsilon")]
+    label_of = dict(zip(block["columns"], block.get("labels", block["columns"]),
+                        strict=True))
     rows = []
     for values in block["rows"]:
         record = dict(zip(block["columns"], values, strict=True))
-        epochs = record["epochs"]
-        shown: dict[str, Any] = {"epochs": epochs}
+        epochs = record.pop("epochs")
+        shown: dict[str, str] = {"epochs": str(epochs)}
         if "steps" in record:
-            shown["steps"] = record.pop("steps")
+            shown["steps"] = f"{int(record.pop('steps')):,}"
         for library in ("tf_privacy", "opacus"):
             name = LIBRARY_OF["tf" if library == "tf_privacy" else "torch"]
-            shown[f"{name} published"] = printed.get((library, epochs))
-        shown.update({k.replace("_", " "): v for k, v in record.items() if k != "epochs"})
+            value = printed.get((library, epochs))
+            shown[f"{name} published"] = "not printed" if value is None else f"{value:.2f}"
+        shown.update({str(label_of[k]): f"{v:.3f}" if isinstance(v, float) else str(v)
+                      for k, v in record.items()})  # epsilons, to the 3 decimals computed
         rows.append(shown)
     return pd.DataFrame(rows)
+
+
+def _as_written(value: Any) -> str:
+    """A number as the YAML holds it (``6.839``, ``2.0e-3`` -> ``0.002``), not rounded."""
+    return str(value)
 
 
 def document_link(document: str, out: Path) -> str:
@@ -147,8 +162,8 @@ def _render(paper: str, finding: Mapping[str, Any], out: Path) -> list[str]:
                   markdown_table(epsilon_table(paper, finding)), ""]
     if finding.get("one_input_changed"):
         block = finding["one_input_changed"]
-        frame = pd.DataFrame(block["rows"], columns=[str(c).replace("_", " ")
-                                                     for c in block["columns"]])
+        frame = pd.DataFrame([[_as_written(v) for v in row] for row in block["rows"]],
+                             columns=[str(c) for c in block.get("labels", block["columns"])])
         lines += ["The one input that, changed alone, gives each TF Privacy figure:", "",
                   markdown_table(frame), ""]
     lines += [f"- {' '.join(str(p).split())}" for p in finding.get("points") or []]
