@@ -260,10 +260,11 @@ def direction(run: Mapping[str, Any], base: Mapping[str, Any],
         if all(run[f] == to[f] and base[f] == frm[f] for f in names):
             return sign, ""
     for f in names:
-        if tf[f] == torch[f]:
-            return 0, f"both stock recipes use {f}={tf[f]}"
         if run[f] not in (tf[f], torch[f]):
             return 0, f"neither stock recipe uses {f}={run[f]}"
+    for f in names:
+        if tf[f] == torch[f]:
+            return 0, f"both stock recipes use {f}={tf[f]}, the baseline {base[f]}"
     return 0, "its factors do not all move from one stock recipe's values to the other's"
 
 

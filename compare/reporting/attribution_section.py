@@ -96,8 +96,8 @@ def effects_figure(a: Attribution) -> Figure | None:
     if not bars:
         return None
     counted = {id(e) for e in a.counted}
-    labels = [textwrap.fill(f"{e.label} ({e.changed})" if e.kind == "factor" else e.label, 52)
-              for e in bars]
+    labels = [textwrap.fill(e.label, 52) + ("\n" + textwrap.fill(e.changed, 52)
+                                            if e.kind == "factor" else "") for e in bars]
     lines_per_bar = max(label.count("\n") + 1 for label in labels)
     step = 0.2 + 0.16 * lines_per_bar  # inches per bar: wrapped labels never overlap
     fig = Figure(figsize=(10.5, 1.6 + step * len(bars)), layout="constrained")
@@ -114,6 +114,9 @@ def effects_figure(a: Attribution) -> Figure | None:
                                                [100 * (i.high - i.mean)]],
                         fmt="none", ecolor="black", capsize=3, lw=1)
     ax.axvline(0, color="black", lw=0.8)
+    n_factors = sum(e.kind == "factor" for e in bars)
+    if 0 < n_factors < len(bars):  # a rule between the factor bars and the stock comparisons
+        ax.axhline(len(bars) - n_factors - 0.5, color="grey", lw=0.8, ls="--")
     ax.set_yticks(ys, labels, fontsize=7.5)
     ax.set_ylim(-0.6, len(bars) - 0.4)
     ax.set_xlabel(f"accuracy change, percentage points (mean, {100 * CONFIDENCE:g}% CI over "
