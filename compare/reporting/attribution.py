@@ -282,14 +282,11 @@ def attribute(configs: Sequence[Configuration],
         AttributionError: no baseline on a backend that has factor runs or a stock recipe,
             or no baseline at all.
     """
-    baselines: dict[str, Configuration] = {}
-    stock: dict[str, Configuration] = {}
-    for c in configs:
-        if c.recipe == "harmonised" and not changed_factors(c.factors, _defaults(c)) \
-                and c.backend not in baselines:
-            baselines[c.backend] = c
-        if c.recipe == "library" and c.split == "test" and c.backend not in stock:
-            stock[c.backend] = c
+    baselines = _one_per_backend(
+        "harmonised baselines", [c for c in configs if c.recipe == "harmonised"
+                                 and not changed_factors(c.factors, _defaults(c))])
+    stock = _one_per_backend("stock recipes (recipe=library, test accuracy)",
+                             [c for c in configs if c.recipe == "library" and c.split == "test"])
     needing = [c for c in configs if c.backend not in baselines
                and (c.recipe == "library" or changed_factors(c.factors, _defaults(c)))]
     if needing or not baselines:
@@ -326,6 +323,25 @@ def attribute(configs: Sequence[Configuration],
                      interval=interval, paired=paired, per_seed=per_seed)
     return _explain(tuple(configs), baselines, stock, tuple(factor_effects),
                     tuple(stock_effects), gap, targets(published, configs))
+
+
+def _one_per_backend(role: str, found: Sequence[Configuration]) -> dict[str, Configuration]:
+    """The one configuration of each backend in ``found``.
+
+    Raises:
+        AttributionError: a backend has several (e.g. a grid that crosses the recipe axis
+            with an epochs axis: each panel needs its own attribution).
+    """
+    out: dict[str, Configuration] = {}
+    for c in found:
+        if c.backend in out:
+            names = "; ".join(x.setting for x in found if x.backend == c.backend)
+            raise AttributionError(
+                f"several {role} on {c.backend} ({names}); the attribution compares one of "
+                "each per framework, so a grid that crosses the recipe axis with another axis "
+                "needs one grid per value of that axis")
+        out[c.backend] = c
+    return out
 
 
 def _defaults(c: Configuration) -> dict[str, Any]:

@@ -157,6 +157,15 @@ def test_missing_baseline_is_a_clear_message(tmp_path: Path) -> None:
                lines)
 
 
+def test_two_baselines_on_one_framework_is_a_clear_message() -> None:
+    runs = make_grid(EXPLAINED)
+    second = make_run("harmonised tf", 0, 0.8)
+    second.labels = {"run": "harmonised, 45 epochs"}
+    with pytest.raises(AttributionError, match=r"several harmonised baselines on tf "
+                                               r"\(harmonised; harmonised, 45 epochs\)"):
+        attribute(configurations([*runs, second]), PUBLISHED)
+
+
 def test_unknown_factor_is_a_clear_message(tmp_path: Path) -> None:
     runs = make_grid(EXPLAINED)
     runs.append(make_run("flip: PyTorch default init", 7, 0.8, factors={"warp_drive": 1}))
