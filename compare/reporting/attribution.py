@@ -79,6 +79,11 @@ class Configuration:
         return mean_interval(list(self.accuracy.values()))
 
     @property
+    def at_defaults(self) -> bool:
+        """True when every factor is the harmonised recipe's default (Poisson sampling)."""
+        return not changed_factors(self.factors, harmonised_defaults(self.backend))
+
+    @property
     def name(self) -> str:
         """The setting, with its library when the setting does not name it."""
         library = LIBRARY_NAMES.get(self.backend, self.backend)
@@ -192,15 +197,12 @@ def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:
     return tuple(sorted(out, key=_reading_order))
 
 
-def _reading_order(c: Configuration) -> tuple[int, str, str]:
+def _reading_order(c: Configuration) -> tuple[int, str]:
     """Stock recipes (test, then training set), harmonised baselines, then factor runs; TF
     Privacy before Opacus within each; a stable sort keeps the runs' order otherwise."""
-    harmonised_defaults = effective_factors("harmonised", c.backend, "poisson", {})
     if c.recipe == "library":
-        rank = 0 if c.split == "test" else 1
-    else:
-        rank = 2 if c.factors == harmonised_defaults else 3
-    return rank, c.backend, ""
+        return (0 if c.split == "test" else 1), c.backend
+    return (2 if c.at_defaults else 3), c.backend
 
 
 def has_recipe_axis(results: Sequence[RunResult]) -> bool:
@@ -284,11 +286,11 @@ def attribute(configs: Sequence[Configuration],
     """
     baselines = _one_per_backend(
         "harmonised baselines", [c for c in configs if c.recipe == "harmonised"
-                                 and not changed_factors(c.factors, _defaults(c))])
+                                 and c.at_defaults])
     stock = _one_per_backend("stock recipes (recipe=library, test accuracy)",
                              [c for c in configs if c.recipe == "library" and c.split == "test"])
     needing = [c for c in configs if c.backend not in baselines
-               and (c.recipe == "library" or changed_factors(c.factors, _defaults(c)))]
+               and (c.recipe == "library" or not c.at_defaults)]
     if needing or not baselines:
         backend = needing[0].backend if needing else "any backend"
         names = "; ".join(c.setting for c in needing if c.backend == backend) or "none"
@@ -344,10 +346,10 @@ def _one_per_backend(role: str, found: Sequence[Configuration]) -> dict[str, Con
     return out
 
 
-def _defaults(c: Configuration) -> dict[str, Any]:
-    """The factors of the harmonised recipe with every factor at its default (same sampling
-    rule: the baseline samples Poisson)."""
-    return effective_factors("harmonised", c.backend, "poisson", {})
+def harmonised_defaults(backend: str) -> dict[str, Any]:
+    """The factors of the harmonised recipe with every factor at its default (Poisson
+    sampling): what a baseline has."""
+    return effective_factors("harmonised", backend, "poisson", {})
 
 
 def _explain(configs: tuple[Configuration, ...], baselines: dict[str, Configuration],
@@ -429,4 +431,5 @@ def targets(published: Sequence[Mapping[str, Any]], configs: Sequence[Configurat
 
 __all__ = ["REACH_TOLERANCE", "Attribution", "AttributionError", "Configuration", "Effect",
            "Target", "attribute", "changed_factors", "configurations", "describe_change",
-           "difference", "direction", "has_recipe_axis", "run_factors", "targets"]
+           "difference", "direction", "harmonised_defaults", "has_recipe_axis", "run_factors",
+           "targets"]

@@ -29,13 +29,14 @@ from compare.reporting.attribution import (
     attribute,
     configurations,
     describe_change,
+    harmonised_defaults,
     has_recipe_axis,
 )
 from compare.reporting.attribution_text import conclusion
 from compare.reporting.stats import CONFIDENCE
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.io import atomic_path
-from dpcore.recipes import CLAIMED_NOT_PROVED, effective_factors
+from dpcore.recipes import CLAIMED_NOT_PROVED
 from dpcore.results import RunResult
 
 #: Bar colours: counted toward the gap, moving accuracy but not along the gap, within its
@@ -59,7 +60,7 @@ def configuration_table(a: Attribution) -> tuple[pd.DataFrame, list[str]]:
             "configuration": c.setting, "library": LIBRARY_NAMES.get(c.backend, c.backend),
             "recipe": c.recipe, "trainer": c.trainer or "–",
             "factors changed (vs harmonised)": describe_change(c.factors,
-                                                               _harmonised(c.backend)),
+                                                               harmonised_defaults(c.backend)),
             "split": c.split, "seeds": i.n,
             "accuracy %": _pct(i.mean), "95% CI low": _pct(i.low), "95% CI high": _pct(i.high),
             "epsilon (shared, RDP, as run)": fmt(c.epsilon_shared),
@@ -178,10 +179,6 @@ def attribution_section(results: Sequence[RunResult], published: Sequence[Mappin
 
 def _bars(a: Attribution) -> list[Effect]:
     return [*a.factor_effects, *a.stock_effects, *([a.gap] if a.gap else [])]
-
-
-def _harmonised(backend: str) -> dict[str, Any]:
-    return effective_factors("harmonised", backend, "poisson", {})
 
 
 def _pct(value: float) -> str:
