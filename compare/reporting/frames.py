@@ -27,7 +27,7 @@ FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "masked_score",
                      "deletion_auc", "insertion_auc")
 TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
-                "worst_group", "collapsed", "collapse_reason")
+                "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim")
 
 
 def epsilon_of(result: RunResult) -> float:
@@ -93,6 +93,10 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "model": config["model"]["name"],
             "epochs": config["train"].get("epochs"),
             "mechanism": config["privacy"]["mechanism"],
+            "recipe": (r.recipe or {}).get("name", config.get("recipe", "harmonised")),
+            # "proved" / "claimed, not proved" / "not private" (dpcore.recipes.privacy_claim);
+            # empty for results written before the claim was recorded
+            "privacy_claim": ((r.recipe or {}).get("privacy_claim") or {}).get("status", ""),
             "target_epsilon": config["privacy"].get("target_epsilon"),
             "noise_multiplier": privacy.get("noise_multiplier"),
             "max_grad_norm": config["privacy"].get("max_grad_norm"),

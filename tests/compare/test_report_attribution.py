@@ -8,6 +8,7 @@ import re
 from itertools import combinations
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -195,3 +196,8 @@ def test_write_report_has_the_section(tmp_path: Path) -> None:
     assert "## Privacy claims" not in text  # the attribution table carries the claims
     for name in ("attribution.png", "attribution.csv", "attribution_effects.csv"):
         assert (tmp_path / "report" / name).stat().st_size > 0
+    runs = pd.read_csv(tmp_path / "report" / "runs.csv").set_index(["setting", "backend"])
+    assert set(runs.loc[("TF Privacy stock (library)", "tf"), "privacy_claim"]) == {
+        CLAIMED_NOT_PROVED}
+    assert set(runs.loc[("harmonised", "torch"), "privacy_claim"]) == {PROVED}
+    assert set(runs["recipe"]) == {"library", "harmonised"}
