@@ -34,6 +34,7 @@ import numpy as np
 from scipy import stats
 
 from compare.grid import setting_label
+from compare.reporting.collapse import collapse_reason
 from compare.reporting.published import METRICS, find_row, paper_table
 from compare.reporting.stats import CONFIDENCE, Interval, mean_interval
 from dpcore.errors import ConfigError
@@ -67,6 +68,8 @@ class Configuration:
     library_epsilon: Mapping[str, float]
     claim: str
     reasons: tuple[str, ...]
+    #: Seeds whose model collapsed to (almost) one class (:mod:`compare.reporting.collapse`).
+    collapsed: int = 0
 
     @property
     def split(self) -> str:
@@ -193,6 +196,7 @@ def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:
             library_epsilon=own,
             claim=str(claim.get("status", "not recorded (result written before issue 14)")),
             reasons=tuple(str(x) for x in claim.get("reasons") or ()),
+            collapsed=sum(collapse_reason(r.metrics) is not None for r in runs),
         ))
     return tuple(sorted(out, key=_reading_order))
 

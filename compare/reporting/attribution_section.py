@@ -67,6 +67,7 @@ def configuration_table(a: Attribution) -> tuple[pd.DataFrame, list[str]]:
             "library's own epsilon": "; ".join(f"{k}: {v:.4g}" for k, v in
                                                c.library_epsilon.items()) or "–",
             "privacy": c.claim + (" " + "".join(refs) if refs else ""),
+            "collapsed seeds": c.collapsed or "",
         })
     return pd.DataFrame(rows), reasons
 

@@ -53,6 +53,12 @@ def conclusion(a: Attribution) -> list[str]:
         f"over seeds is at least the figure minus {100 * REACH_TOLERANCE:g} point "
         f"(tolerance). Factor effects are measured on the "
         f"harmonised recipe of one backend and assumed to add up."]
+    collapsed = [c for c in a.configurations if c.collapsed]
+    if collapsed:
+        out.append("Collapsed (some seed's model predicts almost one class, so its accuracy "
+                   "describes a near-constant model): " + "; ".join(
+                       f"{c.name} ({c.collapsed} of {c.interval.n} seeds)" for c in collapsed)
+                   + ".")
     if seeds < 2:
         out.append("With one seed per configuration there is no interval, so no factor is "
                    "judged to move accuracy and none is said to explain the gap.")

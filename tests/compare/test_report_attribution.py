@@ -201,3 +201,14 @@ def test_write_report_has_the_section(tmp_path: Path) -> None:
         CLAIMED_NOT_PROVED}
     assert set(runs.loc[("harmonised", "torch"), "privacy_claim"]) == {PROVED}
     assert set(runs["recipe"]) == {"library", "harmonised"}
+
+
+def test_collapsed_configurations_are_marked() -> None:
+    runs = make_grid({**EXPLAINED, "flip: PyTorch default init": [0.5, 0.83, 0.80]})
+    a = attribute(configurations(runs), PUBLISHED)
+    init = next(c for c in a.configurations if c.setting == "flip: PyTorch default init")
+    assert init.collapsed == 1  # accuracy 0.5 = the majority rate of a 50/50 test set
+    table, _ = configuration_table(a)
+    assert table.set_index("configuration").loc["flip: PyTorch default init",
+                                                "collapsed seeds"] == 1
+    assert "flip: PyTorch default init (TF Privacy) (1 of 3 seeds)" in "\n".join(conclusion(a))
