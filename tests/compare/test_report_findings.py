@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from compare.grid import load_preset
+from compare.report import ReportContext, write_report
 from compare.reporting import findings_section as findings_module
 from compare.reporting.claims_section import claims_frame, claims_section
 from compare.reporting.findings_section import (
@@ -19,7 +20,8 @@ from compare.reporting.findings_section import (
 )
 from dpcore.accounting import dpsgd_event, epsilon_rdp
 from dpcore.errors import ConfigError
-from tests.compare.attribution_fakes import EXPLAINED, make_grid
+from dpcore.results import ResultsStore
+from tests.compare.attribution_fakes import EXPLAINED, make_grid, make_run
 
 PAPER = "library_benchmark_kotevska"
 
@@ -95,3 +97,18 @@ def test_claims_section_lists_what_is_not_proved() -> None:
     assert lines[0] == "## Privacy claims" and "claimed, not proved" in lines[2]
     proved_only = make_grid({"harmonised tf": [0.8], "Opacus stock (library)": [0.8]})
     assert claims_section(proved_only) == []
+
+
+def test_write_report_of_an_imdb_grid_has_the_finding(tmp_path: Path) -> None:
+    store = ResultsStore(tmp_path / "runs")
+    for label in ("harmonised tf", "harmonised torch"):
+        run = make_run(label, 0, 0.68)
+        run.labels = {"epochs": "15 epochs", "privacy": "DP (noise 0.56)"}
+        store.save(run)
+    published = tuple(load_preset("imdb-library-benchmark-15")["published"])
+    report = write_report(tmp_path / "runs", tmp_path / "report",
+                          ReportContext(command="test", published=published))
+    text = report.read_text()
+    assert text.index("## Published vs ours") < text.index(
+        "## Findings about the published figures") < text.index("## Accuracy and AUC")
+    assert "| 45 | 17,579 | 7.83 | 10.31 | 10.450 | 11.572 | 10.313 |" in text
