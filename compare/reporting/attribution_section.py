@@ -98,8 +98,10 @@ def effects_figure(a: Attribution) -> Figure | None:
     if not bars:
         return None
     counted = {id(e) for e in a.counted}
-    labels = [textwrap.fill(e.label, 52) + ("\n" + textwrap.fill(e.changed, 52)
-                                            if e.kind == "factor" else "") for e in bars]
+    # factor bars: "<setting> (<library>)" over what it changes (the axis label says that
+    # each is measured against the harmonised baseline)
+    labels = [textwrap.fill(e.label.replace(" − harmonised", ""), 52) + "\n"
+              + textwrap.fill(e.changed, 52) if e.kind == "factor" else e.label for e in bars]
     lines_per_bar = max(label.count("\n") + 1 for label in labels)
     step = 0.2 + 0.16 * lines_per_bar  # inches per bar: wrapped labels never overlap
     fig = Figure(figsize=(10.5, 1.6 + step * len(bars)), layout="constrained")
@@ -122,7 +124,8 @@ def effects_figure(a: Attribution) -> Figure | None:
     ax.set_yticks(ys, labels, fontsize=7.5)
     ax.set_ylim(-0.6, len(bars) - 0.4)
     ax.set_xlabel(f"accuracy change, percentage points (mean, {100 * CONFIDENCE:g}% CI over "
-                  "seeds)")
+                  "seeds)\nfactors: against the harmonised baseline of their framework, "
+                  "paired by seed")
     ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[
         Patch(color=COLOURS["counted"], label="factor along the gap, interval excludes 0"),
