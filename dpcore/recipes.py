@@ -170,7 +170,11 @@ def step_divisor(normalisation: str, expected_batch_size: int, actual_batch_size
 #: ``privacy.sampling``, ``divisor`` is :func:`divisor_rule`, the rest are ``factors.*``).
 FACTOR_NAMES = ("sampling", "divisor", "microbatch_size", "init", "input_scaling",
                 "calibration_accountant", "eval_split")
-#: What each library's own step does for the factors its recipe fixes (``library_factors``).
+#: The batch sampling of each library's tutorials (``model.fit`` on a shuffled ``tf.data``
+#: pipeline; Opacus's Poisson ``DPDataLoader``): a ``library`` run with it and every factor at
+#: its default is that library's *stock* recipe.
+LIBRARY_SAMPLING = {"tf": "shuffle", "torch": "poisson"}
+#: What each library's own step does for the factors its recipe fixes (``effective_factors``).
 LIBRARY_FIXED = {
     # Keras' default initialisers are the bench's neutral scheme (Glorot-uniform, zero bias).
     "tf": {"init": "neutral", "input_scaling": "unit"},

@@ -7,9 +7,11 @@ detected from the runs' configs, so no preset key and no special label is needed
 
 * the **baseline** of a backend: its ``harmonised`` DP-SGD configuration with every factor at
   its default (test accuracy);
-* the **stock recipe** of a backend: its ``library`` configuration measured on the test set
-  (one measured on the training set is tabled, and checked against the published figure, but is
-  not a stock recipe);
+* the **stock recipe** of a backend: its ``library`` configuration with the library's own
+  sampling and every factor at its default, measured on the test set (when there is none, its
+  only ``library`` configuration measured on the test set); other ``library`` configurations
+  (the training set, a microbatch count) are tabled, and checked against the published
+  figures, but are not stock recipes;
 * a **factor run**: a ``harmonised`` configuration with some factors changed; its *effect* is
   its accuracy minus its backend's baseline, paired by seed;
 * the **gap**: TF Privacy stock minus Opacus stock accuracy.
@@ -38,7 +40,7 @@ from compare.reporting.collapse import collapse_reason
 from compare.reporting.published import METRICS, find_row, paper_table
 from compare.reporting.stats import CONFIDENCE, Interval, mean_interval
 from dpcore.errors import ConfigError
-from dpcore.recipes import FACTOR_NAMES, effective_factors
+from dpcore.recipes import FACTOR_NAMES, LIBRARY_SAMPLING, effective_factors
 from dpcore.results import RunResult
 
 #: A configuration "reaches" a published accuracy when its mean over seeds is at least the
@@ -87,6 +89,14 @@ class Configuration:
         return not changed_factors(self.factors, harmonised_defaults(self.backend))
 
     @property
+    def is_stock(self) -> bool:
+        """True for a ``library`` run as its library's tutorials run it: their sampling
+        (:data:`~dpcore.recipes.LIBRARY_SAMPLING`), every factor at its default, test set."""
+        sampling = LIBRARY_SAMPLING.get(self.backend, "poisson")
+        return self.recipe == "library" and self.factors == effective_factors(
+            "library", self.backend, sampling, {})
+
+    @property
     def name(self) -> str:
         """The setting, with its library when the setting does not name it."""
         library = LIBRARY_NAMES.get(self.backend, self.backend)
@@ -100,6 +110,7 @@ class Effect:
     label: str
     kind: str  # "factor" or "stock"
     changed: str
+    names: tuple[str, ...]  # the factors that differ between the two sides
     interval: Interval
     paired: bool
     per_seed: Mapping[int, float] | None
@@ -291,8 +302,9 @@ def attribute(configs: Sequence[Configuration],
     baselines = _one_per_backend(
         "harmonised baselines", [c for c in configs if c.recipe == "harmonised"
                                  and c.at_defaults])
+    library = [c for c in configs if c.recipe == "library" and c.split == "test"]
     stock = _one_per_backend("stock recipes (recipe=library, test accuracy)",
-                             [c for c in configs if c.recipe == "library" and c.split == "test"])
+                             [c for c in library if c.is_stock] or library)
     needing = [c for c in configs if c.backend not in baselines
                and (c.recipe == "library" or not c.at_defaults)]
     if needing or not baselines:
@@ -307,28 +319,26 @@ def attribute(configs: Sequence[Configuration],
         base = baselines[c.backend]
         if c.recipe != "harmonised" or c is base:
             continue
-        interval, paired, per_seed = difference(c.accuracy, base.accuracy)
         sign, why = direction(c.factors, base.factors, stock)
-        factor_effects.append(Effect(
-            label=f"{c.setting} − harmonised ({LIBRARY_NAMES.get(c.backend, c.backend)})",
-            kind="factor", changed=describe_change(c.factors, base.factors),
-            interval=interval, paired=paired, per_seed=per_seed, direction=sign, why_not=why))
-    stock_effects = []
-    for backend, c in stock.items():
-        base = baselines[backend]
-        interval, paired, per_seed = difference(c.accuracy, base.accuracy)
-        stock_effects.append(Effect(
-            label=f"{LIBRARY_NAMES.get(backend, backend)} stock − harmonised",
-            kind="stock", changed=describe_change(c.factors, base.factors),
-            interval=interval, paired=paired, per_seed=per_seed))
+        factor_effects.append(_effect(
+            f"{c.setting} − harmonised ({LIBRARY_NAMES.get(c.backend, c.backend)})", "factor",
+            c, base, sign, why))
+    stock_effects = [_effect(f"{LIBRARY_NAMES.get(b, b)} stock − harmonised", "stock", c,
+                             baselines[b]) for b, c in stock.items()]
     gap = None
     if "tf" in stock and "torch" in stock:
-        interval, paired, per_seed = difference(stock["tf"].accuracy, stock["torch"].accuracy)
-        gap = Effect(label="TF Privacy stock − Opacus stock", kind="stock",
-                     changed=describe_change(stock["tf"].factors, stock["torch"].factors),
-                     interval=interval, paired=paired, per_seed=per_seed)
+        gap = _effect("TF Privacy stock − Opacus stock", "stock", stock["tf"], stock["torch"])
     return _explain(tuple(configs), baselines, stock, tuple(factor_effects),
                     tuple(stock_effects), gap, targets(published, configs))
+
+
+def _effect(label: str, kind: str, a: Configuration, b: Configuration, sign: int = 0,
+            why: str = "") -> Effect:
+    """``a - b`` as an :class:`Effect` (:func:`difference`), with the factors that differ."""
+    interval, paired, per_seed = difference(a.accuracy, b.accuracy)
+    return Effect(label=label, kind=kind, changed=describe_change(a.factors, b.factors),
+                  names=tuple(changed_factors(a.factors, b.factors)), interval=interval,
+                  paired=paired, per_seed=per_seed, direction=sign, why_not=why)
 
 
 def _one_per_backend(role: str, found: Sequence[Configuration]) -> dict[str, Configuration]:
@@ -366,9 +376,9 @@ def _explain(configs: tuple[Configuration, ...], baselines: dict[str, Configurat
     for effect in factor_effects:
         if effect.direction == 0:
             continue
-        names = _names(effect)
+        names = set(effect.names)
         # A factor isolated by an earlier counted run is not counted twice.
-        if effect.significant and not names & {n for e in counted for n in _names(e)}:
+        if effect.significant and not names & {n for e in counted for n in e.names}:
             counted.append(effect)
         covered |= names  # isolated by some run, significant or not
     untested = ()
@@ -393,10 +403,6 @@ def _explain(configs: tuple[Configuration, ...], baselines: dict[str, Configurat
                        factor_effects=factor_effects, stock_effects=stock_effects, gap=gap,
                        counted=tuple(counted), explained=explained, unexplained=unexplained,
                        untested=untested, targets=found)
-
-
-def _names(effect: Effect) -> set[str]:
-    return {part.split(":")[0] for part in effect.changed.split("; ")}
 
 
 # -- published figures -----------------------------------------------------------------------

@@ -212,3 +212,16 @@ def test_collapsed_configurations_are_marked() -> None:
     assert table.set_index("configuration").loc["flip: PyTorch default init",
                                                 "collapsed seeds"] == 1
     assert "flip: PyTorch default init (TF Privacy) (1 of 3 seeds)" in "\n".join(conclusion(a))
+
+
+def test_a_library_variant_is_not_the_stock_recipe() -> None:
+    """A TF Privacy library run with 32-example microbatches beside the stock one: the stock
+    recipe stays the per-example one; the variant is tabled."""
+    variant = make_run("TF Privacy stock (library)", 0, 0.7)
+    raw = {**variant.config, "factors": {"microbatch_size": 32}}
+    variant.config = raw
+    variant.labels = {"run": "TF Privacy, 32 microbatches"}
+    a = attribute(configurations([*make_grid(EXPLAINED), variant]), PUBLISHED)
+    assert a.stock["tf"].setting == "TF Privacy stock (library)"
+    assert "TF Privacy, 32 microbatches" in {c.setting for c in a.configurations}
+    assert a.gap is not None and a.gap.interval.mean == pytest.approx(0.31 / 3)
