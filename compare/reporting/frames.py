@@ -44,6 +44,19 @@ def epsilon_of(result: RunResult) -> float:
     return math.nan
 
 
+def library_epsilon(library: dict[str, Any], name: str) -> float | None:
+    """The library's own epsilon ``name`` from a RunResult's ``privacy.library_epsilon``: the
+    key itself (harmonised runs) or a key that names it with the API that computed it
+    (``recipe: library`` runs, e.g. ``tf_privacy_compute_dp_sgd_privacy``,
+    ``opacus_prv (PrivacyEngine.accountant)``)."""
+    if name in library:
+        return library[name]
+    for key, value in library.items():
+        if key.startswith((f"{name}_", f"{name} ")):
+            return value
+    return None
+
+
 def mean_epoch_seconds(timing: dict[str, Any]) -> float:
     """Mean seconds per epoch excluding the first (compile/trace) epoch when there are more."""
     seconds = list(timing.get("epoch_seconds") or [])
@@ -106,9 +119,9 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "epsilon": epsilon_of(r),
             "epsilon_rdp": privacy.get("epsilon_rdp"),
             "epsilon_pld": privacy.get("epsilon_pld"),
-            "epsilon_opacus_rdp": library.get("opacus_rdp"),
-            "epsilon_opacus_prv": library.get("opacus_prv"),
-            "epsilon_tf_privacy": library.get("tf_privacy"),
+            "epsilon_opacus_rdp": library_epsilon(library, "opacus_rdp"),
+            "epsilon_opacus_prv": library_epsilon(library, "opacus_prv"),
+            "epsilon_tf_privacy": library_epsilon(library, "tf_privacy"),
             "accuracy": r.metrics.get("accuracy"),
             "majority_rate": majority_rate(per_class) if per_class else math.nan,
             "collapsed": reason is not None,
@@ -224,4 +237,5 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
 
 
 __all__ = ["FAITHFULNESS_KEYS", "curves_frame", "epsilon_of", "history_frame",
-           "mean_epoch_seconds", "panel_and_point", "per_class_frame", "results_frame"]
+           "library_epsilon", "mean_epoch_seconds", "panel_and_point", "per_class_frame",
+           "results_frame"]

@@ -225,3 +225,16 @@ def test_a_library_variant_is_not_the_stock_recipe() -> None:
     assert a.stock["tf"].setting == "TF Privacy stock (library)"
     assert "TF Privacy, 32 microbatches" in {c.setting for c in a.configurations}
     assert a.gap is not None and a.gap.interval.mean == pytest.approx(0.31 / 3)
+
+
+def test_library_recipe_epsilons_reach_the_epsilon_table() -> None:
+    from compare.reporting.frames import library_epsilon, results_frame
+
+    assert library_epsilon({"tf_privacy_compute_dp_sgd_privacy": 1.31}, "tf_privacy") == 1.31
+    assert library_epsilon({"opacus_prv (PrivacyEngine.accountant)": 1.2}, "opacus_prv") == 1.2
+    assert library_epsilon({"opacus_prv": 1.2}, "opacus_rdp") is None
+    frame = results_frame(make_grid({"TF Privacy stock (library)": [0.9],
+                                     "Opacus stock (library)": [0.8]}))
+    by = frame.set_index("backend")
+    assert by.loc["tf", "epsilon_tf_privacy"] == 1.31
+    assert by.loc["torch", "epsilon_opacus_prv"] == 1.2

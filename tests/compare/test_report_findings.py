@@ -112,3 +112,4 @@ def test_write_report_of_an_imdb_grid_has_the_finding(tmp_path: Path) -> None:
     assert text.index("## Published vs ours") < text.index(
         "## Findings about the published figures") < text.index("## Accuracy and AUC")
     assert "| 45 | 17,579 | 7.83 | 10.31 | 10.450 | 11.572 | 10.313 |" in text
+
