@@ -128,6 +128,8 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.set_xticklabels([f"{t:.3g}" for t in ticks], fontsize=8)
+        if ticks and max(ticks) / min(ticks) < 2:  # one swept value: keep the dodge visible
+            ax.set_xlim(min(ticks) / 1.6, max(ticks) * 1.6)  # but small, not edge to edge
         ax.set_xlabel(X_LABELS[x], fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.set_title(_wrap(panel), fontsize=9)

@@ -99,3 +99,17 @@ def test_learning_curves_come_from_each_runs_history(saved: list[Figure]) -> Non
     assert plots.plot_lines_per_run(history, "epoch", [("test_accuracy", "acc")],
                                     Path("x.png"), "epoch")
     assert [ax.get_title() for ax in saved[0].axes] == ["mnist5k", "pneumoniamnist"]
+
+
+def test_one_swept_value_keeps_the_backends_close_together(saved: list[Figure]) -> None:
+    """One epsilon only: the x range is widened around it, so the two backends' dodged points
+    sit next to the tick rather than at the panel's edges."""
+    runs = [fake_result(backend=b, point="DP", epsilon=3.44, accuracy=0.87)
+            for b in ("tf", "torch")]
+    frame = results_frame(runs)
+    assert plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
+    ax = saved[0].axes[0]
+    low, high = ax.get_xlim()
+    assert low == pytest.approx(3.44 / 1.6) and high == pytest.approx(3.44 * 1.6)
+    xs = [float(c.lines[0].get_xdata()[0]) for c in ax.containers]
+    assert all(abs(np.log(x / 3.44)) < 0.1 * np.log(high / low) for x in xs)
