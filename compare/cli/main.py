@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TextIO
 
 from dpcore.errors import DpCompareError, PrivacyWarning
+from dpcore.threads import prefer_passive_openmp
 
 #: Folders of the bench's own packages: their warnings are printed as one CLI line.
 _OWN_PACKAGES = tuple(
@@ -97,6 +98,7 @@ def cli_warnings(command: str) -> Iterator[None]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the process exit status."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    prefer_passive_openmp()  # before any backend imports torch (see dpcore.threads)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
