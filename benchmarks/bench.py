@@ -98,7 +98,7 @@ def cases(quick: bool) -> list[Case]:
     if quick:
         return [Case("cnn4_b256", "cnn4", 256, rounds=1, steps=2, warmup=1, slow_steps=1)]
     return [
-        Case("cnn4_b256", "cnn4", 256, rounds=3, steps=20, slow_steps=5),
+        Case("cnn4_b256", "cnn4", 256, rounds=3, steps=20, slow_steps=2),
         Case("cnn4_b1024", "cnn4", 1024, rounds=3, steps=8, slow_steps=2),
         Case("resnet18_b64", "resnet18", 64, rounds=2, steps=3, warmup=1, slow_steps=1),
         Case("resnet18_b256", "resnet18", 256, rounds=2, steps=2, warmup=1, slow_steps=1),

@@ -144,9 +144,13 @@ def text_summary(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _md_table(header: list[str], rows: list[list[str]], align: str = "---:") -> list[str]:
-    return (["| " + " | ".join(header) + " |",
-             "|---|" + "|".join([align] * (len(header) - 1)) + "|"]
+def _md_table(header: list[str], rows: list[list[str]], text_last: bool = False
+              ) -> list[str]:
+    """A Markdown table: first column left, numbers right (the last left if ``text_last``)."""
+    aligns = ["---"] + ["---:"] * (len(header) - 1)
+    if text_last:
+        aligns[-1] = "---"
+    return (["| " + " | ".join(header) + " |", "|" + "|".join(aligns) + "|"]
             + ["| " + " | ".join(row) + " |" for row in rows])
 
 
@@ -211,7 +215,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
                   "",
                   *_md_table(["tier", "s/step", "s/epoch", "examples/s", "peak RSS MiB",
                               "increase MiB (timed)", "increase MiB (warm-up)", "note"],
-                             table_rows(case)),
+                             table_rows(case), text_last=True),
                   "",
                   *_md_table(["ratio", "wall clock", "process CPU"], ratio_rows(case)),
                   ""]
