@@ -3,6 +3,7 @@ plot, and a short reading of the numbers generated from them."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -67,6 +68,13 @@ def reading(results: dict[str, Any]) -> list[str]:
             faster = "TF" if same < 1 else "torch"
             parts.append(f"on the same algorithm {faster} is {max(same, 1 / same):.2f}x "
                          "faster")
+            plain = r.get("tf_plain/torch_plain")
+            if plain is not None:
+                share = math.log(plain) / math.log(same) if abs(math.log(same)) > 0.05 else None
+                parts.append(f"the plain steps already differ by tf_plain/torch_plain = "
+                             f"{plain:.2f}"
+                             + (" (most of the gap is the frameworks' own step, not the DP "
+                                "engines)" if share is not None and share > 0.5 else ""))
         stock = r.get("tf_privacy_stock/opacus_stock")
         if stock is not None:
             faster = "TF Privacy" if stock < 1 else "Opacus"
