@@ -34,6 +34,7 @@ import numpy as np
 
 from benchmarks.memory import available_bytes, memory_method, peak_rss
 from benchmarks.ratios import ratios, target_rows
+from benchmarks.runtime import configure
 from benchmarks.variants import (
     CHUNK,
     CLIP,
@@ -41,22 +42,15 @@ from benchmarks.variants import (
     LR,
     SIGMA,
     TIERS,
-    Batch,
     ModelCase,
     Variant,
+    make_batches,
     tf_variants,
     torch_variants,
 )
-from dpcore.config import DataSpec, PerfSpec
+from dpcore.config import DataSpec
 from dpcore.errors import ConfigError, DpCompareError
-from dpcore.sampling import chunk_indices
-from dpcore.trainloop import model_inputs
 
-#: OpenMP wait policy the benchmark asks for unless the environment sets one. Measured on this
-#: 2-core machine under a load average of ~6: a plain torch cnn4 step (B=256, 2 threads) took
-#: 0.196 s with libgomp's default (spinning) workers and 0.032 s with PASSIVE ones; TF's own
-#: thread pool was not affected. The spinning default makes torch collapse on a shared machine.
-OMP_WAIT_POLICY = "PASSIVE"
 #: Nominal training-set size of the MNIST-sized cases (the epoch the figures extrapolate to).
 MNIST_N = 60000
 
@@ -157,17 +151,6 @@ def load_data(name: str, quick: bool, data_dir: str | None) -> CaseData:
                     rng.integers(0, classes, size).astype(np.int64), "image", classes, n,
                     f"random uint8 images of {name}'s shape ({size}x28x28x1; none under the "
                     "data root)")
-
-
-def make_batches(x: np.ndarray, y: np.ndarray, batch: int, count: int, seed: int,
-                 task: str = "image") -> list[Batch]:
-    """``count`` logical batches of ``batch`` random examples, as physical chunks."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for _ in range(count):
-        indices = np.sort(rng.choice(len(x), size=batch, replace=len(x) < batch))
-        out.append([(model_inputs(x[p], task), y[p]) for p in chunk_indices(indices, CHUNK)])
-    return out
 
 
 # ------------------------------------------------------------------------------ timing
@@ -276,32 +259,6 @@ def machine() -> dict[str, Any]:
             "tensorflow": tf.__version__, "tensorflow_privacy": tensorflow_privacy.__version__,
             "torch": torch.__version__, "opacus": opacus.__version__,
             "torch_threads": torch.get_num_threads()}
-
-
-def set_omp_wait_policy() -> str:
-    """Ask for :data:`OMP_WAIT_POLICY` unless the environment already sets one; returns the
-    policy in effect. Only effective before torch (and its OpenMP runtime) is first imported.
-    """
-    import sys
-
-    if "torch" not in sys.modules:
-        os.environ.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
-    return os.environ.get("OMP_WAIT_POLICY", "unset (libgomp default: spinning)")
-
-
-def configure(frameworks: Sequence[str] = ("tf", "torch")) -> str:
-    """OMP wait policy (before torch is imported), seeds, deterministic kernels, threads as
-    in training; returns the OMP policy in effect."""
-    policy = set_omp_wait_policy()
-    if "tf" in frameworks:
-        from tfpipe.train import configure_tensorflow
-
-        configure_tensorflow(0, PerfSpec())
-    if "torch" in frameworks:
-        from torchpipe.train import configure_torch
-
-        configure_torch(0, PerfSpec())
-    return policy
 
 
 def select_cases(quick: bool, names: Sequence[str] | None) -> list[Case]:

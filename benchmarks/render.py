@@ -182,7 +182,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
         f"- Data: {'; '.join(results['data'].values())}.",
         f"- DP settings: Gaussian DP-SGD, C = {s['clip']}, sigma = {s['sigma']}, SGD lr "
         f"{s['lr']}, physical chunks of {s['physical_chunk']} (engine tiers), deterministic "
-        f"kernels; OMP_WAIT_POLICY={s.get('omp_wait_policy')} (see benchmarks/bench.py).",
+        f"kernels; OMP_WAIT_POLICY={s.get('omp_wait_policy')} (see benchmarks/runtime.py).",
         "- Tiers (benchmarks/variants.py): `*_plain` the engine's non-private step; "
         "`*_dp_reference` the reference DP engine (TF Privacy vectorized per-example "
         "gradients / Opacus GradSampleModule, hooks); `*_dp_fast` the fast engine (the "

@@ -44,8 +44,7 @@ def steps_for(batch: int, quick: bool) -> int:
 
 def measure_point(variant: str, batch: int, steps: int, seed: int = 0) -> dict[str, Any]:
     """Build ``variant`` for cnn4 at ``batch``, run one warm-up and ``steps`` timed steps."""
-    from benchmarks.bench import make_batches
-    from benchmarks.variants import tf_variants, torch_variants
+    from benchmarks.variants import make_batches, tf_variants, torch_variants
 
     rng = np.random.default_rng(seed)
     n = max(batch, 4096)
@@ -184,7 +183,7 @@ def plot_sweep(sweep: dict[str, Any], path: str | Path) -> Path:
 def _worker(spec: str) -> int:
     """``--worker JSON``: one point, its JSON on the last stdout line."""
     args = json.loads(spec)
-    from benchmarks.bench import configure
+    from benchmarks.runtime import configure
 
     configure(frameworks=("tf",) if args["variant"].startswith("tf") else ("torch",))
     result = measure_point(args["variant"], int(args["batch"]), int(args["steps"]))

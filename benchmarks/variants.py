@@ -37,7 +37,8 @@ import numpy as np
 from benchmarks.memory import FLOAT_BYTES, over_share, too_big
 from dpcore.config import ModelSpec, PerfSpec, PrivacySpec, RunConfig, TrainSpec
 from dpcore.errors import DpCompareError
-from dpcore.trainloop import StepMechanism
+from dpcore.sampling import chunk_indices
+from dpcore.trainloop import StepMechanism, model_inputs
 
 #: The tiers of each framework, in report order (the issue's names).
 TF_TIERS = ("tf_plain", "tf_dp_reference", "tf_dp_fast", "tf_privacy_stock")
@@ -270,3 +271,14 @@ def _opacus_stock_run(model: Any, case: ModelCase
         module._close()
 
     return run, close
+
+
+def make_batches(x: np.ndarray, y: np.ndarray, batch: int, count: int, seed: int,
+                 task: str = "image") -> list[Batch]:
+    """``count`` logical batches of ``batch`` random examples, as physical chunks."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        indices = np.sort(rng.choice(len(x), size=batch, replace=len(x) < batch))
+        out.append([(model_inputs(x[p], task), y[p]) for p in chunk_indices(indices, CHUNK)])
+    return out

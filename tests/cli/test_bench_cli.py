@@ -46,7 +46,7 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert main(["bench", "--quick", "--json", "--out", str(tmp_path)]) == 0
     results = json.loads(capsys.readouterr().out)
     case = results["cases"]["cnn4_b1024"]
-    assert TIERS == list(variants.TIERS) and set(case["variants"]) == set(TIERS)
+    assert list(variants.TIERS) == TIERS and set(case["variants"]) == set(TIERS)
     for name in TIERS:
         v = case["variants"][name]
         assert "skipped" not in v, (name, v)
