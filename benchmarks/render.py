@@ -236,10 +236,15 @@ def markdown(results: dict[str, Any], command: str) -> str:
                   f"Time per example (wall clock) and peak RSS of the fast engines and their "
                   f"plain steps; {where}; random uint8 data of MNIST's shape, chunks of 256.",
                   "", f"![sweep]({SWEEP_PLOT})", "", *_md_table(header, rows), "",
-                  *_md_table(["B", *next(iter(sweep["time_ratios"].values()), {}).keys(),
+                  *_md_table(["B", *[f"time {k}" for k in
+                                     next(iter(sweep["time_ratios"].values()), {})],
+                              *[f"CPU {k}" for k in
+                                next(iter(sweep.get("cpu_time_ratios", {}).values()), {})],
                               "peak RSS tf_dp_fast/tf_plain",
                               "peak RSS torch_dp_fast/torch_plain"],
                              [[b, *[_num(x, ".2f") for x in sweep["time_ratios"][b].values()],
+                               *[_num(x, ".2f") for x in
+                                 sweep.get("cpu_time_ratios", {}).get(b, {}).values()],
                                _num(sweep["memory_ratios"][b].get("tf_dp_fast/tf_plain"),
                                     ".2f"),
                                _num(sweep["memory_ratios"][b].get(

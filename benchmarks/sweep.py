@@ -7,7 +7,9 @@ peak (``VmHWM``) over the warm-up and timed steps, and its increase over the RSS
 model and engine were built. Data: seeded random uint8 images of MNIST's shape (the content
 does not change the cost), chunked by 256 and converted to float as in training. Time per
 example is wall-clock seconds per logical step / B over the timed steps (after one untimed
-warm-up step); process CPU time is stored too. ``isolate=False`` runs the points in this
+warm-up step); process CPU time is stored too (each point runs at its own time, so the
+wall-clock ratios of two points are not paired against load changes; the CPU ones are
+steadier). ``isolate=False`` runs the points in this
 process instead (tests: seconds instead of minutes; memory then not variant-specific).
 """
 
@@ -105,6 +107,7 @@ def run_sweep(*, quick: bool = False, isolate: bool = True,
             points[variant][str(batch)] = point
     return {"model": MODEL, "input_shape": list(SHAPE), "batches": sizes, "isolated": isolate,
             "points": points, "time_ratios": _ratios(points, sizes, "seconds_per_example"),
+            "cpu_time_ratios": _ratios(points, sizes, "cpu_seconds_per_example"),
             "memory_ratios": _ratios(points, sizes, "peak_rss_mb"),
             "memory_increase_ratios": _ratios(points, sizes, "peak_increase_mb")}
 

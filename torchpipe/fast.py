@@ -187,8 +187,10 @@ def _recording(model: nn.Module) -> Iterator[list[tuple[nn.Module, torch.Tensor,
 #: weighted sum is then ``sum_i c_i G_i`` (one contraction) instead of a second weight-gradient
 #: pass through the layer; beyond it (e.g. resnet18's wide convolutions) they are dropped after
 #: the norm and the weighted sum comes from autograd. Measured on cnn4, b1024 (chunks of 256),
-#: 2 shared cores, process CPU time per step: fast / plain 2.40 before (a second pass per
-#: layer for the weighted sum), 1.6-2.0 after (load-dependent; reports/benchmarks has the run).
+#: 2 shared cores (load ~7), main's engine and this one alternating in one process, 6 rounds
+#: x 4 steps: fast / plain 2.48 -> 1.80 wall clock, 2.46 -> 1.95 process CPU. What is left is
+#: mostly the per-example Conv2d grad samples (Opacus's unfold + batched matmul), which cost
+#: about what the plain step's weight gradients cost.
 KEEP_SAMPLES_BUDGET = 1 << 25
 
 
