@@ -1,15 +1,17 @@
-"""Text and Markdown renderings of :func:`benchmarks.bench.run_benchmark`'s figures."""
+"""Text and Markdown renderings of :func:`benchmarks.bench.run_benchmark`'s figures, the sweep
+plot, and a short reading of the numbers generated from them."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Any
 
-#: Targets of the fast TF path on cnn4 / MNIST at batch 1024 (read from the benchmark).
-TARGET_CASE = "cnn4_b1024"
-TARGET_DP_OVER_PLAIN = 2.5
-TARGET_OVER_OPACUS = 1.25
+from benchmarks.ratios import TIME_RATIOS, ratio_key
+
+#: The sweep plot's file name inside the report folder.
+SWEEP_PLOT = "sweep.png"
 
 
 def _num(value: Any, fmt: str = ".3g") -> str:
@@ -17,69 +19,153 @@ def _num(value: Any, fmt: str = ".3g") -> str:
 
 
 def table_rows(case: dict[str, Any]) -> list[list[str]]:
-    """One row per variant: name, s/epoch, examples/s, peak RSS, increase (timed steps),
+    """One row per tier: name, s/step, s/epoch, examples/s, peak RSS, increase (timed),
     increase (warm-up), note."""
     rows = []
     for name, v in case["variants"].items():
         if "skipped" in v:
-            rows.append([name, "-", "-", "-", "-", "-", v["skipped"]])
+            rows.append([name, "-", "-", "-", "-", "-", "-", v["skipped"]])
             continue
-        rows.append([name, _num(v["seconds_per_epoch"], ".2f"),
-                     _num(v["examples_per_second"], ".0f"), _num(v["peak_rss_mb"], ".0f"),
-                     _num(v["peak_increase_mb"], ".0f"),
+        rows.append([name, _num(v["seconds_per_step"], ".4f"),
+                     _num(v["seconds_per_epoch"], ".1f"),
+                     _num(v["examples_per_second"], ".0f"), _num(v.get("peak_rss_mb"), ".0f"),
+                     _num(v.get("peak_increase_mb"), ".0f"),
                      _num(v.get("warmup_peak_increase_mb"), ".0f"),
                      f"{v['steps_timed']} steps timed, round spread "
                      f"{100 * v['round_spread']:.0f}%"])
     return rows
 
 
-def targets(results: dict[str, Any]) -> list[str]:
-    """Whether the fast TF path met its targets, as sentences."""
-    case = results["cases"].get(TARGET_CASE)
-    if case is None:
-        return [f"targets: case {TARGET_CASE} was not run"]
-    r = case["ratios"]
-    lines = []
-    dp_plain = r.get("tf_dp_fast/tf_plain")
-    vs_opacus = r.get("tf_dp_fast/opacus_fastest")
-    if dp_plain is not None:
-        ok = "met" if dp_plain <= TARGET_DP_OVER_PLAIN else "NOT met"
-        lines.append(f"fast TF DP / TF non-private = {dp_plain:.2f} "
-                     f"(target <= {TARGET_DP_OVER_PLAIN}): {ok}")
-    if vs_opacus is not None:
-        ok = "met" if vs_opacus <= TARGET_OVER_OPACUS else "NOT met"
-        lines.append(f"fast TF DP / fastest Opacus ({r['opacus_fastest_mode']}) = "
-                     f"{vs_opacus:.2f} (target <= {TARGET_OVER_OPACUS}): {ok}")
-    return lines or ["targets: the fast TF path did not run"]
+def ratio_rows(case: dict[str, Any]) -> list[list[str]]:
+    """One row per ratio: name, wall-clock value, process-CPU value."""
+    return [[ratio_key(a, b), _num(case["ratios"].get(ratio_key(a, b)), ".2f"),
+             _num(case.get("cpu_ratios", {}).get(ratio_key(a, b)), ".2f")]
+            for a, b in TIME_RATIOS]
+
+
+def target_lines(results: dict[str, Any]) -> list[str]:
+    """Each target with its value and verdict, as sentences."""
+    return [f"{row['case']}: {row['target']}: {_num(row['value'], '.2f')} -> "
+            f"{row['verdict'].upper()}" for row in results.get("targets", [])]
+
+
+def reading(results: dict[str, Any]) -> list[str]:
+    """A short written reading generated from the numbers (sentences, one per finding)."""
+    out = []
+    for name, case in results["cases"].items():
+        r, v = case["ratios"], case["variants"]
+        parts = []
+        for fw, plain in (("tf", "tf_plain"), ("torch", "torch_plain")):
+            fast = r.get(ratio_key(f"{fw}_dp_fast", plain))
+            ref = r.get(ratio_key(f"{fw}_dp_reference", plain))
+            if fast is not None:
+                text = f"{fw} fast DP costs {fast:.2f}x its plain step"
+                if ref is not None:
+                    text += f" (reference {ref:.2f}x, so fast is {ref / fast:.1f}x quicker)"
+                parts.append(text)
+        same = r.get("tf_dp_fast/torch_dp_fast")
+        if same is not None:
+            faster = "TF" if same < 1 else "torch"
+            parts.append(f"on the same algorithm {faster} is {max(same, 1 / same):.2f}x "
+                         "faster")
+            plain = r.get("tf_plain/torch_plain")
+            if plain is not None:
+                share = math.log(plain) / math.log(same) if abs(math.log(same)) > 0.05 else None
+                parts.append(f"the plain steps already differ by tf_plain/torch_plain = "
+                             f"{plain:.2f}"
+                             + (" (most of the gap is the frameworks' own step, not the DP "
+                                "engines)" if share is not None and share > 0.5 else ""))
+        stock = r.get("tf_privacy_stock/opacus_stock")
+        if stock is not None:
+            faster = "TF Privacy" if stock < 1 else "Opacus"
+            parts.append(f"out of the box {faster} is {max(stock, 1 / stock):.2f}x faster")
+        skipped = [n for n, f in v.items()
+                   if "skipped" in f and f["skipped"] != "not in this case"]
+        if skipped:
+            parts.append("not run: " + ", ".join(skipped) + " (see the table)")
+        epoch = [f"{n} {f['seconds_per_epoch']:.0f} s" for n, f in v.items()
+                 if n.endswith("dp_fast") and "seconds_per_epoch" in f]
+        if epoch:
+            parts.append(f"one epoch of {case['nominal_n']} examples (extrapolated): "
+                         + ", ".join(epoch))
+        if parts:
+            out.append(f"**{name}**: " + "; ".join(parts) + ".")
+    sweep = results.get("sweep")
+    if sweep:
+        ratios_by_b = sweep["time_ratios"]
+        for key in ("tf_dp_fast/tf_plain", "torch_dp_fast/torch_plain"):
+            values = [(b, ratios_by_b[str(b)].get(key)) for b in sweep["batches"]]
+            values = [(b, x) for b, x in values if x is not None]
+            if values:
+                out.append(f"**sweep** {key} (time per example) goes from {values[0][1]:.2f} "
+                           f"at B={values[0][0]} to {values[-1][1]:.2f} at B={values[-1][0]}.")
+    missed = [row for row in results.get("targets", []) if row["verdict"] == "missed"]
+    met = [row for row in results.get("targets", []) if row["verdict"] == "met"]
+    out.append(f"**targets**: {len(met)} met, {len(missed)} missed, "
+               f"{len(results.get('targets', [])) - len(met) - len(missed)} not measured"
+               + ("; missed: " + "; ".join(f"{m['case']} {m['target']} "
+                                          f"({_num(m['value'], '.2f')})" for m in missed)
+                  if missed else "") + ".")
+    load = results["loadavg_before"][0], results["loadavg_after"][0]
+    cores = results["machine"]["cpu_count"] or 0
+    if max(load) > cores:
+        out.append(f"**load**: the 1-minute load average was {load[0]:.1f} before and "
+                   f"{load[1]:.1f} after on {cores} cores: the machine was shared, wall "
+                   "times are inflated unevenly; the process-CPU ratios are the steadier "
+                   "reading.")
+    return out
+
+
+def sweep_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The sweep table's header and rows."""
+    from benchmarks.sweep import table
+
+    header = ["B"]
+    for variant in sweep["points"]:
+        header += [f"{variant} ms/example", f"{variant} peak MiB"]
+    return header, table(sweep)
 
 
 def text_summary(results: dict[str, Any]) -> str:
     """Plain-text summary printed by ``dpcompare bench``."""
-    out = [f"data: {results['data']}",
+    out = [f"data: {'; '.join(results['data'].values())}",
            f"load average (1/5/15 min) before: "
            f"{' '.join(f'{x:.2f}' for x in results['loadavg_before'])}, after: "
            f"{' '.join(f'{x:.2f}' for x in results['loadavg_after'])}"]
     for name, case in results["cases"].items():
         out.append(f"\n{name}: {case['model']}, batch {case['batch_size']}, "
-                   f"{case['steps_per_epoch']} steps/epoch")
-        out.append(f"  {'variant':<18} {'s/epoch':>9} {'ex/s':>8} {'peakMiB':>8} {'+MiB':>6} "
-                   f"{'+MiB warm-up':>12}")
+                   f"{case['steps_per_epoch']} steps/epoch of {case['nominal_n']}")
+        out.append(f"  {'tier':<20} {'s/step':>8} {'s/epoch':>9} {'ex/s':>7} {'peakMiB':>8}")
         for row in table_rows(case):
             if row[1] == "-":
-                out.append(f"  {row[0]:<18} {row[6]}")
+                out.append(f"  {row[0]:<20} {row[7]}")
             else:
-                out.append(f"  {row[0]:<18} {row[1]:>9} {row[2]:>8} {row[3]:>8} {row[4]:>6} "
-                           f"{row[5]:>12}")
-        for key, value in case["ratios"].items():
-            shown = value if isinstance(value, str) or value is None else f"{value:.2f}"
-            out.append(f"  {key:<32} {shown}")
-    out += ["", *targets(results)]
+                out.append(f"  {row[0]:<20} {row[1]:>8} {row[2]:>9} {row[3]:>7} {row[4]:>8}")
+        for key, wall, cpu in ratio_rows(case):
+            out.append(f"  {key:<34} {wall:>6} (cpu {cpu})")
+    sweep = results.get("sweep")
+    if sweep:
+        header, rows = sweep_rows(sweep)
+        out += ["", "sweep (cnn4): " + " | ".join(header)]
+        out += ["  " + " | ".join(row) for row in rows]
+    out += ["", *target_lines(results)]
     return "\n".join(out)
 
 
+def _md_table(header: list[str], rows: list[list[str]], text_last: bool = False
+              ) -> list[str]:
+    """A Markdown table: first column left, numbers right (the last left if ``text_last``)."""
+    aligns = ["---"] + ["---:"] * (len(header) - 1)
+    if text_last:
+        aligns[-1] = "---"
+    return (["| " + " | ".join(header) + " |", "|" + "|".join(aligns) + "|"]
+            + ["| " + " | ".join(row) + " |" for row in rows])
+
+
 def markdown(results: dict[str, Any], command: str) -> str:
-    """The report: command, machine, load, method, one table per case, ratios, targets."""
-    m = results["machine"]
+    """The report: command, machine, load, method, targets, reading, one table per case,
+    ratios, the sweep table and plot."""
+    m, s = results["machine"], results["settings"]
     lines = [
         "# dpcompare speed benchmark",
         "",
@@ -93,50 +179,91 @@ def markdown(results: dict[str, Any], command: str) -> str:
         f"{', '.join(f'{x:.2f}' for x in results['loadavg_before'])}; after: "
         f"{', '.join(f'{x:.2f}' for x in results['loadavg_after'])} "
         "(the machine is shared: a load above the core count slows every variant).",
-        f"- Data: {results['data']}.",
-        f"- DP settings: Gaussian DP-SGD, C = {results['settings']['clip']}, sigma = "
-        f"{results['settings']['sigma']}, SGD lr {results['settings']['lr']}, physical chunks "
-        f"of {results['settings']['physical_chunk']}, deterministic kernels; "
-        f"OMP_WAIT_POLICY={results['settings'].get('omp_wait_policy')} (torch's OpenMP "
-        "workers spin by default and then collapse on a loaded machine: see "
-        "benchmarks/bench.py; set OMP_WAIT_POLICY=ACTIVE to measure the default on a quiet one).",
-        "- Method: all variants in one process; each warmed up first (tracing/compilation "
-        "steps not timed), then timed in alternating rounds (order rotated per round). Batches "
-        "are fixed-size uniform draws (no Poisson sampling), chunked and converted to float as "
-        "in training. **Seconds per epoch are extrapolated** from the timed steps: "
-        "seconds/step x ceil(N / B); no variant ran a whole epoch. 'round spread' is the "
-        "(max - min) / mean of the per-round step times: a large spread means the load changed.",
-        f"- Memory: {results['memory_method']}. TF and torch allocate through their own "
-        "allocators and keep freed memory, so the increase shows what a variant needed beyond "
-        "what the process already held, not its total footprint.",
+        f"- Data: {'; '.join(results['data'].values())}.",
+        f"- DP settings: Gaussian DP-SGD, C = {s['clip']}, sigma = {s['sigma']}, SGD lr "
+        f"{s['lr']}, physical chunks of {s['physical_chunk']} (engine tiers), deterministic "
+        f"kernels; OMP_WAIT_POLICY={s.get('omp_wait_policy')} (see benchmarks/runtime.py).",
+        "- Tiers (benchmarks/variants.py): `*_plain` the engine's non-private step; "
+        "`*_dp_reference` the reference DP engine (TF Privacy vectorized per-example "
+        "gradients / Opacus GradSampleModule, hooks); `*_dp_fast` the fast engine (the "
+        "default; layer-wise norms, clip-weighted sum); `tf_privacy_stock` TF Privacy's "
+        "VectorizedDPKerasSGDOptimizer through `model.fit` on a tf.data pipeline of the same "
+        "fixed-size batches (one fit call per round, its set-up timed); `opacus_stock` "
+        "`PrivacyEngine().make_private` defaults and the tutorial loop, with "
+        "poisson_sampling=False so that it gets the same fixed-size batches.",
+        "- Method: all tiers of a case in one process; each warmed up first (tracing/"
+        "compilation steps not timed), then timed in alternating rounds (order rotated per "
+        "round), on the same batches. **Seconds per epoch are extrapolated** from the timed "
+        "steps: seconds/step x ceil(N / B); no variant ran a whole epoch. 'round spread' is "
+        "(max - min) / mean of the per-round step times. Ratios are of wall-clock seconds "
+        "per step; the same ratio of process CPU time is shown beside it (less sensitive to "
+        "other processes' load).",
+        f"- Memory (tier cases): {results['memory_method']}; process-wide, so only the "
+        "increases are specific to a tier. The memory targets use the sweep, where every "
+        "point runs in a fresh process.",
+        "",
+        "## Targets (issue 15)",
+        "",
+        *[f"- {t}" for t in target_lines(results)],
+        "",
+        "## Reading",
+        "",
+        *[f"- {t}" for t in reading(results)],
         "",
     ]
     for name, case in results["cases"].items():
         lines += [f"## {name}: {case['model']}, batch {case['batch_size']}, input "
                   f"{'x'.join(map(str, case['input_shape']))}",
                   "",
-                  f"{case['steps_per_epoch']} steps per epoch of {case['nominal_n']} examples; "
-                  f"{case['rounds']} rounds x {case['steps_per_round']} steps per variant.",
+                  f"{case['data']}; {case['steps_per_epoch']} steps per epoch of "
+                  f"{case['nominal_n']} examples; {case['rounds']} rounds x "
+                  f"{case['steps_per_round']} steps per tier"
+                  + (f" ({case['slow_steps_per_round']} for the per-example tiers)"
+                     if case.get("slow_steps_per_round") else "") + ".",
                   "",
-                  "| variant | s/epoch | examples/s | peak RSS MiB | increase MiB (timed) "
-                  "| increase MiB (warm-up) | note |",
-                  "|---|---:|---:|---:|---:|---:|---|"]
-        lines += ["| " + " | ".join(row) + " |" for row in table_rows(case)]
-        lines += ["", "| ratio (time) | value |", "|---|---:|"]
-        for key, value in case["ratios"].items():
-            shown = value if isinstance(value, str) or value is None else f"{value:.2f}"
-            lines.append(f"| {key} | {shown} |")
-        lines.append("")
-    lines += ["## Targets (cnn4, batch 1024)", "", *[f"- {t}" for t in targets(results)], ""]
+                  *_md_table(["tier", "s/step", "s/epoch", "examples/s", "peak RSS MiB",
+                              "increase MiB (timed)", "increase MiB (warm-up)", "note"],
+                             table_rows(case), text_last=True),
+                  "",
+                  *_md_table(["ratio", "wall clock", "process CPU"], ratio_rows(case)),
+                  ""]
+    sweep = results.get("sweep")
+    if sweep:
+        header, rows = sweep_rows(sweep)
+        where = ("each point in a fresh process (peak RSS is the point's own)"
+                 if sweep["isolated"] else "all points in one process")
+        lines += ["## Batch-size sweep (cnn4, 28x28)", "",
+                  f"Time per example (wall clock) and peak RSS of the fast engines and their "
+                  f"plain steps; {where}; random uint8 data of MNIST's shape, chunks of 256.",
+                  "", f"![sweep]({SWEEP_PLOT})", "", *_md_table(header, rows), "",
+                  *_md_table(["B", *[f"time {k}" for k in
+                                     next(iter(sweep["time_ratios"].values()), {})],
+                              *[f"CPU {k}" for k in
+                                next(iter(sweep.get("cpu_time_ratios", {}).values()), {})],
+                              "peak RSS tf_dp_fast/tf_plain",
+                              "peak RSS torch_dp_fast/torch_plain"],
+                             [[b, *[_num(x, ".2f") for x in sweep["time_ratios"][b].values()],
+                               *[_num(x, ".2f") for x in
+                                 sweep.get("cpu_time_ratios", {}).get(b, {}).values()],
+                               _num(sweep["memory_ratios"][b].get("tf_dp_fast/tf_plain"),
+                                    ".2f"),
+                               _num(sweep["memory_ratios"][b].get(
+                                   "torch_dp_fast/torch_plain"), ".2f")]
+                              for b in map(str, sweep["batches"])]),
+                  ""]
     return "\n".join(lines)
 
 
 def write_report(results: dict[str, Any], out_dir: str | Path, command: str) -> Path:
-    """Write ``report.md`` (and ``results.json``) into ``out_dir``; returns the report path."""
+    """Write ``report.md``, ``results.json`` and (with a sweep) ``sweep.png`` into
+    ``out_dir``; returns the report path."""
+    from benchmarks.sweep import plot_sweep
     from dpcore.io import atomic_write_json, atomic_write_text
 
     out = Path(out_dir)
     atomic_write_json(out / "results.json", results)
+    if results.get("sweep"):
+        plot_sweep(results["sweep"], out / SWEEP_PLOT)
     path = out / "report.md"
     atomic_write_text(path, markdown(results, command))
     return path

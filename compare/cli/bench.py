@@ -1,4 +1,6 @@
-"""``dpcompare bench``: steady-state speed and peak memory of TF Privacy and Opacus variants."""
+"""``dpcompare bench``: steady-state speed and peak memory of every DP tier of TF Privacy and
+Opacus (plain, reference, fast, stock), their ratios against the issue's targets, and a
+batch-size sweep of the fast engines."""
 
 from __future__ import annotations
 
@@ -12,9 +14,14 @@ from compare.cli.common import add_data_dir_option, print_json
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench", help="time DP and non-private training in both frameworks",
-        description=__doc__ + " Writes OUT/report.md and OUT/results.json.")
+        description=__doc__ + " Writes OUT/report.md, OUT/results.json and OUT/sweep.png.")
     parser.add_argument("--quick", action="store_true",
-                        help="few steps, small data, cnn4 only (< 2 minutes)")
+                        help="few steps, cnn4 at batch 256, a 2-point sweep (a few minutes)")
+    parser.add_argument("--cases", default=None, metavar="NAME[,NAME...]",
+                        help="run only these cases (e.g. resnet18_pneumonia_b64 for the "
+                        "ResNet-18 PneumoniaMNIST epoch time); default: all of the mode's")
+    parser.add_argument("--no-sweep", action="store_true",
+                        help="skip the batch-size sweep")
     parser.add_argument("--json", action="store_true",
                         help="print every figure as one JSON object instead of the summary")
     parser.add_argument("--out", default="reports/benchmarks",
@@ -26,6 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def command(args: argparse.Namespace) -> str:
     """The command that reproduces this run (for the report's header)."""
     parts = ["dpcompare bench", *(["--quick"] if args.quick else []),
+             *([f"--cases {shlex.quote(args.cases)}"] if args.cases else []),
+             *(["--no-sweep"] if args.no_sweep else []),
              *(["--json"] if args.json else []), f"--out {shlex.quote(str(args.out))}"]
     if args.data_dir:
         parts.append(f"--data-dir {shlex.quote(str(args.data_dir))}")
@@ -33,13 +42,16 @@ def command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.bench import run_benchmark
+    from benchmarks.bench import run_benchmark, select_cases
     from benchmarks.render import text_summary, write_report
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    results = run_benchmark(quick=args.quick, data_dir=args.data_dir, log=log)
+    names = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else None
+    select_cases(args.quick, names)  # an unknown case name fails before anything runs
+    results = run_benchmark(quick=args.quick, data_dir=args.data_dir, case_names=names,
+                            sweep=not args.no_sweep, log=log)
     path = write_report(results, args.out, command(args))
     if args.json:
         print_json(results)

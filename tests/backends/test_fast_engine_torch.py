@@ -241,3 +241,34 @@ def test_opacus_ghost_mode_gets_a_norm_for_every_layer_type() -> None:
     torch.nn.functional.cross_entropy(ghost(x), y, reduction="sum").backward()
     np.testing.assert_allclose(ghost.get_norm_sample().double().numpy(), expected, rtol=1e-5)
     ghost._close()
+
+
+@pytest.mark.parametrize("name", ["cnn4", "resnet18"])
+def test_the_ghost_and_budget_routes_give_the_same_clipped_sum(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no budget for kept grad samples, every Conv2d takes the hand-written ghost norm
+    (L2) or drops its samples (L1) and gets its weighted sum from autograd: same sums."""
+    from torchpipe import fast
+
+    model, x, y = _model_and_batch(name)
+    model.train()
+    records = _per_example_gradients(model, x, y)
+    monkeypatch.setattr(fast, "KEEP_SAMPLES_BUDGET", 0)
+    monkeypatch.setattr(fast, "_use_conv_ghost", lambda layer, g, kind: (
+        kind == "l2" and type(layer) is torch.nn.Conv2d and layer.groups == 1))
+    for kind in ("l2", "l1"):
+        clip = float(np.median(_norms(records, kind)))
+        expected = _clipped_sum(records, clip, kind)
+        _, actual = fast.clipped_gradient_sum(model, x, y, clip, kind)
+        assert rel_error(_as_weights([a.double().numpy() for a in actual]),
+                         _as_weights(expected)) < TOL, (name, kind)
+
+
+def test_the_ghost_norm_is_chosen_only_where_it_is_cheaper() -> None:
+    from torchpipe import fast
+
+    wide = torch.nn.Conv2d(256, 256, 3, padding=1)  # 4x4 output: T (p + o) << p o
+    narrow = torch.nn.Conv2d(1, 16, 8, stride=2, padding=3)  # 14x14 output, p o = 1024
+    assert fast._use_conv_ghost(wide, torch.zeros(2, 256, 4, 4), "l2")
+    assert not fast._use_conv_ghost(wide, torch.zeros(2, 256, 4, 4), "l1")
+    assert not fast._use_conv_ghost(narrow, torch.zeros(2, 16, 14, 14), "l2")

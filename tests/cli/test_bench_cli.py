@@ -1,10 +1,12 @@
-"""`dpcompare bench`: one tiny case (small batch, random data) runs every variant in one
-process and writes report.md (with its command) + results.json; --json prints every figure;
-ratios and target verdicts are computed from the figures."""
+"""`dpcompare bench`: one tiny case (small batch, random data) runs every tier in one process
+and a tiny sweep; report.md (with its command), results.json and sweep.png are written; the
+ratios are the quotients of the figures; targets are marked met / missed / not measured.
+No timing assertions: the speed targets are checked by the benchmark, not by tests."""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -14,25 +16,28 @@ import pytest
 pytest.importorskip("tensorflow")
 pytest.importorskip("opacus")
 
-from benchmarks import bench, render  # noqa: E402
+from benchmarks import bench, ratios, render, sweep, variants  # noqa: E402
 from compare.cli.main import main  # noqa: E402
 
-VARIANTS = {"tf_plain", "tf_dp_reference", "tf_dp_fast", "tf_privacy_keras", "torch_plain",
-            "torch_dp_fast", "opacus_hooks", "opacus_functorch", "opacus_ew"}
+TIERS = ["tf_plain", "tf_dp_reference", "tf_dp_fast", "tf_privacy_stock", "torch_plain",
+         "torch_dp_reference", "torch_dp_fast", "opacus_stock"]
 
 
 def _tiny(monkeypatch: pytest.MonkeyPatch) -> None:
     def tiny_cases(quick: bool) -> list[bench.Case]:
-        return [bench.Case("cnn4_b1024", "cnn4", 16, shape=(16, 16, 1), nominal_n=160,
-                           rounds=2, steps=1, warmup=1, keras_dp=True, slow_steps=1)]
+        return [bench.Case("cnn4_b1024", "cnn4", 16, rounds=2, steps=1, warmup=1,
+                           slow_steps=1)]
 
-    def tiny_images(quick: bool, data_dir: str | None) -> tuple[np.ndarray, np.ndarray, str]:
+    def tiny_data(name: str, quick: bool, data_dir: str | None) -> bench.CaseData:
         rng = np.random.default_rng(0)
-        return (rng.integers(0, 256, (64, 16, 16, 1), dtype=np.uint8),
-                rng.integers(0, 10, 64).astype(np.int64), "random test data")
+        return bench.CaseData(rng.integers(0, 256, (64, 16, 16, 1), dtype=np.uint8),
+                              rng.integers(0, 10, 64).astype(np.int64), "image", 10, 160,
+                              "random test data")
 
     monkeypatch.setattr(bench, "cases", tiny_cases)
-    monkeypatch.setattr(bench, "load_images", tiny_images)
+    monkeypatch.setattr(bench, "load_data", tiny_data)
+    monkeypatch.setattr(sweep, "QUICK_BATCHES", (8, 16))
+    monkeypatch.setattr(sweep, "_isolated", sweep.measure_point)  # in-process: seconds
 
 
 def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
@@ -41,25 +46,33 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert main(["bench", "--quick", "--json", "--out", str(tmp_path)]) == 0
     results = json.loads(capsys.readouterr().out)
     case = results["cases"]["cnn4_b1024"]
-    assert set(case["variants"]) == VARIANTS
-    for name in ("tf_plain", "tf_dp_reference", "tf_dp_fast", "torch_plain", "torch_dp_fast",
-                 "opacus_hooks"):
+    assert list(variants.TIERS) == TIERS and set(case["variants"]) == set(TIERS)
+    for name in TIERS:
         v = case["variants"][name]
+        assert "skipped" not in v, (name, v)
         assert v["seconds_per_epoch"] == pytest.approx(v["seconds_per_step"] * 10)
         assert v["examples_per_second"] == pytest.approx(16 / v["seconds_per_step"])
         assert v["steps_timed"] == 2 and v["peak_rss_mb"] > 0
-    ratios = case["ratios"]
-    assert ratios["tf_dp_fast/tf_plain"] == pytest.approx(
-        case["variants"]["tf_dp_fast"]["seconds_per_step"]
-        / case["variants"]["tf_plain"]["seconds_per_step"])
-    assert ratios["torch_dp_fast/torch_plain"] == pytest.approx(
-        case["variants"]["torch_dp_fast"]["seconds_per_step"]
-        / case["variants"]["torch_plain"]["seconds_per_step"])
-    assert ratios["opacus_fastest_mode"] in {"opacus_hooks", "opacus_functorch", "opacus_ew"}
-    assert results["data"] == "random test data" and len(results["loadavg_before"]) == 3
+    for a, b in ratios.TIME_RATIOS:
+        assert case["ratios"][f"{a}/{b}"] == pytest.approx(
+            case["variants"][a]["seconds_per_step"] / case["variants"][b]["seconds_per_step"])
+        assert case["cpu_ratios"][f"{a}/{b}"] == pytest.approx(
+            case["variants"][a]["cpu_seconds_per_step"]
+            / case["variants"][b]["cpu_seconds_per_step"])
+    assert {"tf_dp_fast/torch_dp_fast", "tf_privacy_stock/opacus_stock"} <= set(case["ratios"])
+    assert results["data"] == {"mnist": "random test data"}
+    assert results["sweep"]["batches"] == [8, 16]
+    assert set(results["sweep"]["points"]) == set(variants.FAST_TIERS)
+    verdicts = {(t["case"], t["target"]): t["verdict"] for t in results["targets"]}
+    assert verdicts[("cnn4_b1024", "torch_dp_fast/torch_plain (time) <= 1.5")] in {
+        "met", "missed"}
+    assert verdicts[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 2.5")] == "not measured"
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert f"`dpcompare bench --quick --json --out {tmp_path}`" in report
-    assert "Load average" in report and "extrapolated" in report
+    for text in ("## Targets (issue 15)", "## Reading", "extrapolated", "Load average",
+                 "## Batch-size sweep", "![sweep](sweep.png)", *TIERS):
+        assert text in report, text
+    assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "results.json").read_text())["cases"].keys() == {"cnn4_b1024"}
 
 
@@ -68,22 +81,99 @@ def _figures(seconds: dict[str, float | None]) -> dict[str, Any]:
             for name, s in seconds.items()}
 
 
-def test_ratios_pick_the_fastest_opacus_mode_and_skip_missing() -> None:
+def test_ratio_arithmetic_and_missing_sides() -> None:
     figures = _figures({"tf_plain": 1.0, "tf_dp_fast": 2.0, "tf_dp_reference": 6.0,
-                        "tf_privacy_keras": None, "torch_plain": 1.0, "opacus_hooks": 3.0,
-                        "opacus_functorch": 4.0, "opacus_ew": None})
-    r = bench.ratios(figures)
-    assert r["opacus_fastest_mode"] == "opacus_hooks"
+                        "tf_privacy_stock": None, "torch_plain": 0.5, "torch_dp_fast": 1.0,
+                        "torch_dp_reference": 4.0, "opacus_stock": 3.0})
+    r = ratios.ratios(figures)
+    assert list(r) == [f"{a}/{b}" for a, b in ratios.TIME_RATIOS]
     assert r["tf_dp_fast/tf_plain"] == 2.0
-    assert r["tf_dp_fast/opacus_fastest"] == pytest.approx(2 / 3)
-    assert r["tf_privacy_keras/tf_plain"] is None
+    assert r["torch_dp_fast/torch_plain"] == 2.0
+    assert r["tf_dp_fast/torch_dp_fast"] == 2.0
+    assert r["opacus_stock/torch_plain"] == 6.0
+    assert r["tf_privacy_stock/tf_plain"] is None
+    assert r["tf_privacy_stock/opacus_stock"] is None
 
 
-def test_target_verdicts() -> None:
-    case = {"ratios": {"tf_dp_fast/tf_plain": 2.6, "tf_dp_fast/opacus_fastest": 1.0,
-                       "opacus_fastest_mode": "opacus_hooks"}}
-    lines = render.targets({"cases": {render.TARGET_CASE: case}})
-    assert "NOT met" in lines[0] and lines[1].endswith(": met")
+def test_targets_are_marked_met_missed_or_not_measured() -> None:
+    target = ratios.Target("cnn4_b1024", "tf_dp_fast/torch_dp_fast", 0.67, 1.5)
+    assert [ratios.verdict(target, v) for v in (0.5, 0.67, 1.0, 1.5, 1.51, None)] == [
+        "missed", "met", "met", "met", "missed", "not measured"]
+    results = {"cases": {"cnn4_b1024": {"ratios": {"torch_dp_fast/torch_plain": 1.6,
+                                                   "tf_dp_fast/tf_plain": 1.2}}},
+               "sweep": {"memory_ratios": {"1024": {"torch_dp_fast/torch_plain": 1.1,
+                                                    "tf_dp_fast/tf_plain": 1.7}}}}
+    rows = {(r["case"], r["target"]): (r["value"], r["verdict"])
+            for r in ratios.target_rows(results)}
+    assert rows[("cnn4_b1024", "torch_dp_fast/torch_plain (time) <= 1.5")] == (1.6, "missed")
+    assert rows[("cnn4_b1024", "tf_dp_fast/tf_plain (time) <= 1.5")] == (1.2, "met")
+    assert rows[("sweep_b1024", "torch_dp_fast/torch_plain (peak memory) <= 1.5")] == (
+        1.1, "met")
+    assert rows[("sweep_b1024", "tf_dp_fast/tf_plain (peak memory) <= 1.5")] == (1.7, "missed")
+    assert rows[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 2.5")] == (None,
+                                                                           "not measured")
+    lines = render.target_lines({"targets": ratios.target_rows(results)})
+    assert "1.60 -> MISSED" in lines[0] and lines[1].endswith("1.20 -> MET")
+
+
+def _sweep_result() -> dict[str, Any]:
+    def point(ms: float, mib: float) -> dict[str, Any]:
+        return {"seconds_per_example": ms / 1000, "peak_rss_mb": mib}
+
+    return {"model": "cnn4", "batches": [64, 128], "isolated": True, "points": {
+        "tf_plain": {"64": point(0.2, 600), "128": point(0.1, 620)},
+        "tf_dp_fast": {"64": point(0.3, 650), "128": {"skipped": "failed"}},
+        "torch_plain": {"64": point(0.1, 400), "128": point(0.05, 410)},
+        "torch_dp_fast": {"64": point(0.2, 420), "128": point(0.1, 440)}}}
+
+
+def test_sweep_table_ratios_and_plot(tmp_path: Path) -> None:
+    result = _sweep_result()
+    assert sweep.table(result) == [["64", "0.200", "600", "0.300", "650", "0.100", "400",
+                                    "0.200", "420"],
+                                   ["128", "0.100", "620", "-", "-", "0.050", "410", "0.100",
+                                    "440"]]
+    r = sweep._ratios(result["points"], [64, 128], "peak_rss_mb")
+    assert r["64"]["tf_dp_fast/tf_plain"] == pytest.approx(650 / 600)
+    assert r["128"]["tf_dp_fast/tf_plain"] is None
+    assert r["128"]["torch_dp_fast/torch_plain"] == pytest.approx(440 / 410)
+    path = sweep.plot_sweep(result, tmp_path / "plot" / "sweep.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_sweep_points_in_process_have_time_and_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = sweep.run_sweep(quick=True, isolate=False, batches=[8],
+                             variants=["torch_plain", "torch_dp_fast"])
+    for variant in ("torch_plain", "torch_dp_fast"):
+        point = result["points"][variant]["8"]
+        assert point["steps_timed"] == 1 and point["seconds_per_example"] > 0
+        assert point["peak_rss_mb"] > 0
+    assert math.isfinite(result["time_ratios"]["8"]["torch_dp_fast/torch_plain"])
+
+
+def test_an_isolated_sweep_point_runs_in_a_fresh_process() -> None:
+    point = sweep._isolated("torch_plain", 8, 1)
+    assert "skipped" not in point, point
+    assert point["steps_timed"] == 1 and point["peak_rss_mb"] > point["peak_increase_mb"] >= 0
+
+
+def test_memory_guard_names_the_need_and_the_limit() -> None:
+    from benchmarks import memory
+
+    assert memory.too_big(64, 1000, 10**9) is None
+    message = memory.too_big(256, 11_172_810, 21 * 2**30)
+    assert message is not None and message.startswith("not run (memory): 256 per-example")
+    assert "21.0 GiB available" in message
+    assert memory.too_big(10**6, 10**6, None) is None  # unknown memory: attempted
+
+
+def test_an_unknown_case_is_one_line_exit_2_nothing_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    assert main(["bench", "--cases", "cnn4_b999", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cnn4_b999" in err and "cnn4_b1024" in err
+    assert not out.exists()
 
 
 def test_the_benchmark_package_is_installed_not_only_found_in_the_checkout(

@@ -1,0 +1,109 @@
+"""The benchmark's ratios and the issue's targets, marked met / missed.
+
+Time ratios are of seconds per logical step (wall clock; the same ratios of process CPU time
+are stored beside them, since a shared machine's load inflates wall time unevenly). Each DP
+tier is divided by its own framework's plain step; ``tf_dp_fast/torch_dp_fast`` compares the
+same algorithm on both frameworks; ``tf_privacy_stock/opacus_stock`` what users get out of
+the box. Memory ratios (fast engine over plain step, peak RSS) come from the batch-size
+sweep, where every point runs in a fresh process (:mod:`benchmarks.sweep`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: ``numerator/denominator`` time ratios of every tier case, in report order.
+TIME_RATIOS: tuple[tuple[str, str], ...] = (
+    ("tf_dp_reference", "tf_plain"),
+    ("tf_dp_fast", "tf_plain"),
+    ("tf_privacy_stock", "tf_plain"),
+    ("torch_dp_reference", "torch_plain"),
+    ("torch_dp_fast", "torch_plain"),
+    ("opacus_stock", "torch_plain"),
+    ("tf_dp_fast", "torch_dp_fast"),
+    ("tf_privacy_stock", "opacus_stock"),
+    ("tf_plain", "torch_plain"),
+)
+
+
+def ratio_key(numerator: str, denominator: str) -> str:
+    """The name of a ratio, ``numerator/denominator``."""
+    return f"{numerator}/{denominator}"
+
+
+def ratios(figures: Mapping[str, Mapping[str, Any]], measure: str = "seconds_per_step"
+           ) -> dict[str, float | None]:
+    """Every :data:`TIME_RATIOS` entry of one case's variant figures (None where either side
+    did not run)."""
+    out: dict[str, float | None] = {}
+    for a, b in TIME_RATIOS:
+        top, bottom = figures.get(a, {}).get(measure), figures.get(b, {}).get(measure)
+        out[ratio_key(a, b)] = (top / bottom if top is not None and bottom else None)
+    return out
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target of the issue: ``low <= value <= high`` of a ratio in one case.
+
+    Attributes:
+        case: the tier case (``cnn4_b1024``), or the sweep point (``sweep_b1024``).
+        key: the ratio's name.
+        low: least value that meets it (0: none).
+        high: largest value that meets it.
+        kind: ``time`` (tier case ratios) or ``memory`` (peak RSS, sweep).
+    """
+
+    case: str
+    key: str
+    low: float
+    high: float
+    kind: str = "time"
+
+    def describe(self) -> str:
+        """The target as text, e.g. ``torch_dp_fast/torch_plain <= 1.5``."""
+        bound = (f"between {self.low:g} and {self.high:g}" if self.low > 0
+                 else f"<= {self.high:g}")
+        what = "peak memory" if self.kind == "memory" else "time"
+        return f"{self.key} ({what}) {bound}"
+
+
+#: The issue's targets (issue 15, "Targets").
+TARGETS: tuple[Target, ...] = (
+    Target("cnn4_b1024", "torch_dp_fast/torch_plain", 0.0, 1.5),
+    Target("cnn4_b1024", "tf_dp_fast/tf_plain", 0.0, 1.5),
+    Target("resnet18_b64", "torch_dp_fast/torch_plain", 0.0, 2.5),
+    Target("resnet18_b64", "tf_dp_fast/tf_plain", 0.0, 2.5),
+    Target("cnn4_b256", "tf_dp_fast/torch_dp_fast", 0.67, 1.5),
+    Target("cnn4_b1024", "tf_dp_fast/torch_dp_fast", 0.67, 1.5),
+    Target("resnet18_b64", "tf_dp_fast/torch_dp_fast", 0.67, 1.5),
+    Target("resnet18_b256", "tf_dp_fast/torch_dp_fast", 0.67, 1.5),
+    Target("textcnn_imdb_b256", "tf_dp_fast/torch_dp_fast", 0.67, 1.5),
+    Target("sweep_b1024", "torch_dp_fast/torch_plain", 0.0, 1.5, "memory"),
+    Target("sweep_b1024", "tf_dp_fast/tf_plain", 0.0, 1.5, "memory"),
+)
+
+
+def verdict(target: Target, value: float | None) -> str:
+    """``met``, ``missed`` or ``not measured``."""
+    if value is None:
+        return "not measured"
+    return "met" if target.low <= value <= target.high else "missed"
+
+
+def target_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every target with its value and verdict, from :func:`benchmarks.bench.run_benchmark`'s
+    results (time: the case's wall-clock ratios; memory: the sweep's peak-RSS ratios)."""
+    rows = []
+    for target in TARGETS:
+        if target.kind == "memory":
+            value = results.get("sweep", {}).get("memory_ratios", {}).get(
+                target.case.removeprefix("sweep_b"), {}).get(target.key)
+        else:
+            value = results.get("cases", {}).get(target.case, {}).get("ratios", {}).get(
+                target.key)
+        rows.append({"case": target.case, "target": target.describe(), "value": value,
+                     "verdict": verdict(target, value)})
+    return rows
