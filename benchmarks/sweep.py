@@ -29,6 +29,7 @@ import numpy as np
 
 from benchmarks.memory import available_bytes, reset_peak, status_kib
 from benchmarks.variants import FAST_TIERS, ModelCase
+from dpcore.threads import OMP_WAIT_POLICY
 
 #: The sweep's batch sizes (powers of 2 from 64 to 4096) and ``--quick``'s.
 BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
@@ -79,7 +80,7 @@ def _isolated(variant: str, batch: int, steps: int) -> dict[str, Any]:
     root = str(Path(__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    env.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.sweep", "--worker",
