@@ -23,7 +23,7 @@ from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, print_json
 from dpcore.backend import BACKENDS
 from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
-from dpcore.defaults import apply_train_defaults
+from dpcore.defaults import TRAIN_DEFAULTS, apply_train_defaults
 from dpcore.errors import ConfigError
 
 MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
@@ -43,11 +43,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", help="model name: cnn4, resnet18, vgg11, vgg16, alexnet, "
                         "textcnn")
     length = parser.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=float, help="expected passes over the training set")
+    length.add_argument("--epochs", type=float, help="expected passes over the training set "
+                        f"(default {TRAIN_DEFAULTS['train.epochs']:g})")
     length.add_argument("--steps", type=int, help="number of logical batches (optimizer steps)")
     parser.add_argument("--batch-size", type=int,
-                        help="expected logical batch size B (Poisson) or fixed size (shuffle)")
-    parser.add_argument("--lr", type=float, help="learning rate")
+                        help="expected logical batch size B (Poisson) or fixed size (shuffle; "
+                        f"default {TRAIN_DEFAULTS['train.batch_size']})")
+    parser.add_argument("--lr", type=float,
+                        help=f"learning rate (default with SGD {TRAIN_DEFAULTS['train.lr']:g}, "
+                        f"momentum {TRAIN_DEFAULTS['train.momentum']:g}; activation "
+                        f"{TRAIN_DEFAULTS['model.activation']}: see dpcore/defaults.py)")
     parser.add_argument("--mechanism", choices=sorted(MECHANISMS),
                         help="none, gaussian or laplace DP-SGD, or ldp (set data.ldp_* too)")
     noise = parser.add_mutually_exclusive_group()
