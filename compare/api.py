@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Store", "as_config", "calibrate", "compare", "datasets", "epsilon",
     "faithfulness", "gradcam", "history", "load_data", "load_grid", "load_model",
-    "predict_proba", "report", "results", "train",
+    "predict_proba", "report", "results", "train", "with_train_defaults",
 ]
 
 #: Noise distributions of :func:`epsilon` / :func:`calibrate`, by their CLI names.
@@ -243,6 +243,20 @@ def as_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
                       "RunConfig, a mapping, or the path of a YAML/JSON config file")
 
 
+def with_train_defaults(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
+    """:func:`as_config`, with the tuned defaults of :mod:`dpcore.defaults` (tanh, SGD step
+    size, batch, epochs) filled in where a partial mapping or config file gives no value. A
+    :class:`RunConfig` or a run folder is complete and used as it is."""
+    from dpcore.config import load_mapping_file
+    from dpcore.defaults import apply_train_defaults
+
+    if isinstance(config, Mapping):
+        return RunConfig.from_dict(apply_train_defaults(config))
+    if isinstance(config, str | Path) and not Path(config).is_dir():
+        return RunConfig.from_dict(apply_train_defaults(load_mapping_file(config)))
+    return as_config(config)
+
+
 def _check_backend(backend: str) -> str:
     if backend not in BACKENDS:
         raise ConfigError(f"backend={backend!r} is not valid; valid: {', '.join(BACKENDS)}")
@@ -283,7 +297,9 @@ def train(
     in OUT is overwritten.
 
     Args:
-        config: a :class:`RunConfig`, a (partial) config mapping, or a YAML/JSON file.
+        config: a :class:`RunConfig` (used as it is), or a (partial) config mapping or
+            YAML/JSON file, whose missing hyper-parameters take the tuned defaults of
+            :mod:`dpcore.defaults` (as ``dpcompare train``; :func:`with_train_defaults`).
         backend: ``tf`` (Keras + TensorFlow Privacy) or ``torch`` (PyTorch + Opacus).
         out: the results folder (default ``./dpcompare-runs``, as the CLI).
         data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
@@ -306,7 +322,7 @@ def train(
     from dpcore.recipes import check_backend_recipe
 
     _check_backend(backend)
-    config = as_config(config)
+    config = with_train_defaults(config)
     check_backend_recipe(config, backend)  # before anything is loaded or written
     perf = perf or PerfSpec()
     if isinstance(faithfulness_subset, bool) or not isinstance(faithfulness_subset, int) or (

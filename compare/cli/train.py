@@ -1,8 +1,10 @@
 """``dpcompare train``: train one model in one framework; keep its checkpoint and RunResult.
 
-Settings come from (later wins): the defaults, ``--config FILE``, the explicit options below,
-then ``--set section.key=value`` overrides. Giving ``--noise-multiplier`` or ``--epsilon``
-selects Gaussian DP-SGD unless ``--mechanism`` says otherwise.
+Settings come from (later wins): ``--config FILE``, the explicit options below, then ``--set
+section.key=value`` overrides; a hyper-parameter none of them gives takes the tuned default of
+``dpcore.defaults`` (tanh, SGD, see ``reports/defaults-sweep``), every other key its config
+default. Giving ``--noise-multiplier`` or ``--epsilon`` selects Gaussian DP-SGD unless
+``--mechanism`` says otherwise.
 
 Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (a RunResult whose ``checkpoint`` is
 relative to OUT) and ``checkpoint.npz`` (framework-neutral weights; loads into either backend),
@@ -20,7 +22,8 @@ from typing import Any
 from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, print_json
 from dpcore.backend import BACKENDS
-from dpcore.config import PerfSpec, RunConfig, apply_overrides
+from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
+from dpcore.defaults import TRAIN_DEFAULTS, apply_train_defaults
 from dpcore.errors import ConfigError
 
 MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
@@ -40,11 +43,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--model", help="model name: cnn4, resnet18, vgg11, vgg16, alexnet, "
                         "textcnn")
     length = parser.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=float, help="expected passes over the training set")
+    length.add_argument("--epochs", type=float, help="expected passes over the training set "
+                        f"(default {TRAIN_DEFAULTS['train.epochs']:g})")
     length.add_argument("--steps", type=int, help="number of logical batches (optimizer steps)")
     parser.add_argument("--batch-size", type=int,
-                        help="expected logical batch size B (Poisson) or fixed size (shuffle)")
-    parser.add_argument("--lr", type=float, help="learning rate")
+                        help="expected logical batch size B (Poisson) or fixed size (shuffle; "
+                        f"default {TRAIN_DEFAULTS['train.batch_size']})")
+    parser.add_argument("--lr", type=float,
+                        help=f"learning rate (default with SGD {TRAIN_DEFAULTS['train.lr']:g}, "
+                        f"momentum {TRAIN_DEFAULTS['train.momentum']:g}; activation "
+                        f"{TRAIN_DEFAULTS['model.activation']}: see dpcore/defaults.py)")
     parser.add_argument("--mechanism", choices=sorted(MECHANISMS),
                         help="none, gaussian or laplace DP-SGD, or ldp (set data.ldp_* too)")
     noise = parser.add_mutually_exclusive_group()
@@ -79,9 +87,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def build_config(args: argparse.Namespace) -> RunConfig:
-    """The RunConfig of the options (file, then explicit options, then ``--set``)."""
-    raw: dict[str, Any] = (RunConfig.from_file(args.config) if args.config else RunConfig()
-                           ).to_dict()
+    """The RunConfig of the options (file, then explicit options, then ``--set``), with the
+    tuned defaults of :mod:`dpcore.defaults` for the hyper-parameters none of them gives."""
+    raw: dict[str, Any] = load_mapping_file(args.config) if args.config else {}
     explicit: list[str] = []
 
     def put(key: str, value: Any) -> None:
@@ -102,8 +110,8 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     put("recipe", args.recipe)
     mechanism = MECHANISMS[args.mechanism] if args.mechanism else None
     if args.noise_multiplier is not None or args.epsilon is not None:
-        if mechanism is None and raw["privacy"]["mechanism"] not in ("dpsgd-gaussian",
-                                                                     "dpsgd-laplace"):
+        if mechanism is None and (raw.get("privacy") or {}).get("mechanism") not in (
+                "dpsgd-gaussian", "dpsgd-laplace"):
             mechanism = "dpsgd-gaussian"
         if args.noise_multiplier is not None:
             explicit += [f"privacy.noise_multiplier={args.noise_multiplier}",
@@ -114,7 +122,8 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     elif mechanism in ("none", "ldp"):
         explicit += ["privacy.noise_multiplier=null", "privacy.target_epsilon=null"]
     put("privacy.mechanism", mechanism)
-    return RunConfig.from_dict(apply_overrides(raw, [*explicit, *args.overrides]))
+    given = apply_overrides(raw, [*explicit, *args.overrides])
+    return RunConfig.from_dict(apply_train_defaults(given))
 
 
 def build_perf(args: argparse.Namespace) -> PerfSpec:
