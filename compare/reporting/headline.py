@@ -70,7 +70,9 @@ def collapse_sentence(frame: pd.DataFrame) -> str:
         return f"None of the {len(done)} finished runs collapsed to one class."
     settings = list(dict.fromkeys(f"{s} ({b})" for s, b in zip(bad["setting"], bad["backend"],
                                                                  strict=True)))
-    shown = "; ".join(settings[:6]) + ("; ..." if len(settings) > 6 else "")
+    more = len(settings) - 6
+    shown = "; ".join(settings[:6]) + (f"; and {more} more settings (see the tables)"
+                                       if more > 0 else "")
     return (f"{len(bad)} of {len(done)} finished runs collapsed to (almost) one class and are "
             f"marked 'collapsed' throughout: {shown}.")
 
