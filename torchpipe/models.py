@@ -105,7 +105,7 @@ class Scattering(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Scatter each channel of each image; merge the channel and coefficient axes."""
-        s = self.scattering(x)
+        s = self.scattering(x.contiguous())  # kymatio refuses a non-contiguous tensor
         return s.reshape(s.shape[0], s.shape[1] * s.shape[2], s.shape[3], s.shape[4])
 
 
