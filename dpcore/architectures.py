@@ -1,7 +1,8 @@
 """The model zoo described once, framework-neutrally, as a small layer graph.
 
-Each architecture (``cnn4``, ``resnet18``, ``vgg11``, ``vgg16``, ``alexnet``, ``textcnn``) is a
-tuple of layer descriptions (:class:`Conv2D`, :class:`GroupNorm`, :class:`Residual`, ...).
+Each architecture (``cnn4``, ``resnet18``, ``vgg11``, ``vgg16``, ``alexnet``, ``scatter-linear``,
+``scatter-cnn``, ``textcnn``) is a tuple of layer descriptions (:class:`Conv2D`,
+:class:`GroupNorm`, :class:`Residual`, :class:`Scattering2D`, ...).
 ``tfpipe.models`` and ``torchpipe.models`` each interpret this one description, so the two
 frameworks cannot drift apart: same layers, same names, same padding, same weight shapes.
 
@@ -64,11 +65,35 @@ class Conv1D:
 
 @dataclass(frozen=True)
 class GroupNorm:
-    """Group normalisation over the channel axis with learned per-channel gamma and beta."""
+    """Group normalisation over the channel axis.
+
+    With ``affine`` (the default) it has learned per-channel gamma and beta; without, it only
+    standardises each group of each example (no weights), as Tramer & Boneh's ScatterNet
+    models do (``nn.GroupNorm(..., affine=False)``).
+    """
 
     name: str
     groups: int
     epsilon: float = GROUPNORM_EPSILON
+    affine: bool = True
+
+
+@dataclass(frozen=True)
+class Scattering2D:
+    """A fixed (never trained) 2-D wavelet scattering transform (Bruna & Mallat, 2013).
+
+    Computed by kymatio (``kymatio.torch.Scattering2D`` / ``kymatio.tensorflow.Scattering2D``,
+    the same filters and algorithm in both frameworks) on each input channel separately:
+    ``(H, W, C) -> (H // 2**J, W // 2**J, C * K)`` with ``K = scattering_channels(J, L)``
+    coefficients per input channel (81 for J=2, L=8: order 0, then 16 of order 1, then 64 of
+    order 2, in kymatio's order). Output channel ``c * K + k`` is coefficient ``k`` of input
+    channel ``c`` in both frameworks. It has no weights: it is not clipped, noised or
+    trained, and gradients never need to flow through it (it is the first layer).
+    """
+
+    name: str
+    J: int = 2
+    L: int = 8
 
 
 @dataclass(frozen=True)
@@ -140,7 +165,7 @@ class Residual:
 
 Layer = (
     Conv2D | Conv1D | GroupNorm | Activation | MaxPool2D | Flatten | GlobalAvgPool2D
-    | GlobalMaxPool1D | Dense | Embedding | Residual
+    | GlobalMaxPool1D | Dense | Embedding | Residual | Scattering2D
 )
 CONV_TYPES = (Conv2D, Conv1D)
 """Layer types Grad-CAM may target (the last one is the default target)."""
@@ -210,7 +235,7 @@ class Architecture:
                 out[f"{layer.name}.kernel"] = (layer.kernel, in_shape[-1], layer.filters)
             elif isinstance(layer, Dense):
                 out[f"{layer.name}.kernel"] = (in_shape[-1], layer.units)
-            elif isinstance(layer, GroupNorm):
+            elif isinstance(layer, GroupNorm) and layer.affine:
                 out[f"{layer.name}.gamma"] = (in_shape[-1],)
                 out[f"{layer.name}.beta"] = (in_shape[-1],)
             elif isinstance(layer, Embedding):
@@ -226,7 +251,7 @@ class Architecture:
         return {
             layer.name: WEIGHT_KINDS[type(layer)]
             for layer in self.walk()
-            if type(layer) in WEIGHT_KINDS
+            if type(layer) in WEIGHT_KINDS and getattr(layer, "affine", True)
         }
 
     def last_conv(self) -> str:
@@ -235,6 +260,18 @@ class Architecture:
         if not convs:
             raise ConfigError(f"model {self.name!r} has no convolution to target")
         return convs[-1]
+
+    def gradcam_layer(self) -> str:
+        """The default Grad-CAM target: :meth:`last_conv`, or for a model without a
+        convolution that starts with a :class:`Scattering2D` (``scatter-linear``), the
+        scattering output, its only spatial feature map (see :func:`scatter_linear`)."""
+        try:
+            return self.last_conv()
+        except ConfigError:
+            scatter = [layer.name for layer in self.walk() if isinstance(layer, Scattering2D)]
+            if not scatter:
+                raise
+            return scatter[-1]
 
     def feature_layer(self) -> str:
         """Name of the top-level layer whose output is the last spatial feature map.
@@ -275,6 +312,12 @@ def conv_output_size(size: int, kernel: int, stride: int, padding: str) -> int:
     if padding == "valid":
         return (size - kernel) // stride + 1
     raise ConfigError(f"padding={padding!r} is not known; valid: same, valid")
+
+
+def scattering_channels(J: int, L: int) -> int:
+    """Scattering coefficients per input channel of a 2nd-order 2-D scattering:
+    ``1 + J L + L**2 J (J - 1) / 2`` (81 for J=2, L=8; kymatio's count)."""
+    return 1 + J * L + L * L * J * (J - 1) // 2
 
 
 def group_count(channels: int) -> int:
@@ -321,6 +364,18 @@ def _trace(
             if n < 1:
                 raise _too_small(arch, layer, shape)
             shape = (n, layer.filters)
+        elif isinstance(layer, Scattering2D):
+            _need_rank(arch, layer, shape, 3)
+            if min(shape[:2]) < 2 ** (layer.J + 1):
+                # kymatio reflect-pads by up to 2**J px per side, which needs a larger map
+                raise ConfigError(
+                    f"input_shape={tuple(arch.input_shape)} is too small for model "
+                    f"{arch.name!r}: its scattering (J={layer.J}) needs images of at least "
+                    f"{2 ** (layer.J + 1)}x{2 ** (layer.J + 1)} px (e.g. --set "
+                    "data.image_size=16)"
+                )
+            shape = (shape[0] // 2 ** layer.J, shape[1] // 2 ** layer.J,
+                     shape[2] * scattering_channels(layer.J, layer.L))
         elif isinstance(layer, GroupNorm):
             if shape[-1] % layer.groups:
                 raise ConfigError(
@@ -516,6 +571,77 @@ def alexnet(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer,
     return tuple(layers)
 
 
+SCATTER_J = 2
+SCATTER_L = 8
+SCATTER_GROUPS = 27
+"""Tramer & Boneh's ScatterNet: J=2, L=8 (81 channels per input channel), GroupNorm of 27
+groups (their best GroupNorm setting; it divides 81 C for any channel count C)."""
+
+
+def _scatter_front() -> list[Layer]:
+    """ScatterNet J=2, L=8, then a data-independent GroupNorm without weights.
+
+    Tramer & Boneh normalise the scattering output either with GroupNorm (``affine=False``)
+    or with per-channel means and variances of the training set, released privately (their
+    "BN", whose privacy cost they compose with DP-SGD's). The bench uses GroupNorm: it
+    standardises each example with its own statistics only, so it touches no other example
+    and costs no privacy (nothing to add to the ledger), and it has no weights to clip.
+    """
+    return [
+        Scattering2D("scatter", SCATTER_J, SCATTER_L),
+        GroupNorm("scatter_gn", SCATTER_GROUPS, affine=False),
+    ]
+
+
+def scatter_linear(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
+    """ScatterNet + linear (Tramer & Boneh, ICLR 2021, "Differentially Private Learning Needs
+    Better Features", Section 3 and their ``ScatterLinear``).
+
+    scattering J=2 L=8 -> GroupNorm(27, no weights) -> flatten -> dense n_classes. The only
+    trainable weights are the dense layer's. Grad-CAM, which needs a spatial map, explains the
+    scattering output (:meth:`Architecture.gradcam_layer`): the class score's gradient,
+    averaged over the H/4 x W/4 positions, weights the 81 C scattering channels. The width
+    multiplier and the activation do not apply (there is no hidden layer). Needs H, W >= 8.
+    """
+    return (*_scatter_front(), Flatten("flatten"), Dense("fc", n_classes))
+
+
+def scatter_cnn(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
+    """ScatterNet + small CNN (Tramer & Boneh, ICLR 2021; their ``MNIST_CNN`` and
+    ``CIFAR10_CNN`` built on scattered inputs, the ``--use_scattering`` rows of their tables).
+
+    scattering J=2 L=8 -> GroupNorm(27, no weights), then the CNN of their table for the input:
+
+    * grey images (their MNIST / Fashion-MNIST CNN): conv 16@3x3 stride 2 -> act ->
+      conv 32@3x3 -> act -> flatten -> dense 32 -> act -> dense n_classes;
+    * colour images (their CIFAR-10 CNN): conv 64@3x3 -> act -> maxpool 2 stride 2 ->
+      conv 64@3x3 -> act -> flatten -> dense n_classes.
+
+    All convolutions are ``same`` (their padding 1 on 3x3 kernels). Their code uses tanh:
+    set ``model.activation=tanh`` to follow it. The width multiplier scales the conv channels
+    and the hidden units. Grad-CAM targets ``conv2``. Needs H, W >= 8.
+    """
+    w = spec.width
+    layers = _scatter_front()
+    if input_shape[-1] == 1:
+        layers += [
+            Conv2D("conv1", _scaled(16, w), 3, 2, "same"), Activation("conv1_act"),
+            Conv2D("conv2", _scaled(32, w), 3, 1, "same"), Activation("conv2_act"),
+            Flatten("flatten"),
+            Dense("fc1", _scaled(32, w)), Activation("fc1_act"),
+            Dense("fc2", n_classes),
+        ]
+    else:
+        layers += [
+            Conv2D("conv1", _scaled(64, w), 3, 1, "same"), Activation("conv1_act"),
+            MaxPool2D("pool1", 2, 2),
+            Conv2D("conv2", _scaled(64, w), 3, 1, "same"), Activation("conv2_act"),
+            Flatten("flatten"),
+            Dense("fc", n_classes),
+        ]
+    return tuple(layers)
+
+
 TEXTCNN_EMBED_DIM = 64
 TEXTCNN_FILTERS = 128
 TEXTCNN_KERNEL = 5
@@ -548,6 +674,8 @@ IMAGE_ARCHITECTURES: dict[str, Callable[[ModelSpec, Shape, int], tuple[Layer, ..
     "vgg11": _vgg("vgg11"),
     "vgg16": _vgg("vgg16"),
     "alexnet": alexnet,
+    "scatter-linear": scatter_linear,
+    "scatter-cnn": scatter_cnn,
 }
 TEXT_ARCHITECTURES = {"textcnn": textcnn}
 MODEL_NAMES: tuple[str, ...] = (*IMAGE_ARCHITECTURES, *TEXT_ARCHITECTURES)

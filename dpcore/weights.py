@@ -13,6 +13,10 @@ groupnorm      ``.gamma`` / ``.beta``     ``[channels]``              ``weight``
 embedding      ``.embeddings``            ``[vocab, dim]``            ``weight [vocab, dim]``
 =============  =========================  ==========================  =========================
 
+Layers without weights have no key: activations, pooling, a GroupNorm without affine
+parameters, and the ScatterNet models' scattering (kymatio's fixed filters are rebuilt from
+``J``, ``L`` and the image size, identically in both frameworks, never stored or ported).
+
 Because PyTorch models flatten in channels-last order too, a dense kernel after a flatten has
 the same meaning in both frameworks, and ``set_weights(torch_model, get_weights(keras_model))``
 gives the same function.

@@ -6,8 +6,9 @@ weight keys' prefixes, so :func:`get_weights` / :func:`set_weights` speak the la
 :mod:`dpcore.weights`, shared with ``torchpipe.models``.
 
 Only standard layers are used (Conv2D, MaxPool2D, Dense, GroupNormalization, Embedding,
-Conv1D, GlobalAveragePooling2D, GlobalMaxPooling1D, Flatten, Add) plus one parameter-free
-:class:`TemperedSigmoid` layer, so TF Privacy's vectorised per-example gradients work.
+Conv1D, GlobalAveragePooling2D, GlobalMaxPooling1D, Flatten, Add) plus two parameter-free
+layers, :class:`TemperedSigmoid` and :class:`Scattering` (kymatio's scattering transform),
+so TF Privacy's vectorised per-example gradients work.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
+from kymatio.tensorflow import Scattering2D as KymatioScattering2D
 
 from dpcore import architectures as A
 from dpcore.activations import ActivationSpec
@@ -51,6 +53,47 @@ class TemperedSigmoid(keras.layers.Layer):
         }
 
 
+@keras.utils.register_keras_serializable(package="dpcompare")
+class Scattering(keras.layers.Layer):
+    """kymatio's 2-D scattering on NHWC images: ``[N, H, W, C] -> [N, H/2^J, W/2^J, C K]``.
+
+    kymatio scatters channels-first (``[..., H, W] -> [..., K, h, w]``); this layer moves the
+    channels first, scatters, merges ``(C, K)`` into ``C K`` channels (index ``c K + k``, the
+    order ``torchpipe.models.Scattering`` produces) and moves them last. It has no weights
+    (kymatio's filters are constants), so it is neither trained nor clipped.
+    """
+
+    def __init__(self, J: int = 2, L: int = 8, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.J = int(J)
+        self.L = int(L)
+        self._scattering: KymatioScattering2D | None = None
+
+    def build(self, input_shape: tf.TensorShape) -> None:
+        """Make kymatio's filters for the (static) image size."""
+        h, w = int(input_shape[1]), int(input_shape[2])
+        self._scattering = KymatioScattering2D(J=self.J, shape=(h, w), L=self.L)
+        super().build(input_shape)
+
+    def compute_output_shape(self, input_shape: tf.TensorShape) -> tf.TensorShape:
+        """``[N, H // 2^J, W // 2^J, C K]``."""
+        n, h, w, c = tf.TensorShape(input_shape).as_list()
+        return tf.TensorShape([n, h // 2 ** self.J, w // 2 ** self.J,
+                               c * A.scattering_channels(self.J, self.L)])
+
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
+        """Scatter each channel of each image (float32)."""
+        assert self._scattering is not None  # set by build()
+        _, h, w, c = self.compute_output_shape(inputs.shape).as_list()
+        s = self._scattering.scattering(tf.transpose(tf.cast(inputs, tf.float32), [0, 3, 1, 2]))
+        s = tf.transpose(tf.reshape(s, [-1, c, h, w]), [0, 2, 3, 1])
+        return tf.ensure_shape(s, [None, h, w, c])
+
+    def get_config(self) -> dict[str, object]:
+        """Serialisable constructor arguments."""
+        return {**super().get_config(), "J": self.J, "L": self.L}
+
+
 def activation_layer(spec: ActivationSpec, name: str) -> keras.layers.Layer:
     """The Keras layer computing ``spec``."""
     if spec.kind == "tempered_sigmoid":
@@ -70,7 +113,10 @@ def _apply(layers: tuple[A.Layer, ...], x: tf.Tensor, act: ActivationSpec) -> tf
                          use_bias=layer.use_bias, name=layer.name)(x)
         elif isinstance(layer, A.GroupNorm):
             x = L.GroupNormalization(groups=layer.groups, axis=-1, epsilon=layer.epsilon,
+                                     center=layer.affine, scale=layer.affine,
                                      name=layer.name)(x)
+        elif isinstance(layer, A.Scattering2D):
+            x = Scattering(layer.J, layer.L, name=layer.name)(x)
         elif isinstance(layer, A.Activation):
             x = activation_layer(act, layer.name)(x)
         elif isinstance(layer, A.MaxPool2D):
@@ -200,8 +246,10 @@ def gradcam_layer_name(model: keras.Model, *, target: str = "last_conv") -> str:
 
     Args:
         model: a model of this zoo.
-        target: ``last_conv`` (the last convolution's output, pre-activation; the default) or
-            ``features`` (the last spatial feature map, just before flatten/global pooling).
+        target: ``last_conv`` (the last convolution's output, pre-activation; the default;
+            for a model without a convolution, ``scatter-linear``, the scattering output, as
+            :meth:`dpcore.architectures.Architecture.gradcam_layer` says) or ``features``
+            (the last spatial feature map, just before flatten/global pooling).
     """
     if target == "features":
         for layer in model.layers:
@@ -214,7 +262,9 @@ def gradcam_layer_name(model: keras.Model, *, target: str = "last_conv") -> str:
     convs = [layer.name for layer in model.layers
              if isinstance(layer, keras.layers.Conv2D | keras.layers.Conv1D)]
     if not convs:
-        raise ConfigError(f"model {model.name!r} has no convolution layer")
+        convs = [layer.name for layer in model.layers if isinstance(layer, Scattering)]
+    if not convs:
+        raise ConfigError(f"model {model.name!r} has no convolution or scattering layer")
     return convs[-1]
 
 
@@ -228,6 +278,6 @@ def get_layer(model: keras.Model, name: str) -> keras.layers.Layer:
 
 
 __all__ = [
-    "MODELS", "TemperedSigmoid", "activation_layer", "build_model", "from_architecture",
-    "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
+    "MODELS", "Scattering", "TemperedSigmoid", "activation_layer", "build_model",
+    "from_architecture", "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
 ]

@@ -10,7 +10,8 @@ Every model is an ``nn.Module`` taking NCHW float32 images (or ``[N, L]`` int64 
 * GroupNorm epsilon is 1e-5 in both.
 
 Only layers Opacus' grad samplers support carry parameters (Conv2d, Conv1d, Linear, GroupNorm,
-Embedding); activations are separate, non-inplace modules, so hooks and Captum work. Each
+Embedding); kymatio's scattering (:class:`Scattering`) has none (its filters are buffers);
+activations are separate, non-inplace modules, so hooks and Captum work. Each
 module built from a described layer carries that layer's neutral name in ``dp_name``; that is
 how :func:`get_weights`, :func:`set_weights` and :func:`get_layer` find it, also inside an
 Opacus ``GradSampleModule``.
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import torch
+from kymatio.torch import Scattering2D as KymatioScattering2D
 from torch import nn
 
 from dpcore import architectures as A
@@ -87,6 +89,24 @@ class ChannelsFirst1d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Swap the sequence and channel axes."""
         return x.transpose(1, 2)
+
+
+class Scattering(nn.Module):
+    """kymatio's 2-D scattering on NCHW images: ``[N, C, H, W] -> [N, C K, H/2^J, W/2^J]``.
+
+    Output channel ``c K + k`` is coefficient ``k`` of input channel ``c`` (the order
+    ``tfpipe.models.Scattering`` produces). kymatio keeps its filters as buffers, so the
+    module has no parameters: Opacus and the fast engine skip it, and it moves with ``.to()``.
+    """
+
+    def __init__(self, J: int, L: int, shape: tuple[int, int]) -> None:
+        super().__init__()
+        self.scattering = KymatioScattering2D(J=J, shape=shape, L=L)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Scatter each channel of each image; merge the channel and coefficient axes."""
+        s = self.scattering(x.contiguous())  # kymatio refuses a non-contiguous tensor
+        return s.reshape(s.shape[0], s.shape[1] * s.shape[2], s.shape[3], s.shape[4])
 
 
 class Sequence(nn.Module):
@@ -178,8 +198,12 @@ def _modules(
                               padding=padding, bias=layer.use_bias)
             out.append((layer.name, _tag(conv1, layer.name)))
         elif isinstance(layer, A.GroupNorm):
-            gn = nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon, affine=True)
+            gn = nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon,
+                              affine=layer.affine)
             out.append((layer.name, _tag(gn, layer.name)))
+        elif isinstance(layer, A.Scattering2D):
+            scatter = Scattering(layer.J, layer.L, (in_shape[0], in_shape[1]))
+            out.append((layer.name, _tag(scatter, layer.name)))
         elif isinstance(layer, A.Activation):
             out.append((layer.name, _tag(activation_module(act), layer.name)))
         elif isinstance(layer, A.MaxPool2D):
@@ -328,8 +352,10 @@ def gradcam_layer_name(model: nn.Module, *, target: str = "last_conv") -> str:
 
     Args:
         model: a model of this zoo (possibly wrapped, e.g. by Opacus).
-        target: ``last_conv`` (the last convolution's output, pre-activation; the default) or
-            ``features`` (the last spatial feature map, just before flatten/global pooling).
+        target: ``last_conv`` (the last convolution's output, pre-activation; the default;
+            for a model without a convolution, ``scatter-linear``, the scattering output, as
+            :meth:`dpcore.architectures.Architecture.gradcam_layer` says) or ``features``
+            (the last spatial feature map, just before flatten/global pooling).
     """
     named = list(_named(model))
     if target == "features":
@@ -343,7 +369,9 @@ def gradcam_layer_name(model: nn.Module, *, target: str = "last_conv") -> str:
         raise ConfigError(f"target={target!r} is not known; valid: last_conv, features")
     convs = [name for name, module in named if isinstance(module, nn.Conv2d | nn.Conv1d)]
     if not convs:
-        raise ConfigError("model has no convolution layer")
+        convs = [name for name, module in named if isinstance(module, Scattering)]
+    if not convs:
+        raise ConfigError("model has no convolution or scattering layer")
     return convs[-1]
 
 
@@ -356,6 +384,6 @@ def get_layer(model: nn.Module, name: str) -> nn.Module:
 
 
 __all__ = [
-    "MODELS", "TemperedSigmoid", "ZooModel", "activation_module", "build_model",
+    "MODELS", "Scattering", "TemperedSigmoid", "ZooModel", "activation_module", "build_model",
     "from_architecture", "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
 ]

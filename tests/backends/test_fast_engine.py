@@ -23,7 +23,8 @@ from tests.backends.train_helpers import (  # noqa: E402
 )
 
 TOL = 1e-5
-IMAGE_MODELS = ["cnn4", "resnet18", "vgg11", "vgg16", "alexnet"]
+IMAGE_MODELS = ["cnn4", "resnet18", "vgg11", "vgg16", "alexnet", "scatter-linear",
+                "scatter-cnn"]
 ALL_MODELS = [*IMAGE_MODELS, "textcnn"]
 
 
@@ -55,7 +56,7 @@ def _model_and_batch(name: str) -> tuple[Any, Any, Any]:
         x = tf.constant(rng.integers(0, 9, (5, 12)), tf.int32)
         y = tf.constant(rng.integers(0, 2, 5), tf.int64)
         return model, x, y
-    shape = (16, 16, 1) if name == "cnn4" else (32, 32, 3)
+    shape = (16, 16, 1) if name in ("cnn4", "scatter-cnn") else (32, 32, 3)
     width = 1.0 if name == "cnn4" else 0.125
     model = build_model(ModelSpec(name=name, width=width), shape, 10, seed=1)
     x = tf.constant(rng.uniform(size=(5, *shape)).astype(np.float32))

@@ -22,7 +22,8 @@ from tests.backends.train_helpers import (  # noqa: E402
 )
 
 TOL = 1e-5
-IMAGE_MODELS = ["cnn4", "resnet18", "vgg11", "vgg16", "alexnet"]
+IMAGE_MODELS = ["cnn4", "resnet18", "vgg11", "vgg16", "alexnet", "scatter-linear",
+                "scatter-cnn"]
 ALL_MODELS = [*IMAGE_MODELS, "textcnn"]
 
 
@@ -37,7 +38,7 @@ def _model_and_batch(name: str) -> tuple[Any, Any, Any]:
         model = build_model(ModelSpec(name=name, width=0.25), (12,), 2, seed=1, vocab_size=9)
         x = to_tensor(rng.integers(0, 9, (5, 12)), True)
         return model, x, torch.from_numpy(rng.integers(0, 2, 5))
-    shape = (16, 16, 1) if name == "cnn4" else (32, 32, 3)
+    shape = (16, 16, 1) if name in ("cnn4", "scatter-cnn") else (32, 32, 3)
     width = 1.0 if name == "cnn4" else 0.125
     model = build_model(ModelSpec(name=name, width=width), shape, 10, seed=1)
     x = to_tensor(rng.uniform(size=(5, *shape)).astype(np.float32), False)

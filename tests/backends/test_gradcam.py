@@ -41,6 +41,8 @@ SHAPES = {
     "vgg11": (28, 28, 1),
     "vgg16": (28, 28, 1),
     "alexnet": (32, 32, 3),
+    "scatter-linear": (16, 16, 1),  # explains the 4x4 scattering output (no convolution)
+    "scatter-cnn": (32, 32, 3),  # conv2 is 8x8
 }
 
 

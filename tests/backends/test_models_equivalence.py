@@ -35,6 +35,10 @@ CASES = [
     ("vgg16", (28, 28, 1)),
     ("alexnet", (28, 28, 1)),
     ("alexnet", (32, 32, 3)),
+    ("scatter-linear", (28, 28, 1)),
+    ("scatter-linear", (30, 22, 3)),  # sizes not divisible by 4: kymatio floors H/4, W/4
+    ("scatter-cnn", (28, 28, 1)),  # grey: Tramer & Boneh's MNIST head
+    ("scatter-cnn", (16, 16, 3)),  # colour: their CIFAR-10 head
     ("textcnn", (40,)),
 ]
 ACTIVATION_SPECS = {
@@ -75,7 +79,8 @@ def _logits(keras_model, torch_model, shape):
 
 def test_registries_have_the_same_names() -> None:
     assert list(tfm.MODELS) == list(ptm.MODELS) == list(MODEL_NAMES)
-    assert set(MODEL_NAMES) == {"cnn4", "resnet18", "vgg11", "vgg16", "alexnet", "textcnn"}
+    assert set(MODEL_NAMES) == {"cnn4", "resnet18", "vgg11", "vgg16", "alexnet", "scatter-linear",
+                                "scatter-cnn", "textcnn"}
 
 
 def test_every_registered_model_is_tested_here() -> None:
