@@ -29,6 +29,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy.ndimage import zoom
 
+from dpcore.architectures import IMAGE_ARCHITECTURES
 from dpcore.errors import ConfigError
 
 #: Relative range below which a map counts as constant (float32 round-off is about 1e-7).
@@ -136,7 +137,7 @@ def check_images(x: np.ndarray, input_shape: tuple[int, ...], model_name: str) -
         raise ConfigError(
             f"Grad-CAM is defined here for image models only; model {model_name!r} takes "
             f"inputs of shape {tuple(input_shape)} (token ids), valid: an image model "
-            "(cnn4, resnet18, vgg11, vgg16, alexnet)"
+            f"({', '.join(IMAGE_ARCHITECTURES)})"
         )
     arr = np.asarray(x)
     if arr.ndim != 4 or tuple(arr.shape[1:]) != tuple(input_shape) or len(arr) == 0:

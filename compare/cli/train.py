@@ -21,6 +21,7 @@ from typing import Any
 
 from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, print_json
+from dpcore.architectures import MODEL_NAMES
 from dpcore.backend import BACKENDS
 from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
 from dpcore.defaults import TRAIN_DEFAULTS, apply_train_defaults
@@ -40,8 +41,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="tf (Keras + TensorFlow Privacy) or torch (PyTorch + Opacus)")
     parser.add_argument("--config", metavar="FILE", help="YAML/JSON run config to start from")
     parser.add_argument("--dataset", help="data set name (see `dpcompare datasets`)")
-    parser.add_argument("--model", help="model name: cnn4, resnet18, vgg11, vgg16, alexnet, "
-                        "textcnn")
+    parser.add_argument("--model", help=f"model name: {', '.join(MODEL_NAMES)}")
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=float, help="expected passes over the training set "
                         f"(default {TRAIN_DEFAULTS['train.epochs']:g})")
