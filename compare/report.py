@@ -159,7 +159,8 @@ def _header(context: ReportContext, results: Sequence[RunResult], frame: pd.Data
     lines = [f"# {context.title}", "", f"- command: `{context.command}`",
              f"- written: {utc_now()}"]
     if context.wall_seconds is not None:
-        lines.append(f"- wall time of the command that wrote this report: "
+        lines.append(f"- wall time of the command that wrote this report, before the report "
+                     f"(the runs it trained, not those already stored, and the montages): "
                      f"{context.wall_seconds:.0f} s")
     if results:
         run_seconds = sum(float(r.timing.get("total_seconds") or 0.0) for r in results)
