@@ -7,6 +7,7 @@ from importlib import resources
 from typing import Any
 
 from dpcore.config import load_mapping_file
+from dpcore.errors import ConfigError
 
 
 def bundled_names(folder: str) -> list[str]:
@@ -15,9 +16,16 @@ def bundled_names(folder: str) -> list[str]:
     return sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml"))
 
 
-def load_bundled(folder: str, name: str) -> dict[str, Any]:
-    """The mapping in ``compare/<folder>/<name>.yaml``; the caller checked that it exists
-    (see :func:`bundled_names`), so errors there name a name, not a path."""
+def load_bundled(folder: str, name: str, *, kind: str, unknown: str) -> dict[str, Any]:
+    """The mapping in ``compare/<folder>/<name>.yaml``.
+
+    Raises:
+        ConfigError: ``name`` is not one of :func:`bundled_names` (``folder``); the message is
+            ``"<kind> '<name>' <unknown>; valid: ..."``, naming a name, not a path.
+    """
+    names = bundled_names(folder)
+    if name not in names:
+        raise ConfigError(f"{kind} {name!r} {unknown}; valid: {', '.join(names)}")
     path = resources.files("compare").joinpath(folder, f"{name}.yaml")
     with resources.as_file(path) as real_path:
         return load_mapping_file(real_path)

@@ -237,10 +237,7 @@ def preset_names() -> list[str]:
 
 def load_preset(name: str) -> dict[str, Any]:
     """The raw grid mapping of a bundled preset; unknown names list the valid ones."""
-    names = preset_names()
-    if name not in names:
-        raise ConfigError(f"preset {name!r} is not known; valid: {', '.join(names)}")
-    return load_bundled("presets", name)
+    return load_bundled("presets", name, kind="preset", unknown="is not known")
 
 
 def load_grid_file(path: str | Path) -> dict[str, Any]:

@@ -61,10 +61,7 @@ def paper_names() -> list[str]:
 
 def load_paper(name: str) -> dict[str, Any]:
     """The raw mapping of a bundled paper file; unknown names list the valid ones."""
-    names = paper_names()
-    if name not in names:
-        raise ConfigError(f"paper {name!r} is not bundled; valid: {', '.join(names)}")
-    return load_bundled("published", name)
+    return load_bundled("published", name, kind="paper", unknown="is not bundled")
 
 
 def paper_table(paper: str, table: str) -> PaperTable:
