@@ -468,6 +468,13 @@ class PerfSpec:
         physical_batch_size: largest chunk of examples whose per-example gradients are held
             in memory at once; a logical batch is processed in chunks and noised once.
         deterministic: ask the framework for deterministic kernels.
+        library_jacobian_batch_size: ``recipe: library`` on TF only: examples in one of TF
+            Privacy's per-microbatch Jacobians; a larger batch is made up with TF Privacy's
+            own ``gradient_accumulation_steps`` (the same update in distribution, see
+            :mod:`tfpipe.library`). The Jacobian backpropagates each microbatch through the
+            whole physical batch, so its time and memory grow with the square of its size
+            (CNN4 on MNIST, 2 busy cores: ~150 s per 60k-example epoch at 16, ~300 s at 32,
+            ~1150 s at 128; 1024 asks for an 11 GB tensor). ``None``: the whole batch.
     """
 
     engine: str | None = None
@@ -475,6 +482,7 @@ class PerfSpec:
     threads: int | None = None
     physical_batch_size: int | None = 256
     deterministic: bool = True
+    library_jacobian_batch_size: int | None = 16
 
     def __post_init__(self) -> None:
         if self.engine is not None:
@@ -482,6 +490,8 @@ class PerfSpec:
         _integer_field(self, "threads", "perf.threads", low=1, valid="an integer >= 1 or null")
         _integer_field(self, "physical_batch_size", "perf.physical_batch_size", low=1,
                        valid="an integer >= 1 or null")
+        _integer_field(self, "library_jacobian_batch_size", "perf.library_jacobian_batch_size",
+                       low=1, valid="an integer >= 1 or null")
 
 
 _SECTIONS: dict[str, type] = {

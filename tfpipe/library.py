@@ -8,11 +8,23 @@ A Keras model with Keras' default initialisers, compiled with TF Privacy's
 Nothing of the bench is in the step. Its epsilon is TF Privacy's own
 ``compute_dp_sgd_privacy`` (the function the tutorials call; RDP, Poisson assumed).
 
-The vectorised optimizer is used rather than ``DPKerasSGDOptimizer``: they compute the same
-update (both clip each microbatch's mean-loss gradient, add one Gaussian draw of std
-``l2_norm_clip * noise_multiplier`` to the sum and divide by ``num_microbatches``), but the
-non-vectorised one loops over microbatches (measured ~430 s per 60k-example epoch at batch 256
-on 2 cores) and runs out of memory at 1024 microbatches.
+Under ``model.fit`` both of TF Privacy's SGD optimizers compute microbatch gradients the same
+way (``tape.jacobian`` with pfor, then clip each, sum, add one Gaussian draw of std
+``l2_norm_clip * noise_multiplier``, divide by ``num_microbatches``; measured on CNN4/MNIST at
+batch 128 on 2 busy cores: 1210 s (vectorised) and 1152 s per 60k-example epoch).
+
+Large batches: the Jacobian backpropagates every microbatch's loss through the whole batch,
+so its time and memory grow with the square of the batch: CNN4 on MNIST at batch 1024 asks
+for one 11 GB tensor (``MaxPoolGrad``) and fails. When the batch exceeds
+``perf.library_jacobian_batch_size`` the runner uses the optimizer's own
+``gradient_accumulation_steps = k`` of ``DPKerasSGDOptimizer`` (the vectorised class does not
+take it; TF Privacy's documented answer for batches that do not
+fit: each of the k physical steps adds noise of std ``l2_norm_clip * noise_multiplier``, so
+the effective multiplier is ``noise_multiplier * sqrt(k)``) with ``noise_multiplier = sigma /
+sqrt(k)`` per physical step, so that k accumulated steps give exactly the noise of one batch
+at sigma, and each step divides by its own microbatch count and the accumulator by k, so the
+clipped sum is divided by the logical batch's microbatch count. An epoch takes
+``(n // batch) * k`` physical batches, whole logical batches only.
 """
 
 from __future__ import annotations
@@ -38,18 +50,53 @@ from tfpipe.predict import probability_function
 TRAINER = LIBRARY_TRAINERS["tf"]
 
 
-def make_optimizer(config: RunConfig, noise_multiplier: float) -> tf.keras.optimizers.Optimizer:
-    """TF Privacy's ``VectorizedDPKerasSGDOptimizer`` (DP runs) or Keras' legacy SGD."""
+def accumulation_steps(config: RunConfig, physical_batch_size: int | None) -> int:
+    """TF Privacy's ``gradient_accumulation_steps`` k for a DP run: the smallest k with
+    ``batch_size / k <= physical_batch_size`` that splits the batch into equal physical
+    batches of whole microbatches (1 for a non-private run, or when the batch fits)."""
+    batch, micro = config.train.batch_size, config.factors.microbatch_size
+    if not config.privacy.is_dpsgd or physical_batch_size is None or \
+            batch <= physical_batch_size:
+        return 1
+    k = math.ceil(batch / physical_batch_size)
+    while batch % k or (batch // k) % micro:
+        k += 1
+    return k
+
+
+def trainer_name(config: RunConfig, accumulation: int) -> str:
+    """The TF Privacy class and API that trains a run, as the result records it."""
+    if not config.privacy.is_dpsgd:
+        return "tf.keras.optimizers.legacy.SGD via model.fit (non-private)"
+    if accumulation == 1:
+        return TRAINER
+    return f"DPKerasSGDOptimizer (gradient_accumulation_steps={accumulation}) via model.fit"
+
+
+def make_optimizer(config: RunConfig, noise_multiplier: float, accumulation: int = 1
+                   ) -> tf.keras.optimizers.Optimizer:
+    """TF Privacy's ``VectorizedDPKerasSGDOptimizer`` (DP runs; ``DPKerasSGDOptimizer`` when
+    ``accumulation`` > 1, the only one of the two that accumulates) or Keras' legacy SGD.
+
+    Args:
+        noise_multiplier: sigma of one logical batch (noise std / clip norm).
+        accumulation: TF Privacy's ``gradient_accumulation_steps`` k; each physical step gets
+            ``noise_multiplier / sqrt(k)`` and ``batch_size / k / microbatch_size``
+            microbatches, so k accumulated steps make one update at sigma.
+    """
     train = config.train
     if not config.privacy.is_dpsgd:
         return tf.keras.optimizers.legacy.SGD(learning_rate=train.lr, momentum=train.momentum)
-    from tensorflow_privacy import VectorizedDPKerasSGDOptimizer
+    from tensorflow_privacy import DPKerasSGDOptimizer, VectorizedDPKerasSGDOptimizer
 
-    return VectorizedDPKerasSGDOptimizer(
-        l2_norm_clip=config.privacy.max_grad_norm, noise_multiplier=noise_multiplier,
-        num_microbatches=train.batch_size // config.factors.microbatch_size,
-        learning_rate=train.lr, momentum=train.momentum,
-    )
+    common = {"l2_norm_clip": config.privacy.max_grad_norm,
+              "num_microbatches": train.batch_size // accumulation
+              // config.factors.microbatch_size,
+              "learning_rate": train.lr, "momentum": train.momentum}
+    if accumulation == 1:
+        return VectorizedDPKerasSGDOptimizer(noise_multiplier=noise_multiplier, **common)
+    return DPKerasSGDOptimizer(noise_multiplier=noise_multiplier / math.sqrt(accumulation),
+                               gradient_accumulation_steps=accumulation, **common)
 
 
 def make_loss(config: RunConfig) -> tf.keras.losses.Loss:
@@ -61,10 +108,15 @@ def make_loss(config: RunConfig) -> tf.keras.losses.Loss:
 
 
 class KerasFitRunner:
-    """One ``model.fit`` epoch at a time on a shuffled, fixed-size-batch ``tf.data`` pipeline."""
+    """One ``model.fit`` epoch at a time on a shuffled, fixed-size-batch ``tf.data`` pipeline.
+
+    ``physical_batch_size`` (examples per TF Privacy Jacobian, None: the whole batch) sets TF
+    Privacy's gradient accumulation (:func:`accumulation_steps`); the update is the same in
+    distribution.
+    """
 
     def __init__(self, model: tf.keras.Model, config: RunConfig, dataset: Dataset,
-                 plan: PrivacyPlan) -> None:
+                 plan: PrivacyPlan, physical_batch_size: int | None = None) -> None:
         self.model = model
         n, batch = len(dataset.x_train), config.train.batch_size
         if batch > n:
@@ -74,11 +126,14 @@ class KerasFitRunner:
                               f"valid with recipe=library on tf: at most {n}")
         self.steps_per_epoch = n // batch
         self.sampling_rate = batch / n
+        self.accumulation = accumulation_steps(config, physical_batch_size)
+        physical = batch // self.accumulation
         x = model_inputs(dataset.x_train, dataset.task)
         self.data = (tf.data.Dataset.from_tensor_slices((x, dataset.y_train.astype(np.int64)))
                      .shuffle(n, seed=config.seed, reshuffle_each_iteration=True)
-                     .batch(batch, drop_remainder=True))
-        model.compile(optimizer=make_optimizer(config, plan.noise_multiplier),
+                     .batch(physical, drop_remainder=True)
+                     .take(self.steps_per_epoch * self.accumulation))
+        model.compile(optimizer=make_optimizer(config, plan.noise_multiplier, self.accumulation),
                       loss=make_loss(config))
         self._predict = probability_function(model)
         self._dtype = model.inputs[0].dtype.as_numpy_dtype
@@ -86,7 +141,8 @@ class KerasFitRunner:
     def train_epoch(self, epoch: int) -> tuple[float, int]:
         """``model.fit`` for epoch ``epoch``; returns (summed example loss, examples)."""
         history = self.model.fit(self.data, epochs=epoch, initial_epoch=epoch - 1, verbose=0)
-        examples = self.steps_per_epoch * int(self.data.element_spec[1].shape[0] or 0)
+        examples = (self.steps_per_epoch * self.accumulation
+                    * int(self.data.element_spec[1].shape[0] or 0))
         mean_loss = float(history.history["loss"][-1])
         return mean_loss * examples, examples
 
@@ -129,9 +185,11 @@ def train_library(
     """
     model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=None,
                         vocab_size=dataset.vocabulary_size)
+    accumulation = accumulation_steps(config, perf.library_jacobian_batch_size)
 
     def make_runner(plan: PrivacyPlan, data: Dataset) -> LibraryRunner:
-        return KerasFitRunner(model, config, data, plan)
+        return KerasFitRunner(model, config, data, plan,
+                              perf.library_jacobian_batch_size)
 
     def own_epsilon(runner: LibraryRunner, plan: PrivacyPlan, steps: int
                     ) -> dict[str, float | None]:
@@ -142,9 +200,10 @@ def train_library(
     return fit_library(
         config, dataset, perf, backend="tf", model=model, make_runner=make_runner,
         library_epsilon=own_epsilon, callbacks=callbacks,
-        trainer=TRAINER if config.privacy.is_dpsgd
-        else "tf.keras.optimizers.legacy.SGD via model.fit (non-private)",
-        perf_details={"engine_used": "library", "trainer": TRAINER,
+        trainer=trainer_name(config, accumulation),
+        perf_details={"engine_used": "library", "trainer": trainer_name(config, accumulation),
                       "num_microbatches": config.train.batch_size
-                      // config.factors.microbatch_size, **device_record()},
+                      // config.factors.microbatch_size,
+                      "gradient_accumulation_steps": accumulation,
+                      **device_record()},
     )

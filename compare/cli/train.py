@@ -74,6 +74,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--physical-batch-size", type=int,
                         help="largest chunk of examples per forward/backward pass (memory only; "
                         f"default {PerfSpec().physical_batch_size})")
+    parser.add_argument("--library-jacobian-batch-size", type=int, metavar="N",
+                        help="--recipe library on tf: examples per TF Privacy Jacobian, the "
+                        "rest of the batch by its gradient_accumulation_steps (same update; "
+                        "time and memory grow with N squared; default "
+                        f"{PerfSpec().library_jacobian_batch_size})")
     parser.add_argument("--threads", type=int, help="framework intra-op threads")
     add_engine_option(parser)
     parser.add_argument("--out", default=DEFAULT_OUT,
@@ -134,6 +139,9 @@ def build_perf(args: argparse.Namespace) -> PerfSpec:
                              else defaults.physical_batch_size),
         threads=args.threads,
         engine=args.engine or defaults.engine,
+        library_jacobian_batch_size=(
+            args.library_jacobian_batch_size if args.library_jacobian_batch_size is not None
+            else defaults.library_jacobian_batch_size),
     )
 
 

@@ -20,15 +20,21 @@ DIGITS = ["--dataset", "digits", "--model", "cnn4", "--batch-size", "64", "--lr"
           "--faithfulness-subset", "0", "--quiet"]
 
 
-@pytest.mark.parametrize(("backend", "sampling", "trainer", "own_key", "claim"), [
-    ("tf", "shuffle", "VectorizedDPKerasSGDOptimizer via model.fit",
+@pytest.mark.parametrize(("backend", "sampling", "jacobian", "trainer", "own_key", "claim"), [
+    ("tf", "shuffle", "64", "VectorizedDPKerasSGDOptimizer via model.fit",
      "tf_privacy_compute_dp_sgd_privacy", "claimed, not proved"),
-    ("torch", "poisson", "PrivacyEngine.make_private",
+    ("tf", "shuffle", None, "DPKerasSGDOptimizer (gradient_accumulation_steps=4) via model.fit",
+     "tf_privacy_compute_dp_sgd_privacy", "claimed, not proved"),
+    ("torch", "poisson", None, "PrivacyEngine.make_private",
      "opacus_prv (PrivacyEngine.accountant)", "proved"),
 ])
 def test_train_recipe_library_end_to_end(tmp_path: Path, backend: str, sampling: str,
-                                         trainer: str, own_key: str, claim: str) -> None:
-    code = main(["train", "--backend", backend, "--recipe", "library", *DIGITS,
+                                         jacobian: str | None, trainer: str, own_key: str,
+                                         claim: str) -> None:
+    """Batch 64: on tf the whole batch in one TF Privacy Jacobian (the vectorised optimizer),
+    or by default 4 accumulated Jacobians of 16 (DPKerasSGDOptimizer)."""
+    extra = [] if jacobian is None else ["--library-jacobian-batch-size", jacobian]
+    code = main(["train", "--backend", backend, "--recipe", "library", *DIGITS, *extra,
                  "--set", f"privacy.sampling={sampling}", "--out", str(tmp_path)])
     assert code == 0
     (path,) = tmp_path.rglob("result.json")

@@ -104,11 +104,13 @@ def _tiny_dataset() -> Dataset:
                    ds.x_test[:10], ds.y_test[:10], ds.class_names)
 
 
-@pytest.mark.parametrize("name", ["tf", "torch"])
-def test_library_step_matches_the_naive_loop(name: str) -> None:
+@pytest.mark.parametrize(("name", "jacobian"), [("tf", None), ("tf", 16), ("tf", 8),
+                                               ("torch", None)])
+def test_library_step_matches_the_naive_loop(name: str, jacobian: int | None) -> None:
     """One epoch = one batch of all 32 examples (order irrelevant per example): TF Privacy's
-    VectorizedDPKerasSGDOptimizer through model.fit and Opacus's make_private give the naive
-    per-example update divided by the batch size."""
+    VectorizedDPKerasSGDOptimizer through model.fit (or DPKerasSGDOptimizer accumulating 2 or
+    4 Jacobians of 16 or 8 examples) and Opacus's make_private give the naive per-example
+    update divided by the batch size."""
     from dpcore.pipeline import privacy_plan
 
     framework = FRAMEWORKS[name]
@@ -120,7 +122,8 @@ def test_library_step_matches_the_naive_loop(name: str) -> None:
     plan = privacy_plan(cfg, len(data.x_train))
     if name == "tf":
         from tfpipe.library import KerasFitRunner
-        runner: Any = KerasFitRunner(model, cfg, data, plan)
+        runner: Any = KerasFitRunner(model, cfg, data, plan, jacobian)
+        assert runner.accumulation == len(INDICES) // (jacobian or len(INDICES))
     else:
         from torchpipe.library import OpacusRunner
         runner = OpacusRunner(model, cfg, data, plan)
@@ -162,3 +165,46 @@ def test_tf_privacy_microbatches_equal_the_harmonised_microbatch_factor() -> Non
     lib_update = diff(models.get_weights(lib_model), start)
     harm_update = diff(models.get_weights(harm_model), start)
     assert rel_error(harm_update, lib_update) < TOL
+
+
+@pytest.mark.parametrize("jacobian", [None, 8])
+def test_tf_privacy_accumulation_keeps_the_noise_of_one_batch(jacobian: int | None) -> None:
+    """Noise 1.0 against noise 0 from the same weights on the same batch: the difference of
+    the updates is the noise alone, lr * N(0, (C * sigma)^2) / B per weight, whether the
+    batch of 32 is one Jacobian or 4 accumulated ones (each noised at sigma / 2)."""
+    from dpcore.pipeline import privacy_plan
+    from tfpipe.library import KerasFitRunner
+
+    framework = FRAMEWORKS["tf"]
+    models = framework.modules()[0]
+    data = _tiny_dataset()
+    updates = []
+    for noise in (0.0, 1.0):
+        cfg = RunConfig.from_dict({**_library_config("tf").to_dict(), "seed": 3,
+                                   "privacy": {**_library_config("tf").to_dict()["privacy"],
+                                               "noise_multiplier": noise}})
+        model = framework.build(0)
+        start = models.get_weights(model)
+        runner = KerasFitRunner(model, cfg, data, privacy_plan(cfg, len(data.x_train)), jacobian)
+        runner.train_epoch(1)
+        updates.append(diff(models.get_weights(model), start))
+    noise_part = np.concatenate([(updates[1][k] - updates[0][k]).ravel() for k in updates[0]])
+    expected_std = LR * CLIP * 1.0 / len(INDICES)
+    assert noise_part.size > 5000  # enough weights for a 5% estimate of the std
+    assert abs(noise_part.std() / expected_std - 1) < 0.05
+    assert abs(noise_part.mean()) < 0.05 * expected_std
+
+
+@pytest.mark.parametrize(("batch", "jacobian", "micro", "steps"), [
+    (1024, 16, 1, 64), (1024, None, 1, 1), (64, 64, 1, 1), (64, 16, 1, 4),
+    (1024, 300, 1, 4), (96, 40, 32, 3), (100, 16, 1, 10)])
+def test_tf_privacy_accumulation_steps(batch: int, jacobian: int | None, micro: int,
+                                       steps: int) -> None:
+    """The fewest equal physical batches of whole microbatches within the Jacobian size."""
+    from tfpipe.library import accumulation_steps
+
+    config = RunConfig.from_dict({"recipe": "library", "train": {"batch_size": batch},
+                                  "privacy": {"mechanism": "dpsgd-gaussian",
+                                              "noise_multiplier": 1.0, "sampling": "shuffle"},
+                                  "factors": {"microbatch_size": micro}})
+    assert accumulation_steps(config, jacobian) == steps

@@ -139,6 +139,9 @@ def test_perf_spec_is_not_part_of_the_hash() -> None:
     assert "perf" not in RunConfig().to_dict()
     with pytest.raises(ConfigError, match="perf.engine"):
         PerfSpec(engine="turbo")
+    with pytest.raises(ConfigError, match=r"perf.library_jacobian_batch_size.*valid"):
+        PerfSpec(library_jacobian_batch_size=0)
+    assert PerfSpec(library_jacobian_batch_size=None).library_jacobian_batch_size is None
 
 
 @given(
