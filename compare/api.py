@@ -500,6 +500,7 @@ def compare(
             notes=grid.notes, published=grid.published,
             run_ids=frozenset(run_id(cell.config.config_hash, backend)
                               for cell, backend in grid.runs()),
+            axis_order=grid.axis_names,
         )
         log(f"report: {write_report(out, report_dir, context)}")
     return Store(out, grid=grid, outcome=outcome)

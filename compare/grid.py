@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +54,16 @@ SETTING_SEPARATOR = " · "
 def setting_label(labels: Mapping[str, str]) -> str:
     """A cell's axis labels joined into its setting name, e.g. ``"15 epochs · non-private"``."""
     return SETTING_SEPARATOR.join(labels.values())
+
+
+def order_labels(labels: Mapping[str, str], axis_names: Sequence[str]) -> dict[str, str]:
+    """``labels`` in the grid's axis order (``axis_names`` first, in order; any other axis
+    after them, as stored). A stored RunResult's labels come back in alphabetical order (its
+    JSON is written with sorted keys), while the setting name, the plot panels (every axis
+    but the last) and the swept point (the last axis) follow the preset's order."""
+    ordered = {name: labels[name] for name in axis_names if name in labels}
+    ordered.update((k, v) for k, v in labels.items() if k not in ordered)
+    return ordered
 
 
 @dataclass(frozen=True)
@@ -83,6 +93,11 @@ class Grid:
     evaluation: dict[str, Any] = field(default_factory=dict)
     published: tuple[dict[str, Any], ...] = ()
     notes: str = ""
+
+    @property
+    def axis_names(self) -> tuple[str, ...]:
+        """The grid's axes in the preset's order (the last one is the swept axis)."""
+        return tuple(self.cells[0].labels) if self.cells else ()
 
     def runs(self) -> list[tuple[GridCell, str]]:
         """All (cell, backend) pairs, backends alternating within a cell; a cell whose axis

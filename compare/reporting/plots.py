@@ -10,6 +10,7 @@ with an "x" and named in the legend.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -198,6 +199,9 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
     if long.empty:
         return False
     panels = list(dict.fromkeys(long["panel"]))
+    # one colour per point for the whole figure (the legend is shared by every panel)
+    every_point = sorted(dict.fromkeys(long["point"]), key=natural_key)
+    colour_of = dict(zip(every_point, _palette(len(every_point)), strict=True))
     fig, axes = _figure(len(panels), rows=len(ys), legend_width=2.6)
     for c, panel in enumerate(panels):
         for r, (y, ylabel) in enumerate(ys):
@@ -205,9 +209,8 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
             group = long[long["panel"] == panel]
             if select is not None:
                 group = select(group, y)
-            points = list(dict.fromkeys(group["point"]))
-            colours = _palette(len(points))
-            for colour, point in zip(colours, points, strict=True):
+            for point in sorted(dict.fromkeys(group["point"]), key=natural_key):
+                colour = colour_of[point]
                 for backend, runs in group[group["point"] == point].groupby("backend"):
                     mean = runs.groupby(x)[y if y in runs else "probability"].mean()
                     ax.plot(mean.index, mean.to_numpy(), color=colour, linewidth=1.3,
@@ -238,6 +241,7 @@ def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> 
         table = part.groupby(["setting", "backend", "class"], sort=False)["accuracy"].mean()
         classes = list(dict.fromkeys(part["class"]))
         pivot = table.unstack("class")[classes]
+        pivot = pivot.reindex(sorted(pivot.index, key=lambda sb: (natural_key(sb[0]), sb[1])))
         labels = [f"{s} ({b})" + (" (collapsed)" if f"{s}|{b}" in collapsed else "")
                   for s, b in pivot.index]
         blocks.append((dataset, classes, labels, pivot.to_numpy(float)))
@@ -280,6 +284,14 @@ def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
                            from_zero=True)
 
 
+def natural_key(label: str) -> tuple[tuple[int, float | str], ...]:
+    """Sort key that orders numbers inside labels by value: ``C=0.5 < C=1 < C=2 < C=5``,
+    ``eps=1 < eps=8 < non-private``."""
+    parts = re.split(r"(\d+(?:\.\d+)?)", str(label))
+    return tuple((0, float(part)) if i % 2 else (1, part) for i, part in enumerate(parts)
+                 if part != "")
+
+
 def _palette(n: int) -> list:
     from matplotlib import colormaps
 
@@ -287,5 +299,5 @@ def _palette(n: int) -> list:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-__all__ = ["plot_by_setting", "plot_epoch_time", "plot_lines_per_run", "plot_metric_vs_swept",
-           "plot_per_class", "swept_variable"]
+__all__ = ["natural_key", "plot_by_setting", "plot_epoch_time", "plot_lines_per_run",
+           "plot_metric_vs_swept", "plot_per_class", "swept_variable"]

@@ -113,3 +113,57 @@ def test_one_swept_value_keeps_the_backends_close_together(saved: list[Figure]) 
     assert low == pytest.approx(3.44 / 1.6) and high == pytest.approx(3.44 * 1.6)
     xs = [float(c.lines[0].get_xdata()[0]) for c in ax.containers]
     assert all(abs(np.log(x / 3.44)) < 0.1 * np.log(high / low) for x in xs)
+
+
+def test_panels_and_points_follow_the_preset_axis_order_not_the_alphabet() -> None:
+    """Stored labels come back sorted by axis name ('clip' < 'data'); the report puts them in
+    the grid's order, so the clip sweep has one panel per data set and the clip norm on x."""
+    from compare.report import in_axis_order
+
+    runs = [fake_result(dataset=d, backend=b, point=f"C={c:g}", clip=c,
+                        labels={"clip": f"C={c:g}", "data": d})
+            for d in ("cats_vs_dogs", "pneumoniamnist") for b in ("tf", "torch")
+            for c in (0.1, 1.0, 5.0)]
+    stored = results_frame(runs)
+    assert set(stored["panel"]) == {"C=0.1", "C=1", "C=5"}  # the bug: panels per clip norm
+    frame = results_frame(in_axis_order(runs, ("data", "clip")))
+    assert set(frame["panel"]) == {"cats_vs_dogs", "pneumoniamnist"}
+    assert set(frame["point"]) == {"C=0.1", "C=1", "C=5"}
+    assert "cats_vs_dogs · C=0.1" in set(frame["setting"])
+    assert plots.swept_variable(frame) == "max_grad_norm"
+    # without an order and without a bundled preset of that name, labels stay as stored
+    assert results_frame(in_axis_order(runs, ()))["panel"].tolist() == stored["panel"].tolist()
+
+
+def test_bundled_preset_gives_the_axis_order_when_the_report_has_none() -> None:
+    from dataclasses import replace
+
+    from compare.report import in_axis_order
+
+    run = replace(fake_result(labels={"clip": "C=1", "data": "cats_vs_dogs"}),
+                  grid="interpretability-clip-sweep")
+    (ordered,) = in_axis_order([run], ())
+    assert list(ordered.labels) == ["data", "clip"]
+
+
+def test_learning_curves_give_a_point_the_same_colour_in_every_panel(
+        saved: list[Figure]) -> None:
+    """The legend is shared by the panels, so a point's colour must not depend on the order
+    its runs appear in within a panel (it did: the pneumonia panel of the clip sweep showed
+    the collapsed C=0.1 curve in C=1's colour)."""
+    from compare.reporting.frames import history_frame
+
+    first = [fake_result(dataset="a", point=p, labels={"data": "a", "clip": p}, accuracy=acc)
+             for p, acc in (("C=0.1", 0.5), ("C=1", 0.9))]
+    second = [fake_result(dataset="b", point=p, labels={"data": "b", "clip": p}, accuracy=acc)
+              for p, acc in (("C=1", 0.8), ("C=0.1", 0.6))]  # the other order
+    assert plots.plot_lines_per_run(history_frame(first + second), "epoch",
+                                    [("test_accuracy", "test accuracy")], Path("x.png"), "epoch")
+    colour = {}
+    for ax in saved[0].axes[:2]:
+        for line in ax.get_lines():
+            label = line.get_label()
+            assert colour.setdefault(label, line.get_color()) == line.get_color(), label
+        labels = [line.get_label() for line in ax.get_lines()]
+        assert labels == ["C=0.1 (tf)", "C=1 (tf)"]  # natural order, not the runs' order
+    assert colour["C=0.1 (tf)"] != colour["C=1 (tf)"]
