@@ -1,0 +1,175 @@
+"""Validation-split sweep that chooses a tuned preset's hyper-parameters (issue 18).
+
+``python -m benchmarks.tuning_sweep --dataset pneumoniamnist --epsilons 1,8
+--candidates benchmarks/tuning/pneumoniamnist.yaml [--backend torch] [--data-dir DIR]
+[--out FILE.md]`` trains every candidate setting (a YAML list of ``{label, model, train}``
+sections laid over the base below) with harmonised Gaussian DP-SGD at each target epsilon
+(delta 1e-5, clip norm 1 unless a candidate sets ``privacy.max_grad_norm``, Poisson sampling,
+the noise multiplier calibrated by the shared accountant) and scores it on a VALIDATION split:
+20 % of the data set's training split, seeded and stratified
+(:func:`benchmarks.defaults_sweep.validation_split`); the model trains on the other 80 %. The
+test split is never scored, so a preset chosen from this table has not looked at its test set.
+
+One JSON line per run on stdout; ``--out`` writes a Markdown table per epsilon (best
+validation AUC first for binary tasks, best accuracy otherwise) whose header holds the exact
+command. The harmonised step is the same update on both backends (tests/backends), so one
+backend sweeps for both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.defaults_sweep import validation_split
+from compare.grid import deep_merge
+from dpcore.backend import BACKENDS, load_backend
+from dpcore.config import PerfSpec, RunConfig, load_mapping_file
+from dpcore.errors import ConfigError
+from dpcore.pipeline import prepare_dataset
+
+DELTA = 1e-5
+#: Keys a candidate may set (sections laid over the base config).
+CANDIDATE_KEYS = {"label", "model", "train", "privacy", "data"}
+
+
+def load_candidates(path: str | Path) -> list[dict[str, Any]]:
+    """The candidate list of a YAML file: ``candidates: [{label, model, train, ...}]``."""
+    raw = load_mapping_file(path)
+    items = raw.get("candidates") if isinstance(raw, Mapping) else None
+    if not isinstance(items, list) or not items:
+        raise ConfigError(f"{path}: needs a non-empty 'candidates' list of "
+                          "{label, model, train} mappings")
+    for i, item in enumerate(items):
+        if not isinstance(item, Mapping) or "label" not in item:
+            raise ConfigError(f"{path}: candidate {i} must be a mapping with a 'label'")
+        unknown = set(item) - CANDIDATE_KEYS
+        if unknown:
+            raise ConfigError(f"{path}: candidate {item['label']!r} has unknown keys "
+                              f"{sorted(unknown)}; valid: {sorted(CANDIDATE_KEYS)}")
+    return [dict(item) for item in items]
+
+
+def run_config(dataset: str, candidate: Mapping[str, Any], epsilon: float,
+               seed: int = 0) -> RunConfig:
+    """The RunConfig of one candidate at one target epsilon."""
+    base: dict[str, Any] = {
+        "data": {"name": dataset},
+        "privacy": {"mechanism": "dpsgd-gaussian", "target_epsilon": epsilon, "delta": DELTA,
+                    "max_grad_norm": 1.0, "sampling": "poisson"},
+        "seed": seed,
+    }
+    sections = {k: v for k, v in candidate.items() if k != "label"}
+    return RunConfig.from_dict(deep_merge(base, sections))
+
+
+def sweep(backend_name: str, dataset_name: str, candidates: Sequence[Mapping[str, Any]],
+          epsilons: Sequence[float], data_dir: str | None) -> list[dict[str, Any]]:
+    """Train every candidate at every epsilon on the validation split; one row per run."""
+    backend = load_backend(backend_name)
+    base = prepare_dataset(run_config(dataset_name, candidates[0], epsilons[0]), data_dir)
+    dataset = validation_split(base)
+    majority = float(np.bincount(dataset.y_test).max() / len(dataset.y_test))
+    rows = []
+    for epsilon in epsilons:
+        for candidate in candidates:
+            config = run_config(dataset_name, candidate, epsilon)
+            start = time.perf_counter()
+            trained = backend.train(config, dataset, PerfSpec(), progress=False)
+            result = trained.result
+            assert result is not None
+            row = {"dataset": dataset_name, "epsilon": epsilon, "label": candidate["label"],
+                   "n_fit": len(dataset.x_train), "n_validation": len(dataset.x_test),
+                   "majority": majority, "status": result.status,
+                   "val_accuracy": result.metrics.get("accuracy"),
+                   "val_auc": result.metrics.get("auc"),
+                   "noise_multiplier": result.privacy.get("noise_multiplier"),
+                   "epsilon_rdp": result.privacy.get("epsilon_rdp"),
+                   "seconds": round(time.perf_counter() - start, 1),
+                   "candidate": {k: v for k, v in candidate.items() if k != "label"}}
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    return rows
+
+
+def _score(row: Mapping[str, Any], key: str) -> float:
+    value = row.get(key)
+    return -1.0 if value is None else float(value)
+
+
+def markdown(rows: Sequence[Mapping[str, Any]], command: str, backend: str) -> str:
+    """One table per epsilon, best first."""
+    first = rows[0]
+    binary = first["majority"] is not None and all(r.get("val_auc") is not None
+                                                   for r in rows if r["status"] == "finished")
+    key = "val_auc" if binary else "val_accuracy"
+    lines = [
+        f"# Tuning sweep: {first['dataset']}", "",
+        f"Command: `{command}` (backend `{backend}`, harmonised recipe, Gaussian DP-SGD, "
+        f"delta {DELTA:g}, Poisson sampling, seed 0, noise multiplier calibrated to each "
+        f"epsilon by the shared RDP accountant). Scores are on a validation split (20 %, "
+        f"seeded, stratified: {first['n_validation']} images) carved from the training split; "
+        f"the model trains on the other {first['n_fit']}. No test image is scored. Majority "
+        f"class of the validation split: {first['majority']:.3f}. Sorted by "
+        f"{'validation AUC' if binary else 'validation accuracy'}.", ""]
+    for epsilon in dict.fromkeys(r["epsilon"] for r in rows):
+        mine = sorted((r for r in rows if r["epsilon"] == epsilon),
+                      key=lambda r: -_score(r, key))
+        lines += [f"## epsilon {epsilon:g}", "",
+                  "| candidate | noise | val. accuracy | val. AUC | s |", "|---|---|---|---|---|"]
+        for r in mine:
+            acc, auc = r["val_accuracy"], r["val_auc"]
+            lines.append(f"| {r['label']} | {r['noise_multiplier']:.3f} | "
+                         f"{'diverged' if acc is None else f'{acc:.3f}'} | "
+                         f"{'–' if auc is None else f'{auc:.3f}'} | {r['seconds']:.0f} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", required=True, help="registered data set name")
+    parser.add_argument("--candidates", required=True, help="YAML file of candidate settings")
+    parser.add_argument("--epsilons", default="1", help="comma-separated target epsilons")
+    parser.add_argument("--backend", choices=BACKENDS, default="torch")
+    parser.add_argument("--data-dir", help="data root for data sets that are not built in")
+    parser.add_argument("--only", help="comma-separated candidate labels to run (default all)")
+    parser.add_argument("--out", help="write the Markdown tables here")
+    parser.add_argument("--jsonl", help="append the JSON lines here too")
+    args = parser.parse_args(argv)
+    try:
+        epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
+    except ValueError:
+        parser.error(f"--epsilons={args.epsilons!r}: valid: comma-separated numbers > 0")
+    if not epsilons or min(epsilons) <= 0:
+        parser.error(f"--epsilons={args.epsilons!r}: valid: comma-separated numbers > 0")
+    candidates = load_candidates(args.candidates)
+    if args.only:
+        wanted = [s.strip() for s in args.only.split(",") if s.strip()]
+        unknown = set(wanted) - {c["label"] for c in candidates}
+        if unknown:
+            parser.error(f"--only: unknown labels {sorted(unknown)}")
+        candidates = [c for c in candidates if c["label"] in wanted]
+    rows = sweep(args.backend, args.dataset, candidates, epsilons, args.data_dir)
+    if args.jsonl:
+        with open(args.jsonl, "a", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    if args.out:
+        command = "python -m benchmarks.tuning_sweep " + " ".join(
+            sys.argv[1:] if argv is None else argv)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(markdown(rows, command.strip(), args.backend),
+                                  encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

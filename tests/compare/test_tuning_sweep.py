@@ -1,0 +1,65 @@
+"""benchmarks/tuning_sweep.py: candidates are validated with clear errors, each candidate is
+trained on the validation split at each epsilon, and the table names its command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.tuning_sweep import load_candidates, main, run_config
+from dpcore.errors import ConfigError
+
+pytest.importorskip("torch")
+
+CANDIDATES = """
+candidates:
+  - {label: small, model: {name: cnn4, activation: tanh},
+     data: {image_size: 16, train_limit: 200},
+     train: {optimizer: sgd, lr: 0.1, momentum: 0.9, batch_size: 32, epochs: 1}}
+  - {label: wide, model: {name: cnn4, activation: tanh, width: 2.0},
+     data: {image_size: 16, train_limit: 200},
+     train: {optimizer: sgd, lr: 0.1, momentum: 0.9, batch_size: 32, epochs: 1}}
+"""
+
+
+def test_candidates_need_labels_and_known_sections(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("candidates: [{label: x, optimiser: {lr: 1}}]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"unknown keys \['optimiser'\].*valid"):
+        load_candidates(bad)
+    bad.write_text("candidates: []\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="non-empty 'candidates'"):
+        load_candidates(bad)
+    bad.write_text("candidates: [{model: {name: cnn4}}]\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="with a 'label'"):
+        load_candidates(bad)
+
+
+def test_candidate_is_laid_over_the_dp_base(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CANDIDATES, encoding="utf-8")
+    config = run_config("digits", load_candidates(path)[1], epsilon=2.0)
+    assert config.privacy.target_epsilon == 2.0 and config.privacy.delta == 1e-5
+    assert config.privacy.mechanism == "dpsgd-gaussian" and config.model.width == 2.0
+    assert config.data.name == "digits" and config.data.image_size == 16
+
+
+@pytest.mark.slow
+def test_sweep_scores_the_validation_split(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CANDIDATES, encoding="utf-8")
+    out = tmp_path / "t.md"
+    assert main(["--dataset", "digits", "--candidates", str(path), "--epsilons", "4,8",
+                 "--only", "small", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["label"], r["epsilon"]) for r in rows] == [("small", 4.0), ("small", 8.0)]
+    assert all(r["n_validation"] == 40 and r["n_fit"] == 160 for r in rows)  # 20 % of 200
+    assert [round(r["epsilon_rdp"], 2) for r in rows] == [4.0, 8.0]
+    text = out.read_text(encoding="utf-8")
+    assert "python -m benchmarks.tuning_sweep --dataset digits" in text
+    assert "## epsilon 4" in text and "No test image is scored" in text
+    with pytest.raises(SystemExit):
+        main(["--dataset", "digits", "--candidates", str(path), "--only", "nope"])
