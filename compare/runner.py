@@ -72,6 +72,20 @@ class GridOutcome:
     wall_seconds: float = 0.0
 
 
+
+def montage_column_title(setting: str, result: RunResult) -> str:
+    """A montage column's title: the setting, its epsilon when the setting does not say it,
+    and "(collapsed)" when the model predicts (almost) one class (its maps explain a
+    near-constant model; see :func:`compare.reporting.collapse.collapse_reason`)."""
+    from compare.reporting.collapse import collapse_reason
+
+    eps = result.privacy.get("epsilon_rdp") or result.privacy.get("epsilon_pld")
+    eps_text = "non-private" if result.privacy.get("mechanism") in ("none",) else (
+        f"eps={eps:.2g}" if eps is not None and math.isfinite(eps) else setting)
+    same = eps_text in setting or setting in eps_text
+    title = setting if same else f"{setting} ({eps_text})"
+    return title + (" (collapsed)" if collapse_reason(result.metrics) else "")
+
 def run_grid(
     grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,
     progress: bool = True, log: Callable[[str], None] = print,
@@ -178,13 +192,8 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
             except DpCompareError as exc:
                 log(f"montage {data_name}/{model_name}: skipped {backend}: {exc}")
                 continue
-            eps = result.privacy.get("epsilon_rdp") or result.privacy.get("epsilon_pld")
-            eps_text = "non-private" if result.privacy.get("mechanism") in ("none",) else (
-                f"eps={eps:.2g}" if eps is not None and math.isfinite(eps) else cell.setting)
-            same = eps_text in cell.setting or cell.setting in eps_text
-            title = cell.setting if same else f"{cell.setting} ({eps_text})"
-            columns.append({"title": title, "backend": backend, "inputs": x,
-                            "maps": maps, "pred_class": pred,
+            columns.append({"title": montage_column_title(cell.setting, result),
+                            "backend": backend, "inputs": x, "maps": maps, "pred_class": pred,
                             "confidence": proba[np.arange(len(pred)), pred]})
         if images is None or not columns:
             continue

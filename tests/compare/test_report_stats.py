@@ -120,3 +120,14 @@ def test_time_ratio_uses_the_matching_non_private_run_not_a_pooled_one() -> None
     # median over seeds of (dp + jitter): dp + 0.1
     assert table.loc["mnist5k", "ratio_to_non_private"] == pytest.approx(3.1 / 1.0)
     assert table.loc["pneumoniamnist", "ratio_to_non_private"] == pytest.approx(20.1 / 10.0)
+
+
+def test_montage_column_of_a_collapsed_model_says_so() -> None:
+    from compare.runner import montage_column_title
+
+    bad = per_class([375, 625], [0.0, 1.0], [math.nan, 0.625])
+    collapsed = fake_result(accuracy=0.625, classes=bad, epsilon=1.0)
+    fine = fake_result(accuracy=0.9, epsilon=1.0)
+    assert montage_column_title("pneumonia · C=0.1", collapsed) == (
+        "pneumonia · C=0.1 (eps=1) (collapsed)")
+    assert montage_column_title("pneumonia · eps=1", fine) == "pneumonia · eps=1"
