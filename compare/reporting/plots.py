@@ -98,7 +98,7 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
     dp = data[data["mechanism"].astype(str).str.startswith("dpsgd") & np.isfinite(data[x])]
     if dp.empty:
         return False
-    panels = list(dict.fromkeys(data["panel"]))
+    panels = sorted(dict.fromkeys(data["panel"]), key=natural_key)
     fig, axes = _figure(len(panels))
     for ax, panel in zip(axes[0], panels, strict=True):
         group = data[data["panel"] == panel]
@@ -149,7 +149,7 @@ def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
     if data.empty:
         return False
-    panels = list(dict.fromkeys(data["panel"]))
+    panels = sorted(dict.fromkeys(data["panel"]), key=natural_key)
     points_per_panel = max(data.groupby("panel")["point"].nunique())
     fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2,
                           1.2 + 0.45 * points_per_panel), layout="constrained")
@@ -198,7 +198,7 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
     insertion curves. False if the table is empty."""
     if long.empty:
         return False
-    panels = list(dict.fromkeys(long["panel"]))
+    panels = sorted(dict.fromkeys(long["panel"]), key=natural_key)
     # one colour per point for the whole figure (the legend is shared by every panel)
     every_point = sorted(dict.fromkeys(long["point"]), key=natural_key)
     colour_of = dict(zip(every_point, _palette(len(every_point)), strict=True))

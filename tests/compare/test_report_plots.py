@@ -167,3 +167,16 @@ def test_learning_curves_give_a_point_the_same_colour_in_every_panel(
         labels = [line.get_label() for line in ax.get_lines()]
         assert labels == ["C=0.1 (tf)", "C=1 (tf)"]  # natural order, not the runs' order
     assert colour["C=0.1 (tf)"] != colour["C=1 (tf)"]
+
+
+def test_panels_are_in_natural_order(saved: list[Figure]) -> None:
+    """'15 epochs' before '45 epochs' whatever order the runs come in (the learning curves of
+    the library benchmark showed 45, 60, 15)."""
+    from compare.reporting.frames import history_frame
+
+    runs = [fake_result(dataset="mnist", point="DP", labels={"epochs": e, "privacy": "DP"})
+            for e in ("45 epochs", "60 epochs", "15 epochs")]
+    assert plots.plot_lines_per_run(history_frame(runs), "epoch",
+                                    [("test_accuracy", "test accuracy")], Path("x.png"), "epoch")
+    titles = [ax.get_title() for ax in saved[0].axes if ax.get_title()]
+    assert titles == ["15 epochs", "45 epochs", "60 epochs"]
