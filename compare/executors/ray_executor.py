@@ -24,8 +24,10 @@ CLI) works without the ``ray`` extra.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 import warnings
 from collections import deque
@@ -218,20 +220,24 @@ class RayExecutor:
                             runtime_env={"env_vars": bench_environment()})(call_task)
         queue = deque(pending)
         in_flight: dict[Any, tuple[GridCell, str]] = {}
-        try:
-            while queue or in_flight:
-                while queue and len(in_flight) < self.slots:
-                    cell, backend = queue.popleft()
-                    in_flight[remote.remote(self.task, job, cell, backend)] = (cell, backend)
-                    tracker.started(cell, backend)
-                ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
-                for ref in ready:
-                    cell, backend = in_flight.pop(ref)
-                    result = self._collect(ref, job, cell, backend, log)
-                    tracker.finished(run_id(cell.config.config_hash, backend), result)
-        except KeyboardInterrupt:
-            self._cancel(list(in_flight), log)
-            raise
+        with _ctrl_c_as_flag() as interrupted:
+            try:
+                while queue or in_flight:
+                    while queue and len(in_flight) < self.slots:
+                        cell, backend = queue.popleft()
+                        in_flight[remote.remote(self.task, job, cell, backend)] = (cell,
+                                                                                   backend)
+                        tracker.started(cell, backend)
+                    ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
+                    if interrupted.is_set():
+                        raise KeyboardInterrupt
+                    for ref in ready:
+                        cell, backend = in_flight.pop(ref)
+                        result = self._collect(ref, job, cell, backend, log)
+                        tracker.finished(run_id(cell.config.config_hash, backend), result)
+            except KeyboardInterrupt:
+                self._cancel(list(in_flight), log)
+                raise
 
     def _collect(self, ref: Any, job: GridJob, cell: GridCell, backend: str,
                  log: Callable[[str], None]) -> RunResult:
@@ -277,6 +283,36 @@ class RayExecutor:
             self._ray.shutdown()
         self._ray = None
         self._owns_ray = False
+
+
+class _ctrl_c_as_flag:  # noqa: N801 (a context manager used like a function)
+    """While active, SIGINT (Ctrl-C) on the driver only sets an event that the polling loop
+    checks after every ``ray.wait``; the previous handler is restored on exit.
+
+    Why: with Python's default handler the KeyboardInterrupt is raised wherever the main
+    thread next checks for signals, and that can be inside Ray's own C code of ``ray.wait``,
+    which was seen to swallow it (the driver then waited forever for a task that only Ctrl-C
+    would cancel). A handler that raises nothing cannot be swallowed. Off the main thread
+    (where Python allows no signal handler) this does nothing.
+    """
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> threading.Event:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.getsignal(signal.SIGINT)
+            signal.signal(signal.SIGINT, lambda _signum, _frame: self.event.set())
+            self._installed = True
+        return self.event
+
+    def __exit__(self, *_exc: object) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous if self._previous is not None
+                          else signal.default_int_handler)
+            self._installed = False
 
 
 def bench_environment() -> dict[str, str]:

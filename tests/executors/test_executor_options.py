@@ -68,3 +68,22 @@ def test_executor_ray_without_ray_installed_says_how_to_install(
     assert code == 2 and len(err.strip().splitlines()) == 1, err
     assert "needs Ray, which is not installed" in err and '".[ray]"' in err
     assert not out.exists()
+
+
+def test_ctrl_c_on_the_ray_driver_is_a_flag_the_poll_loop_reads() -> None:
+    """While the ray executor polls, SIGINT only sets an event (a handler that raises nothing
+    cannot be swallowed inside Ray's C code); the previous handler comes back afterwards."""
+    import os
+    import signal
+
+    from compare.executors.ray_executor import _ctrl_c_as_flag
+
+    before = signal.getsignal(signal.SIGINT)
+    with _ctrl_c_as_flag() as interrupted:
+        assert not interrupted.is_set()
+        os.kill(os.getpid(), signal.SIGINT)  # no KeyboardInterrupt here
+        deadline = 0
+        while not interrupted.is_set() and deadline < 1000:  # the handler runs on the
+            deadline += 1                                     # next bytecode boundary
+        assert interrupted.is_set()
+    assert signal.getsignal(signal.SIGINT) is before
