@@ -49,6 +49,15 @@ def finished_results(out: Path) -> dict[Path, tuple[bytes, int]]:
     return found
 
 
+def _sigint_as_from_a_terminal() -> None:
+    """Child set-up: SIGINT back to its default disposition. A suite started in the background
+    by a shell without job control (``cmd &``, nohup, CI wrappers) hands its children SIGINT
+    *ignored*, and Python then never installs its KeyboardInterrupt handler, so the command
+    would sleep through the test's Ctrl-C. These tests are about what ``dpcompare`` does with
+    a Ctrl-C from a terminal, where SIGINT has its default disposition."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_paused(tmp_path: Path, argv: list[str], pause_on: int) -> subprocess.Popen[str]:
     """Start ``dpcompare ARGV`` whose ``pause_on``-th run pauses mid-training; return once it
     has paused (its marker file exists)."""
@@ -57,7 +66,7 @@ def start_paused(tmp_path: Path, argv: list[str], pause_on: int) -> subprocess.P
         [sys.executable, "-m", "tests.reliability.pausing_cli", str(marker), str(pause_on),
          *map(str, argv)],
         cwd=tmp_path, env=cli_env(tmp_path / "cache"), stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True,
+        stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_as_from_a_terminal,
     )
     deadline = time.monotonic() + WAIT_SECONDS
     while not marker.exists():
