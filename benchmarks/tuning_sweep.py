@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 
 from benchmarks.defaults_sweep import validation_split
-from compare.grid import deep_merge
 from dpcore.backend import BACKENDS, load_backend
 from dpcore.config import PerfSpec, RunConfig, load_mapping_file
 from dpcore.errors import ConfigError
@@ -66,8 +65,14 @@ def run_config(dataset: str, candidate: Mapping[str, Any], epsilon: float,
                     "max_grad_norm": 1.0, "sampling": "poisson"},
         "seed": seed,
     }
-    sections = {k: v for k, v in candidate.items() if k != "label"}
-    return RunConfig.from_dict(deep_merge(base, sections))
+    merged = dict(base)
+    for key, value in candidate.items():  # sections are one level deep: merge their keys
+        if key == "label":
+            continue
+        merged[key] = ({**merged[key], **value}
+                       if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping)
+                       else value)
+    return RunConfig.from_dict(merged)
 
 
 def sweep(backend_name: str, dataset_name: str, candidates: Sequence[Mapping[str, Any]],
