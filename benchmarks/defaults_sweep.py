@@ -125,6 +125,19 @@ def run_config(data: dict[str, Any], point: Point, seed: int = 0) -> RunConfig:
     })
 
 
+def validation_scores(backend: Any, config: RunConfig, dataset: Dataset) -> dict[str, Any]:
+    """Train ``config`` on ``dataset`` (a :func:`validation_split`) with the given backend
+    module: status, validation accuracy and AUC, noise multiplier, epsilon and seconds."""
+    start = time.perf_counter()
+    result = backend.train(config, dataset, PerfSpec(), progress=False).result
+    assert result is not None
+    return {"status": result.status, "val_accuracy": result.metrics.get("accuracy"),
+            "val_auc": result.metrics.get("auc"),
+            "noise_multiplier": result.privacy.get("noise_multiplier"),
+            "epsilon_rdp": result.privacy.get("epsilon_rdp"),
+            "seconds": round(time.perf_counter() - start, 1)}
+
+
 def sweep(backend_name: str, datasets: Iterable[str], grid: Sequence[Point],
           data_dir: str | None, train_limit: int | None = None) -> list[dict[str, Any]]:
     """Train every grid point on every data set's validation split; one row per run."""
@@ -138,19 +151,10 @@ def sweep(backend_name: str, datasets: Iterable[str], grid: Sequence[Point],
         dataset = validation_split(base)
         majority = float(np.bincount(dataset.y_test).max() / len(dataset.y_test))
         for point in grid:
-            config = run_config(data, point)
-            start = time.perf_counter()
-            trained = backend.train(config, dataset, PerfSpec(), progress=False)
-            result = trained.result
-            assert result is not None
             row = {"dataset": name, "n_fit": len(dataset.x_train),
                    "n_validation": len(dataset.x_test), "majority": majority,
-                   **dataclasses.asdict(point), "status": result.status,
-                   "val_accuracy": result.metrics.get("accuracy"),
-                   "val_auc": result.metrics.get("auc"),
-                   "noise_multiplier": result.privacy.get("noise_multiplier"),
-                   "epsilon_rdp": result.privacy.get("epsilon_rdp"),
-                   "seconds": round(time.perf_counter() - start, 1)}
+                   **dataclasses.asdict(point),
+                   **validation_scores(backend, run_config(data, point), dataset)}
             print(json.dumps(row), flush=True)
             rows.append(row)
     return rows

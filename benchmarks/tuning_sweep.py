@@ -21,16 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from benchmarks.defaults_sweep import validation_split
+from benchmarks.defaults_sweep import validation_scores, validation_split
 from dpcore.backend import BACKENDS, load_backend
-from dpcore.config import PerfSpec, RunConfig, load_mapping_file
+from dpcore.config import RunConfig, load_mapping_file
 from dpcore.errors import ConfigError
 from dpcore.pipeline import prepare_dataset
 
@@ -85,19 +84,11 @@ def sweep(backend_name: str, dataset_name: str, candidates: Sequence[Mapping[str
     rows = []
     for epsilon in epsilons:
         for candidate in candidates:
-            config = run_config(dataset_name, candidate, epsilon)
-            start = time.perf_counter()
-            trained = backend.train(config, dataset, PerfSpec(), progress=False)
-            result = trained.result
-            assert result is not None
             row = {"dataset": dataset_name, "epsilon": epsilon, "label": candidate["label"],
                    "n_fit": len(dataset.x_train), "n_validation": len(dataset.x_test),
-                   "majority": majority, "status": result.status,
-                   "val_accuracy": result.metrics.get("accuracy"),
-                   "val_auc": result.metrics.get("auc"),
-                   "noise_multiplier": result.privacy.get("noise_multiplier"),
-                   "epsilon_rdp": result.privacy.get("epsilon_rdp"),
-                   "seconds": round(time.perf_counter() - start, 1),
+                   "majority": majority,
+                   **validation_scores(backend, run_config(dataset_name, candidate, epsilon),
+                                       dataset),
                    "candidate": {k: v for k, v in candidate.items() if k != "label"}}
             print(json.dumps(row), flush=True)
             rows.append(row)

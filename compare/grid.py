@@ -26,6 +26,8 @@ Every cell becomes one :class:`RunConfig`, run identically on each backend.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,7 +39,7 @@ from compare.bundled import bundled_names, load_bundled
 from compare.reporting.published import validate_published
 from dpcore.config import PerfSpec, RunConfig, load_mapping_file
 from dpcore.errors import ConfigError
-from dpcore.results import BACKENDS
+from dpcore.results import BACKENDS, RunResult
 
 GRID_KEYS = {
     "name", "description", "base", "axes", "seeds", "backends", "perf", "evaluation",
@@ -253,6 +255,37 @@ def preset_names() -> list[str]:
 def load_preset(name: str) -> dict[str, Any]:
     """The raw grid mapping of a bundled preset; unknown names list the valid ones."""
     return load_bundled("presets", name, kind="preset", unknown="is not known")
+
+
+@functools.lru_cache(maxsize=16)
+def _expanded_preset(name: str) -> Grid:
+    """The expanded bundled preset ``name`` (expanded once per process: a report asks for its
+    axis order and its published figures)."""
+    return expand_grid(load_preset(name))
+
+
+def bundled_grid_of(results: Iterable[RunResult]) -> Grid | None:
+    """The expanded bundled preset that wrote these runs (their RunResult ``grid`` name), or
+    None when the runs come from several grids or from no bundled preset."""
+    names = {r.grid for r in results}
+    if len(names) != 1 or next(iter(names)) not in preset_names():
+        return None
+    return _expanded_preset(str(next(iter(names))))
+
+
+def in_axis_order(results: Sequence[RunResult], axis_names: Sequence[str] = ()
+                  ) -> list[RunResult]:
+    """``results`` with their labels in the grid's axis order (``axis_names``; when empty, the
+    order of the bundled preset that wrote them, if any; else as stored). Stored labels come
+    back sorted by name, which would make setting names, plot panels and the swept point follow
+    the alphabet instead of the preset (the clip-norm sweep's panels were its clip norms)."""
+    if not axis_names:
+        grid = bundled_grid_of(results)
+        axis_names = () if grid is None else grid.axis_names
+    if not axis_names:
+        return list(results)
+    return [dataclasses.replace(r, labels=order_labels(r.labels, axis_names))
+            if r.labels else r for r in results]
 
 
 def load_grid_file(path: str | Path) -> dict[str, Any]:

@@ -10,7 +10,6 @@ and keeps the entry points other code calls (:class:`ReportContext`, :func:`writ
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 from collections.abc import Sequence
@@ -58,8 +57,8 @@ class ReportContext:
     #: When set, only these run ids are reported (``compare`` passes its grid's runs, so that
     #: stale runs of an earlier version of the grid in the same folder are left out).
     run_ids: frozenset[str] | None = None
-    #: The grid's axes in the preset's order (see :func:`in_axis_order`); empty: the bundled
-    #: preset's order when the runs name one, else as stored.
+    #: The grid's axes in the preset's order (see :func:`compare.grid.in_axis_order`); empty:
+    #: the bundled preset's order when the runs name one, else as stored.
     axis_order: tuple[str, ...] = ()
 
 
@@ -393,39 +392,14 @@ def _ldp_and_audit(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _bundled_grid(results: Sequence[RunResult]) -> Any:
-    """The expanded bundled preset that wrote these runs (their RunResult ``grid`` name), or
-    None when the runs come from several grids or from no bundled preset."""
-    from compare.grid import expand_grid, load_preset, preset_names
-
-    names = {r.grid for r in results}
-    if len(names) != 1 or next(iter(names)) not in preset_names():
-        return None
-    return expand_grid(load_preset(str(next(iter(names)))))
-
-
 def preset_published(results: Sequence[RunResult]) -> tuple[dict[str, Any], ...]:
     """The ``published:`` entries of the bundled preset that wrote these runs, so that
     ``dpcompare report`` shows the papers' figures as ``compare`` does; empty when the runs
     come from several grids or from no bundled preset."""
-    grid = _bundled_grid(results)
+    from compare.grid import bundled_grid_of
+
+    grid = bundled_grid_of(results)
     return () if grid is None else grid.published
-
-
-def in_axis_order(results: Sequence[RunResult], axis_names: Sequence[str]) -> list[RunResult]:
-    """``results`` with their labels in the grid's axis order (``axis_names``; when empty, the
-    order of the bundled preset that wrote them, if any). Stored labels come back sorted by
-    name, which would make the setting names, the plot panels and the swept point follow the
-    alphabet instead of the preset (the clip-norm sweep's panels were its clip norms)."""
-    from compare.grid import order_labels
-
-    if not axis_names:
-        grid = _bundled_grid(results)
-        axis_names = () if grid is None else grid.axis_names
-    if not axis_names:
-        return list(results)
-    return [dataclasses.replace(r, labels=order_labels(r.labels, axis_names))
-            if r.labels else r for r in results]
 
 
 def write_report(
@@ -440,6 +414,8 @@ def write_report(
     results = store.list_runs()
     if context.run_ids is not None:
         results = [r for r in results if r.run_id in context.run_ids]
+    from compare.grid import in_axis_order
+
     results = in_axis_order(results, context.axis_order)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -72,7 +72,6 @@ class GridOutcome:
     wall_seconds: float = 0.0
 
 
-
 def montage_column_title(setting: str, result: RunResult) -> str:
     """A montage column's title: the setting, its epsilon when the setting does not say it,
     and "(collapsed)" when the model predicts (almost) one class (its maps explain a
@@ -85,6 +84,7 @@ def montage_column_title(setting: str, result: RunResult) -> str:
     same = eps_text in setting or setting in eps_text
     title = setting if same else f"{setting} ({eps_text})"
     return title + (" (collapsed)" if collapse_reason(result.metrics) else "")
+
 
 def run_grid(
     grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,

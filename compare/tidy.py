@@ -34,7 +34,7 @@ from typing import Any
 
 import pandas as pd
 
-from compare.grid import setting_label
+from compare.grid import in_axis_order, setting_label
 from dpcore.errors import DataError
 from dpcore.results import RESULT_FILE, ResultsStore, RunResult
 
@@ -49,7 +49,8 @@ IDENTITY_COLUMNS = ("run_id", "config_hash", "backend", "seed", "status", "grid"
 
 
 def load_results(out: str | Path) -> list[RunResult]:
-    """The readable RunResults of the store at ``out``, sorted by run id.
+    """The readable RunResults of the store at ``out``, sorted by run id, their labels in the
+    axis order of the bundled preset that wrote them (:func:`compare.grid.in_axis_order`).
 
     Raises:
         DataError: ``out`` holds no ``runs/<run id>/result.json`` (the message names the path).
@@ -58,7 +59,7 @@ def load_results(out: str | Path) -> list[RunResult]:
     runs = root / "runs"
     if not runs.is_dir() or not any(runs.glob(f"*/{RESULT_FILE}")):
         raise DataError(f"{root} holds no runs (expected {runs}/<run id>/{RESULT_FILE})")
-    return ResultsStore(root).list_runs()
+    return in_axis_order(ResultsStore(root).list_runs())
 
 
 def flatten(mapping: Mapping[str, Any] | None, prefix: str = "") -> dict[str, Any]:

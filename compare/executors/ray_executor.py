@@ -23,6 +23,7 @@ CLI) works without the ``ray`` extra.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -31,7 +32,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -285,34 +286,28 @@ class RayExecutor:
         self._owns_ray = False
 
 
-class _ctrl_c_as_flag:  # noqa: N801 (a context manager used like a function)
-    """While active, SIGINT (Ctrl-C) on the driver only sets an event that the polling loop
-    checks after every ``ray.wait``; the previous handler is restored on exit.
+@contextlib.contextmanager
+def _ctrl_c_as_flag() -> Iterator[threading.Event]:
+    """While active, SIGINT (Ctrl-C) on the driver only sets the yielded event, which the
+    polling loop checks after every ``ray.wait``; the previous handler is restored on exit.
 
-    Why: with Python's default handler the KeyboardInterrupt is raised wherever the main
-    thread next checks for signals, and that can be inside Ray's own C code of ``ray.wait``,
-    which was seen to swallow it (the driver then waited forever for a task that only Ctrl-C
-    would cancel). A handler that raises nothing cannot be swallowed. Off the main thread
-    (where Python allows no signal handler) this does nothing.
+    Why: Python's default handler raises KeyboardInterrupt wherever the main thread next
+    checks for signals, possibly inside Ray's C code, and a driver whose SIGINT was inherited
+    as ignored (a background job, nohup) gets no KeyboardInterrupt at all; either way it
+    would wait forever for a task only Ctrl-C cancels. A handler that raises nothing cannot
+    be lost. Off the main thread (where Python allows no signal handler) this does nothing.
     """
-
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self._previous: Any = None
-        self._installed = False
-
-    def __enter__(self) -> threading.Event:
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.getsignal(signal.SIGINT)
-            signal.signal(signal.SIGINT, lambda _signum, _frame: self.event.set())
-            self._installed = True
-        return self.event
-
-    def __exit__(self, *_exc: object) -> None:
-        if self._installed:
-            signal.signal(signal.SIGINT, self._previous if self._previous is not None
-                          else signal.default_int_handler)
-            self._installed = False
+    event = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield event
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, lambda _signum, _frame: event.set())
+    try:
+        yield event
+    finally:
+        signal.signal(signal.SIGINT,
+                      previous if previous is not None else signal.default_int_handler)
 
 
 def bench_environment() -> dict[str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +98,7 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
     dp = data[data["mechanism"].astype(str).str.startswith("dpsgd") & np.isfinite(data[x])]
     if dp.empty:
         return False
-    panels = sorted(dict.fromkeys(data["panel"]), key=natural_key)
+    panels = natural_order(data["panel"])
     fig, axes = _figure(len(panels))
     for ax, panel in zip(axes[0], panels, strict=True):
         group = data[data["panel"] == panel]
@@ -149,7 +149,7 @@ def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
     if data.empty:
         return False
-    panels = sorted(dict.fromkeys(data["panel"]), key=natural_key)
+    panels = natural_order(data["panel"])
     points_per_panel = max(data.groupby("panel")["point"].nunique())
     fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2,
                           1.2 + 0.45 * points_per_panel), layout="constrained")
@@ -198,9 +198,9 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
     insertion curves. False if the table is empty."""
     if long.empty:
         return False
-    panels = sorted(dict.fromkeys(long["panel"]), key=natural_key)
+    panels = natural_order(long["panel"])
     # one colour per point for the whole figure (the legend is shared by every panel)
-    every_point = sorted(dict.fromkeys(long["point"]), key=natural_key)
+    every_point = natural_order(long["point"])
     colour_of = dict(zip(every_point, _palette(len(every_point)), strict=True))
     fig, axes = _figure(len(panels), rows=len(ys), legend_width=2.6)
     for c, panel in enumerate(panels):
@@ -209,7 +209,7 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
             group = long[long["panel"] == panel]
             if select is not None:
                 group = select(group, y)
-            for point in sorted(dict.fromkeys(group["point"]), key=natural_key):
+            for point in natural_order(group["point"]):
                 colour = colour_of[point]
                 for backend, runs in group[group["point"] == point].groupby("backend"):
                     mean = runs.groupby(x)[y if y in runs else "probability"].mean()
@@ -284,6 +284,11 @@ def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
                            from_zero=True)
 
 
+def natural_order(labels: Iterable[str]) -> list[str]:
+    """The distinct ``labels`` sorted by :func:`natural_key` (ties keep their first order)."""
+    return sorted(dict.fromkeys(labels), key=natural_key)
+
+
 def natural_key(label: str) -> tuple[tuple[int, float | str], ...]:
     """Sort key that orders numbers inside labels by value: ``C=0.5 < C=1 < C=2 < C=5``,
     ``eps=1 < eps=8 < non-private``."""
@@ -299,5 +304,5 @@ def _palette(n: int) -> list:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-__all__ = ["natural_key", "plot_by_setting", "plot_epoch_time", "plot_lines_per_run",
-           "plot_metric_vs_swept", "plot_per_class", "swept_variable"]
+__all__ = ["natural_key", "natural_order", "plot_by_setting", "plot_epoch_time",
+           "plot_lines_per_run", "plot_metric_vs_swept", "plot_per_class", "swept_variable"]

@@ -118,7 +118,7 @@ def test_one_swept_value_keeps_the_backends_close_together(saved: list[Figure]) 
 def test_panels_and_points_follow_the_preset_axis_order_not_the_alphabet() -> None:
     """Stored labels come back sorted by axis name ('clip' < 'data'); the report puts them in
     the grid's order, so the clip sweep has one panel per data set and the clip norm on x."""
-    from compare.report import in_axis_order
+    from compare.grid import in_axis_order
 
     runs = [fake_result(dataset=d, backend=b, point=f"C={c:g}", clip=c,
                         labels={"clip": f"C={c:g}", "data": d})
@@ -138,7 +138,7 @@ def test_panels_and_points_follow_the_preset_axis_order_not_the_alphabet() -> No
 def test_bundled_preset_gives_the_axis_order_when_the_report_has_none() -> None:
     from dataclasses import replace
 
-    from compare.report import in_axis_order
+    from compare.grid import in_axis_order
 
     run = replace(fake_result(labels={"clip": "C=1", "data": "cats_vs_dogs"}),
                   grid="interpretability-clip-sweep")
@@ -180,3 +180,21 @@ def test_panels_are_in_natural_order(saved: list[Figure]) -> None:
                                     [("test_accuracy", "test accuracy")], Path("x.png"), "epoch")
     titles = [ax.get_title() for ax in saved[0].axes if ax.get_title()]
     assert titles == ["15 epochs", "45 epochs", "60 epochs"]
+
+
+def test_the_results_table_names_settings_in_the_preset_axis_order(tmp_path: Path) -> None:
+    """``compare.api.results`` (dpcompare results) reads the store through the same ordering
+    as the report, so a clip-sweep run is 'cats_vs_dogs · C=1' in both, not 'C=1 · ...'."""
+    from dataclasses import replace
+
+    from compare import tidy
+    from dpcore.results import ResultsStore
+    from tests.compare.attribution_fakes import make_run
+
+    store = ResultsStore(tmp_path)  # a schema-valid run, labelled as the clip sweep's
+    store.save(replace(make_run("harmonised tf", 0, 0.8),
+                       labels={"clip": "C=1", "data": "cats_vs_dogs"},
+                       grid="interpretability-clip-sweep"))
+    (run,) = tidy.load_results(tmp_path)
+    assert list(run.labels) == ["data", "clip"]
+    assert tidy.results_table([run])["setting"].tolist() == ["cats_vs_dogs · C=1"]
