@@ -475,6 +475,10 @@ class PerfSpec:
             whole physical batch, so its time and memory grow with the square of its size
             (CNN4 on MNIST, 2 busy cores: ~150 s per 60k-example epoch at 16, ~300 s at 32,
             ~1150 s at 128; 1024 asks for an 11 GB tensor). ``None``: the whole batch.
+        cache_fixed_front: compute a model's fixed front end (the ScatterNet's scattering and
+            weight-free GroupNorm) once per data set and train the rest on its output, as
+            Tramer & Boneh do (:mod:`dpcore.frontcache`); harmonised recipe only. The same
+            result within float tolerance; ``False`` recomputes it in every step.
     """
 
     engine: str | None = None
@@ -483,6 +487,7 @@ class PerfSpec:
     physical_batch_size: int | None = 256
     deterministic: bool = True
     library_jacobian_batch_size: int | None = 16
+    cache_fixed_front: bool = True
 
     def __post_init__(self) -> None:
         if self.engine is not None:
@@ -492,6 +497,9 @@ class PerfSpec:
                        valid="an integer >= 1 or null")
         _integer_field(self, "library_jacobian_batch_size", "perf.library_jacobian_batch_size",
                        low=1, valid="an integer >= 1 or null")
+        if not isinstance(self.cache_fixed_front, bool):
+            raise ConfigError(f"perf.cache_fixed_front={self.cache_fixed_front!r} is not "
+                              "valid; valid: true or false")
 
 
 _SECTIONS: dict[str, type] = {

@@ -39,6 +39,7 @@ from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
+from dpcore.frontcache import FixedFront, cache_inputs
 from dpcore.ldp.record import LdpRecord
 from dpcore.privacy_checks import check_dp_model
 from dpcore.recipes import check_backend_recipe, recipe_record
@@ -217,7 +218,7 @@ def fit(
     make_engine: Callable[[PrivacyPlan, StepMechanism], StepEngine],
     library_epsilon: Callable[[PrivacyPlan], Mapping[str, float | None]],
     progress: bool = True, callbacks: Sequence[EpochCallback] = (),
-    perf_details: Mapping[str, Any] | None = None,
+    perf_details: Mapping[str, Any] | None = None, front: FixedFront | None = None,
 ) -> TrainedModel:
     """Train ``model`` with a backend's engine and return the trained-model record.
 
@@ -234,6 +235,9 @@ def fit(
         progress: tqdm bar per epoch (only on a terminal).
         callbacks: per-epoch callbacks (see :func:`dpcore.trainloop.run_training`).
         perf_details: backend facts to record in the result's ``perf`` entry.
+        front: ``model`` split at the end of its fixed front end (:mod:`dpcore.frontcache`):
+            the front is applied once to both splits and ``make_engine`` must build the
+            engine on ``front.head``; the time it took is recorded in ``perf``.
     """
     started = utc_now()
     check_backend_recipe(config, backend)
@@ -241,22 +245,28 @@ def fit(
     plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
     if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
         check_dp_model(model, model_name=f"model {config.model.name!r}")
+    details = dict(perf_details or {})
+    inputs = None
+    if front is not None:
+        inputs = cache_inputs(dataset, front, progress=progress)
+        details.update(inputs.record())
     engine = make_engine(plan, step_mechanism(config, plan))
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
-                               callbacks=callbacks)
+                               callbacks=callbacks, inputs=inputs)
     finally:  # also on divergence, a callback's exception or Ctrl-C
         engine.close()
+    del inputs  # the features can be large (MNIST, scatter: ~1 GB); the model needs none
     result = build_run_result(
         config, backend, dataset, plan, outcome, perf=perf,
         library_epsilon=library_epsilon_or_empty(library_epsilon, plan),
-        started_at=started, perf_details=perf_details, recipe=recipe_record(config, backend),
+        started_at=started, perf_details=details, recipe=recipe_record(config, backend),
     )
     return TrainedModel(
         backend=backend, model=model, config=config, weights=outcome.weights,
         input_shape=dataset.input_shape, n_classes=dataset.n_classes, task=dataset.task,
         class_names=tuple(dataset.class_names), vocab_size=dataset.vocabulary_size,
-        perf=perf, result=result, extra=dict(perf_details or {}),
+        perf=perf, result=result, extra=details,
     )
 
 

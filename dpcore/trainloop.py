@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -43,6 +43,9 @@ from dpcore.data.images import as_float01
 from dpcore.errors import ConfigError
 from dpcore.recipes import step_divisor
 from dpcore.sampling import batches_for, chunk_indices
+
+if TYPE_CHECKING:
+    from dpcore.frontcache import CachedInputs
 
 #: Examples per forward pass when predicting (memory only; results do not depend on it).
 PREDICT_BATCH_SIZE = 512
@@ -279,6 +282,7 @@ def _progress_enabled(progress: bool) -> bool:
 def run_training(
     config: RunConfig, dataset: Dataset, perf: PerfSpec, plan: PrivacyPlan, engine: StepEngine,
     *, progress: bool = True, callbacks: Sequence[EpochCallback] = (),
+    inputs: CachedInputs | None = None,
 ) -> TrainingOutcome:
     """Train ``engine``'s model for ``plan.batches.steps`` logical steps.
 
@@ -302,10 +306,16 @@ def run_training(
         engine: the backend's step engine.
         progress: show a tqdm bar per epoch (only when stderr is a terminal).
         callbacks: called with each epoch's record; a True return stops training.
+        inputs: the model's fixed front end already applied to both splits
+            (:mod:`dpcore.frontcache`): the engine's model is then the head, trained and
+            evaluated on these features in place of the data set's images (same order).
     """
     batches = plan.batches
     task = dataset.task
     x_train, y_train = dataset.x_train, dataset.y_train
+    x_test = dataset.x_test
+    if inputs is not None:
+        x_train, x_test = inputs.x_train, inputs.x_test
     ema_decay = config.train.ema_decay
     n_epochs = math.ceil(batches.steps / batches.steps_per_epoch)
     history: list[dict[str, Any]] = []
@@ -372,7 +382,7 @@ def run_training(
         else:
             eval_start = time.perf_counter()
             with evaluation_weights(engine, ema):
-                last_proba = predict_in_batches(engine.predict_proba, dataset.x_test, task)
+                last_proba = predict_in_batches(engine.predict_proba, x_test, task)
             test_loss, test_acc = test_loss_and_accuracy(last_proba, dataset.y_test)
             eval_seconds.append(time.perf_counter() - eval_start)
             record.update(test_loss=test_loss, test_accuracy=test_acc,

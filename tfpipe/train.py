@@ -21,6 +21,7 @@ from dpcore.backend import choose_engine
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
+from dpcore.frontcache import front_to_cache
 from dpcore.pipeline import factor_initial_weights, fit
 from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
@@ -28,6 +29,7 @@ from dpcore.trainloop import EpochCallback
 from tfpipe.accounting import tf_privacy_epsilon
 from tfpipe.device import device_record
 from tfpipe.engine import TfStepEngine  # also imported from here by callers and tests
+from tfpipe.frontsplit import split_fixed_front
 from tfpipe.models import build_model, set_weights
 
 BACKEND = "tf"
@@ -106,11 +108,14 @@ def train(
         details["per_example_gradients"] = fast.DESCRIPTION
     details.update(choice.details())
     details.update(device_record())
+    names = front_to_cache(config, perf, dataset)
+    front = split_fixed_front(model, names) if names else None
+    trained_model = model if front is None else front.head  # shares the model's weights
     return fit(
         config, dataset, perf, backend=BACKEND, model=model,
-        make_engine=lambda plan, mechanism: engine_cls(model, config, mechanism, perf),
+        make_engine=lambda plan, mechanism: engine_cls(trained_model, config, mechanism, perf),
         library_epsilon=library_epsilon, progress=progress, callbacks=callbacks,
-        perf_details=details,
+        perf_details=details, front=front,
     )
 
 

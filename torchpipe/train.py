@@ -18,6 +18,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.backend import choose_engine
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.frontcache import front_to_cache
 from dpcore.pipeline import factor_initial_weights, fit
 from dpcore.trained import TrainedModel, load_trained
 from dpcore.trained import save_checkpoint as _save_checkpoint
@@ -30,6 +31,7 @@ from torchpipe.engine import (  # also imported from here by callers and tests
     TorchStepEngine,
     configure_torch,
 )
+from torchpipe.frontsplit import split_fixed_front
 from torchpipe.models import build_model, set_weights
 
 BACKEND = "torch"
@@ -74,11 +76,14 @@ def train(
         "grad_sample_mode": DEFAULT_GRAD_SAMPLE_MODE
         if config.privacy.is_dpsgd and choice.engine == "reference" else None,
         **choice.details(), **device_record(device)}
+    names = front_to_cache(config, perf, dataset)
+    front = split_fixed_front(model, names) if names else None
+    trained_model = model if front is None else front.head  # shares the model's weights
     trained = fit(  # fit closes the engine (Opacus's hooks removed) however training ends
         config, dataset, perf, backend=BACKEND, model=model,
-        make_engine=lambda plan, mechanism: engine_cls(model, config, mechanism, perf),
+        make_engine=lambda plan, mechanism: engine_cls(trained_model, config, mechanism, perf),
         library_epsilon=library_epsilon, progress=progress, callbacks=callbacks,
-        perf_details=details,
+        perf_details=details, front=front,
     )
     model.eval()
     return trained

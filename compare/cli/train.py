@@ -80,6 +80,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "time and memory grow with N squared; default "
                         f"{PerfSpec().library_jacobian_batch_size})")
     parser.add_argument("--threads", type=int, help="framework intra-op threads")
+    parser.add_argument("--no-front-cache", action="store_true",
+                        help="recompute a ScatterNet model's fixed scattering in every step "
+                        "instead of once per data set (same result; for timing comparisons)")
     add_engine_option(parser)
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"results store folder (default ./{DEFAULT_OUT})")
@@ -142,6 +145,7 @@ def build_perf(args: argparse.Namespace) -> PerfSpec:
         library_jacobian_batch_size=(
             args.library_jacobian_batch_size if args.library_jacobian_batch_size is not None
             else defaults.library_jacobian_batch_size),
+        cache_fixed_front=not args.no_front_cache,
     )
 
 

@@ -38,6 +38,9 @@ def test_options_build_the_config(tmp_path: Path) -> None:
     assert build_perf(parse("--dataset", "digits", "--epochs", "1")).engine is None
     assert build_perf(parse("--dataset", "digits", "--epochs", "1", "--engine", "fast")
                       ).engine == "fast"
+    assert build_perf(parse("--dataset", "digits", "--epochs", "1")).cache_fixed_front is True
+    assert build_perf(parse("--dataset", "digits", "--epochs", "1", "--no-front-cache")
+                      ).cache_fixed_front is False
 
     path = tmp_path / "run.yaml"
     path.write_text("privacy: {mechanism: dpsgd-laplace, target_epsilon: 3}\n"

@@ -1,0 +1,147 @@
+"""Compute a model's fixed front end once per data set instead of once per training step.
+
+A ScatterNet model (``scatter-linear``, ``scatter-cnn``: Tramer & Boneh, ICLR 2021) starts
+with a wavelet scattering transform and a GroupNorm without weights: a fixed function of each
+image, never trained. Recomputing it in every training step is most of the step's cost
+(``scatter-cnn`` on MNIST: ~190 s per 60,000-image epoch on 2 cores, almost all of it the
+scattering). Tramer & Boneh's own code computes the scattering features once and trains on
+them; this module does the same, for both backends:
+
+* :func:`fixed_front_names` finds the cached prefix of an architecture;
+* a backend splits its model into that prefix (a numpy function) and the *head*, a model over
+  the features that shares the full model's layer objects, hence its weights;
+* :func:`cache_inputs` maps the training and test images to features once, in batches;
+* the shared loop then trains and evaluates the head on the features
+  (:func:`dpcore.trainloop.run_training`'s ``inputs``).
+
+The result does not depend on the cache beyond float tolerance: per-example gradients of the
+head's weights are the same whether the fixed front runs inside the step or before it
+(nothing before the head has a weight), and the trained weights are the full model's weights
+(tested on both backends). ``perf.cache_fixed_front=false`` switches it off.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from dpcore.architectures import Architecture, GroupNorm, Residual, Scattering2D, architecture
+from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
+
+#: Images per batch when computing features (memory only; results do not depend on it).
+FEATURE_BATCH_SIZE = 256
+
+
+@dataclass(frozen=True)
+class FixedFront:
+    """A backend model split at the end of its fixed front end.
+
+    Attributes:
+        names: neutral names of the front's layers (e.g. ``("scatter", "scatter_gn")``).
+        features: model inputs (NHWC float32 images, a batch) -> NHWC float32 features, the
+            front's output.
+        head: the framework model from the features to the logits; it shares its layer
+            objects (and so its weights) with the full model.
+    """
+
+    names: tuple[str, ...]
+    features: Callable[[np.ndarray], np.ndarray]
+    head: Any
+
+
+@dataclass(frozen=True)
+class CachedInputs:
+    """The front's output for both splits of a data set.
+
+    Attributes:
+        x_train, x_test: NHWC float32 features, in the data set's example order.
+        seconds: wall-clock seconds taken to compute them.
+        front: the names of the cached layers.
+    """
+
+    x_train: np.ndarray
+    x_test: np.ndarray
+    seconds: float
+    front: tuple[str, ...]
+
+    def record(self) -> dict[str, Any]:
+        """What the run's ``perf`` entry records about the cache."""
+        return {"fixed_front_cached": ", ".join(self.front),
+                "fixed_front_seconds": round(self.seconds, 3),
+                "fixed_front_feature_shape": list(self.x_train.shape[1:])}
+
+
+def fixed_front_names(arch: Architecture) -> tuple[str, ...]:
+    """Names of the leading layers of ``arch`` that form a fixed per-image function, or ``()``.
+
+    The prefix is a :class:`~dpcore.architectures.Scattering2D` followed by any GroupNorm
+    without weights (``affine=False``): no weights, and each image's output depends on that
+    image only. ``()`` when the architecture does not start with a scattering, or when a
+    later top-level layer is a residual block (the backends build the head as a chain of the
+    remaining top-level layers).
+    """
+    layers = arch.layers
+    if not layers or not isinstance(layers[0], Scattering2D):
+        return ()
+    n = 1
+    while n < len(layers) and isinstance(layers[n], GroupNorm) and not layers[n].affine:
+        n += 1
+    if any(isinstance(layer, Residual) for layer in layers[n:]):
+        return ()
+    return tuple(layer.name for layer in layers[:n])
+
+
+def cache_inputs(dataset: Dataset, front: FixedFront, *, progress: bool = True,
+                 batch_size: int = FEATURE_BATCH_SIZE) -> CachedInputs:
+    """The front's features of ``dataset``'s training and test images, computed once.
+
+    Args:
+        dataset: an image data set (``uint8`` 0..255 or float32, as the models take it).
+        front: the backend's split model.
+        progress: a tqdm bar (only when stderr is a terminal).
+        batch_size: images per forward pass of the front (memory only).
+    """
+    from dpcore.trainloop import model_inputs
+
+    start = time.perf_counter()
+    total = math.ceil(len(dataset.x_train) / batch_size) + math.ceil(
+        len(dataset.x_test) / batch_size)
+    bar = tqdm(total=total, desc=f"features ({', '.join(front.names)})", unit="batch",
+               disable=not (progress and sys.stderr.isatty()), file=sys.stderr, leave=False)
+
+    def featurise(x: np.ndarray) -> np.ndarray:
+        parts = []
+        for i in range(0, len(x), batch_size):
+            parts.append(np.asarray(front.features(model_inputs(x[i:i + batch_size], "image")),
+                                    dtype=np.float32))
+            bar.update(1)
+        return np.concatenate(parts, axis=0)
+
+    try:
+        x_train, x_test = featurise(dataset.x_train), featurise(dataset.x_test)
+    finally:
+        bar.close()
+    return CachedInputs(x_train=x_train, x_test=x_test,
+                        seconds=time.perf_counter() - start, front=front.names)
+
+
+def front_to_cache(config: RunConfig, perf: PerfSpec, dataset: Dataset) -> tuple[str, ...]:
+    """Names of the layers a harmonised run computes once per data set (``()``: none).
+
+    Non-empty only when ``perf.cache_fixed_front`` is on, the recipe is the harmonised one
+    (a library recipe runs the library's own loop on the full model), the data are images
+    and the model starts with a fixed front (:func:`fixed_front_names`).
+    """
+    if not perf.cache_fixed_front or config.recipe != "harmonised" or dataset.task != "image":
+        return ()
+    arch = architecture(config.model, dataset.input_shape, dataset.n_classes,
+                        dataset.vocabulary_size)
+    return fixed_front_names(arch)

@@ -1,0 +1,162 @@
+"""The fixed front end's cache (:mod:`dpcore.frontcache`): a ScatterNet run that computes the
+scattering once per data set trains to the same weights, history and test probabilities as
+one that recomputes it in every step, on both backends; the split model's head over the
+features gives the full model's probabilities; the run records what was cached.
+
+Tiny inputs (16x16 sklearn digits), a few steps, so the file runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+torch = pytest.importorskip("torch")
+pytest.importorskip("kymatio")
+
+from dpcore.architectures import architecture  # noqa: E402
+from dpcore.config import ModelSpec, PerfSpec, RunConfig  # noqa: E402
+from dpcore.errors import ConfigError  # noqa: E402
+from dpcore.frontcache import cache_inputs, fixed_front_names, front_to_cache  # noqa: E402
+from dpcore.trainloop import model_inputs  # noqa: E402
+from dpcore.weights import init_weights, weight_shapes  # noqa: E402
+from tests.backends.train_helpers import config, digits16, flat  # noqa: E402
+
+N_TRAIN, N_TEST = 96, 32  # a small slice of the digits: the scattering dominates the cost
+
+BACKENDS = ("tf", "torch")
+SCATTER_MODELS = ("scatter-linear", "scatter-cnn")
+WEIGHT_TOL = 1e-5  # relative, flat L2 norm of the weight difference after training
+PROBA_TOL = 1e-5  # absolute, on probabilities
+
+
+def _scatter_config(model: str, mechanism: str = "dpsgd-gaussian") -> RunConfig:
+    base = config(mechanism=mechanism, steps=4, batch_size=32, lr=0.2, momentum=0.9)
+    return dataclasses.replace(base, model=ModelSpec(name=model, activation="tanh"))
+
+
+def _train(backend: str, cfg: RunConfig, cache: bool):  # noqa: ANN202 - a TrainedModel
+    from dpcore.backend import load_backend
+
+    perf = PerfSpec(cache_fixed_front=cache, physical_batch_size=None)
+    return load_backend(backend).train(cfg, digits16(N_TRAIN, N_TEST), perf, progress=False)
+
+
+@pytest.mark.parametrize("model", SCATTER_MODELS)
+def test_the_front_is_the_scattering_and_its_weight_free_groupnorm(model: str) -> None:
+    arch = architecture(ModelSpec(name=model), (16, 16, 1), 10)
+    assert fixed_front_names(arch) == ("scatter", "scatter_gn")
+
+
+@pytest.mark.parametrize("model", ["cnn4", "resnet18"])
+def test_a_model_without_a_scattering_has_no_front(model: str) -> None:
+    arch = architecture(ModelSpec(name=model), (32, 32, 3), 10)
+    assert fixed_front_names(arch) == ()
+
+
+def test_the_cache_is_off_when_switched_off_or_for_the_library_recipe() -> None:
+    cfg = _scatter_config("scatter-linear")
+    data = digits16(N_TRAIN, N_TEST)
+    assert front_to_cache(cfg, PerfSpec(), data) == ("scatter", "scatter_gn")
+    assert front_to_cache(cfg, PerfSpec(cache_fixed_front=False), data) == ()
+    assert front_to_cache(dataclasses.replace(cfg, recipe="library"), PerfSpec(), data) == ()
+    assert front_to_cache(config(), PerfSpec(), data) == ()  # cnn4
+
+
+def test_a_non_boolean_switch_is_refused_naming_it() -> None:
+    with pytest.raises(ConfigError, match="perf.cache_fixed_front='yes'.*true or false"):
+        PerfSpec(cache_fixed_front="yes")  # type: ignore[arg-type]
+
+
+def _split(backend: str, model_name: str):  # noqa: ANN202 - (full model, FixedFront)
+    if backend == "tf":
+        from tfpipe.frontsplit import split_fixed_front
+        from tfpipe.models import build_model
+    else:
+        from torchpipe.frontsplit import split_fixed_front
+        from torchpipe.models import build_model
+    model = build_model(ModelSpec(name=model_name), (16, 16, 1), 10, seed=3)
+    return model, split_fixed_front(model, ("scatter", "scatter_gn"))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("model_name", SCATTER_MODELS)
+def test_the_head_over_the_features_is_the_full_model(backend: str, model_name: str) -> None:
+    from dpcore.backend import load_backend
+
+    model, front = _split(backend, model_name)
+    x = model_inputs(digits16(N_TRAIN, N_TEST).x_test[:20], "image")
+    features = front.features(x)
+    assert features.shape == (20, 4, 4, 81) and features.dtype == np.float32
+    full = load_backend(backend).predict_proba(model, x)
+    head = load_backend(backend).predict_proba(front.head, features)
+    assert np.abs(full - head).max() <= PROBA_TOL
+    # the head shares the model's weights: one set of arrays, the same neutral keys
+    if backend == "tf":
+        from tfpipe.models import get_weights
+    else:
+        from torchpipe.models import get_weights
+    whole, part = get_weights(model), get_weights(front.head)
+    assert sorted(whole) == sorted(part)
+    assert all(np.array_equal(whole[k], part[k]) for k in whole)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_split_that_is_not_the_model_prefix_is_refused(backend: str) -> None:
+    if backend == "tf":
+        from tfpipe.frontsplit import split_fixed_front
+        from tfpipe.models import build_model
+    else:
+        from torchpipe.frontsplit import split_fixed_front
+        from torchpipe.models import build_model
+    model = build_model(ModelSpec(name="scatter-linear"), (16, 16, 1), 10, seed=0)
+    with pytest.raises(ConfigError, match=r"cannot split.*\['scatter_gn'\].*leading"):
+        split_fixed_front(model, ("scatter_gn",))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_cached_features_keep_the_example_order(backend: str) -> None:
+    _, front = _split(backend, "scatter-linear")
+    data = digits16(N_TRAIN, N_TEST)
+    cached = cache_inputs(data, front, progress=False, batch_size=7)
+    assert cached.x_train.shape == (len(data.x_train), 4, 4, 81)
+    one_by_one = front.features(model_inputs(data.x_test[13:14], "image"))
+    assert np.abs(cached.x_test[13:14] - one_by_one).max() <= 1e-6
+    assert cached.record()["fixed_front_cached"] == "scatter, scatter_gn"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(("model_name", "mechanism"), [
+    ("scatter-linear", "dpsgd-gaussian"), ("scatter-cnn", "dpsgd-laplace"),
+    ("scatter-cnn", "none")])
+def test_a_cached_run_trains_what_an_uncached_run_trains(
+    backend: str, model_name: str, mechanism: str
+) -> None:
+    """Same seed, same noise draws, same batches: the weights, the per-epoch history and the
+    final test probabilities agree to float tolerance; only the cached run records a cache."""
+    cfg = _scatter_config(model_name, mechanism)
+    cached = _train(backend, cfg, cache=True)
+    plain = _train(backend, cfg, cache=False)
+    a, b = flat(cached.weights), flat(plain.weights)
+    assert np.linalg.norm(a - b) <= WEIGHT_TOL * np.linalg.norm(b)
+    init = flat(init_weights(weight_shapes(cfg.model, (16, 16, 1), 10), cfg.seed))
+    assert np.linalg.norm(b - init) >= 1e-3 * np.linalg.norm(init)  # training moved them
+    ra, rb = cached.result, plain.result
+    assert ra.status == rb.status == "finished"
+    for ha, hb in zip(ra.history, rb.history, strict=True):
+        assert ha["loss"] == pytest.approx(hb["loss"], rel=1e-4)
+        assert ha["test_accuracy"] == pytest.approx(hb["test_accuracy"], abs=1e-9)
+    assert ra.metrics["accuracy"] == pytest.approx(rb.metrics["accuracy"], abs=1e-9)
+    assert ra.perf["fixed_front_cached"] == "scatter, scatter_gn"
+    assert ra.perf["fixed_front_feature_shape"] == [4, 4, 81]
+    assert "fixed_front_cached" not in rb.perf
+    # the returned model is the full one: it takes images, and holds the trained weights
+    from dpcore.backend import load_backend
+
+    x = digits16(N_TRAIN, N_TEST).x_test[:10]
+    proba = load_backend(backend).predict_proba(cached.model, x)
+    assert proba.shape == (10, 10)
+    assert np.abs(proba - load_backend(backend).predict_proba(plain.model, x)).max() <= 1e-4
