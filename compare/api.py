@@ -501,6 +501,8 @@ def compare(
             run_ids=frozenset(run_id(cell.config.config_hash, backend)
                               for cell, backend in grid.runs()),
             axis_order=grid.axis_names,
+            labels={run_id(cell.config.config_hash, backend): dict(cell.labels)
+                    for cell, backend in grid.runs()},
         )
         log(f"report: {write_report(out, report_dir, context)}")
     return Store(out, grid=grid, outcome=outcome)

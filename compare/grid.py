@@ -288,6 +288,22 @@ def in_axis_order(results: Sequence[RunResult], axis_names: Sequence[str] = ()
             if r.labels else r for r in results]
 
 
+def with_grid_labels(results: Sequence[RunResult],
+                     labels: Mapping[str, Mapping[str, str]] | None) -> list[RunResult]:
+    """``results`` named as the grid being reported names them (``labels``: run id -> that
+    grid's labels of the run; a run it does not list keeps its stored labels).
+
+    A run is stored once per config hash, with the labels of the grid that trained it: a run
+    two presets share (the clip sweep's 'C=1' on cats vs dogs is interpretability-vs-epsilon's
+    'gauss eps=1') would otherwise appear in the second preset's report under the first one's
+    name, and its published cells would read "not run".
+    """
+    if not labels:
+        return list(results)
+    return [dataclasses.replace(r, labels=dict(labels[r.run_id])) if r.run_id in labels else r
+            for r in results]
+
+
 def load_grid_file(path: str | Path) -> dict[str, Any]:
     """A grid file (or a single RunConfig file, treated as a one-cell grid)."""
     raw = load_mapping_file(path)

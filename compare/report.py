@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +60,9 @@ class ReportContext:
     #: The grid's axes in the preset's order (see :func:`compare.grid.in_axis_order`); empty:
     #: the bundled preset's order when the runs name one, else as stored.
     axis_order: tuple[str, ...] = ()
+    #: Run id -> the reported grid's labels of that run (see
+    #: :func:`compare.grid.with_grid_labels`); None: the labels as stored.
+    labels: Mapping[str, Mapping[str, str]] | None = None
 
 
 def seeds_phrase(counts: pd.Series) -> str:
@@ -414,9 +417,9 @@ def write_report(
     results = store.list_runs()
     if context.run_ids is not None:
         results = [r for r in results if r.run_id in context.run_ids]
-    from compare.grid import in_axis_order
+    from compare.grid import in_axis_order, with_grid_labels
 
-    results = in_axis_order(results, context.axis_order)
+    results = in_axis_order(with_grid_labels(results, context.labels), context.axis_order)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     frame = results_frame(results)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -134,3 +135,38 @@ def test_dpcompare_report_finds_the_presets_published_figures_from_the_runs() ->
     assert entries and entries[0]["table"] == "mnist_table_I"
     runs[0].grid = "some-other-grid"
     assert preset_published(runs) == ()
+
+
+def test_a_run_shared_with_another_preset_is_named_as_the_reported_grid_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """interpretability-vs-epsilon's 'gauss eps=1' cats runs are the clip sweep's 'C=1' runs
+    (same config hash, stored once, with the labels of the sweep that trained them first):
+    its report must name them 'gauss eps=1', and its published cells must find them."""
+    from compare.report import ReportContext, write_report
+    from dpcore.results import ResultsStore
+
+    shared = [fake_result(dataset="cats_vs_dogs", backend=b, seed=s, point="C=1",
+                          labels={"clip": "C=1", "data": "cats_vs_dogs"}, accuracy=0.6)
+              for b in ("tf", "torch") for s in range(2)]
+    own = [fake_result(dataset="cats_vs_dogs", backend=b, seed=s, point="gauss eps=5",
+                       epsilon=5.0, labels={"data": "cats_vs_dogs", "privacy": "gauss eps=5"})
+           for b in ("tf", "torch") for s in range(2)]
+    # the fakes are not schema-complete RunResults: the store lists them as if read
+    monkeypatch.setattr(ResultsStore, "list_runs", lambda self: [*shared, *own])
+    labels = {r.run_id: {"data": "cats_vs_dogs", "privacy": "gauss eps=1"} for r in shared}
+    labels.update({r.run_id: dict(r.labels) for r in own})
+    published = ({"paper": "interpretability_dp_gradcam", "table": "gaussian_table_1",
+                  "cells": [{"row": {"metric": "average_drop_pct"}, "column": "eps_1",
+                             "setting": "cats_vs_dogs · gauss eps=1", "metric": "accuracy"}]},)
+    context = ReportContext(command="test", labels=labels, published=published,
+                            axis_order=("data", "privacy"))
+    report = write_report(tmp_path / "runs", tmp_path / "report", context).read_text()
+    summary = pd.read_csv(tmp_path / "report" / "summary.csv")
+    assert set(summary["setting"]) == {"cats_vs_dogs · gauss eps=1", "cats_vs_dogs · gauss eps=5"}
+    assert "C=1" not in report
+    row = next(line for line in report.splitlines()
+               if line.startswith("| metric=average_drop_pct | eps_1 |") and "TF Privacy" in line)
+    assert "not run" not in row and "60.00" in row
+    # without the grid's labels the shared runs keep the sweep's name (what the bug showed)
+    write_report(tmp_path / "runs", tmp_path / "plain", ReportContext(command="test"))
+    assert "C=1 · cats_vs_dogs" in set(pd.read_csv(tmp_path / "plain" / "summary.csv")["setting"])
