@@ -73,6 +73,7 @@ def test_every_preset_reproducing_a_paper_names_its_table() -> None:
     for name in ("mnist-library-benchmark", "mnist-library-benchmark-15",
                  "imdb-library-benchmark", "imdb-library-benchmark-15",
                  "medical-ldp-vs-dpsgd", "medical-ldp-vs-dpsgd-cnn4",
+                 "medical-ldp-vs-dpsgd-resnet18-short",
                  "interpretability-vs-epsilon", "interpretability-clip-sweep"):
         grid = expand_grid(load_preset(name))
         assert grid.published, name
