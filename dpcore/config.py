@@ -160,6 +160,16 @@ def _integer_field(spec: Any, attr: str, key: str, *, low: int, valid: str) -> N
         object.__setattr__(spec, attr, int(value))
 
 
+def _float_fields(spec: Any, *attrs: str) -> None:
+    """Store int values of ``spec``'s real-valued fields as floats (after their range check),
+    so that ``lr: 1`` and ``lr: 1.0`` (YAML, ``--set``) are one config with one hash. Every
+    stored run already holds floats there, so no stored hash changes."""
+    for attr in attrs:
+        value = getattr(spec, attr)
+        if isinstance(value, int) and not isinstance(value, bool):
+            object.__setattr__(spec, attr, float(value))
+
+
 def _check_choice(key: str, value: Any, choices: Iterable[str]) -> None:
     choices = tuple(choices)
     if value not in choices:
@@ -206,6 +216,10 @@ class DataSpec:
                        valid="an integer >= 1 or null")
         _integer_field(self, "test_limit", "data.test_limit", low=1,
                        valid="an integer >= 1 or null")
+        if isinstance(self.ldp_params, dict):  # ``scale: 1`` and ``scale: 1.0``: one hash
+            object.__setattr__(self, "ldp_params", {
+                k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+                for k, v in self.ldp_params.items()})
 
 
 @dataclass(frozen=True)
@@ -238,6 +252,8 @@ class ModelSpec:
         for key in ("tempered_scale", "tempered_inverse_temperature", "tempered_offset"):
             _check_range(f"model.{key}", getattr(self, key), finite=True,
                          valid="a finite number")
+        _float_fields(self, "width", "tempered_scale", "tempered_inverse_temperature",
+                      "tempered_offset")
 
 
 @dataclass(frozen=True)
@@ -296,6 +312,7 @@ class PrivacySpec:
             "privacy.delta", self.delta, low=0, high=1, low_open=True, high_open=True,
             valid="a number in (0, 1)",
         )
+        _float_fields(self, "noise_multiplier", "target_epsilon", "max_grad_norm", "delta")
         if self.is_dpsgd:
             if (self.noise_multiplier is None) == (self.target_epsilon is None):
                 raise ConfigError(
@@ -386,6 +403,9 @@ class TrainSpec:
             "train.ema_decay", self.ema_decay, low=0, high=1, high_open=True,
             valid="[0, 1) or null",
         )
+        # epochs keeps the type it was given: the default (1.0) and every stored preset run
+        # (``epochs: 20``) already hash with different types, so no canonical form is free
+        _float_fields(self, "lr", "momentum", "ema_decay")
 
 
 @dataclass(frozen=True)
