@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from dpcore.architectures import Architecture, GroupNorm, Residual, Scattering2D, architecture
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.data.images import as_float01
 
 #: Images per batch when computing features (memory only; results do not depend on it).
 FEATURE_BATCH_SIZE = 256
@@ -109,8 +110,6 @@ def cache_inputs(dataset: Dataset, front: FixedFront, *, progress: bool = True,
         progress: a tqdm bar (only when stderr is a terminal).
         batch_size: images per forward pass of the front (memory only).
     """
-    from dpcore.trainloop import model_inputs
-
     start = time.perf_counter()
     total = math.ceil(len(dataset.x_train) / batch_size) + math.ceil(
         len(dataset.x_test) / batch_size)
@@ -120,7 +119,8 @@ def cache_inputs(dataset: Dataset, front: FixedFront, *, progress: bool = True,
     def featurise(x: np.ndarray) -> np.ndarray:
         parts = []
         for i in range(0, len(x), batch_size):
-            parts.append(np.asarray(front.features(model_inputs(x[i:i + batch_size], "image")),
+            # the model inputs of images (dpcore.trainloop.model_inputs, not imported: cycle)
+            parts.append(np.asarray(front.features(as_float01(x[i:i + batch_size])),
                                     dtype=np.float32))
             bar.update(1)
         return np.concatenate(parts, axis=0)
