@@ -83,3 +83,24 @@ def test_single_run_config_file_is_a_one_cell_grid(tmp_path: Path) -> None:
     path.write_text("data: {name: digits}\ntrain: {epochs: 1, batch_size: 16}\n")
     grid = expand_grid(load_grid_file(path))
     assert len(grid.cells) == 1 and grid.name == "one"
+
+
+def test_tuned_interpretability_preset_trains_the_tuned_presets_settings() -> None:
+    """Its runs at the tuned presets' own settings are those presets' configs (one stored run)."""
+    tuned = expand_grid(load_preset("interpretability-vs-epsilon-tuned"))
+    assert len(tuned.cells) == 2 * 9 * 3
+    hashes = {c.config.config_hash: c.labels for c in tuned.cells}
+    for preset, data_label, own_label, our_label in (
+            ("cats-vs-dogs-tuned", "cats_vs_dogs", "non-private", "eps=inf"),
+            ("pneumonia-tuned", "pneumonia", "eps=1", "gauss eps=1"),
+            ("pneumonia-tuned", "pneumonia", "non-private", "eps=inf")):
+        cells = [c for c in expand_grid(load_preset(preset)).cells
+                 if c.labels["privacy"] == own_label]
+        assert len(cells) == 3, (preset, own_label)
+        for cell in cells:
+            assert hashes.get(cell.config.config_hash) == {"data": data_label,
+                                                           "privacy": our_label}
+    # every other tuned setting differs only in its privacy section
+    for cell in tuned.cells:
+        assert cell.config.model.name == "scatter-linear"
+        assert cell.config.train.momentum == 0.9 and cell.config.privacy.delta == 1e-5
