@@ -27,7 +27,8 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
              if counts.get(v, 0)]
     p_text = "" if math.isnan(worst["p_value"]) else f", paired t test p = {worst['p_value']:.2g}"
     return (f"Paired by seed (same sampler and initial weights), Opacus minus TF Privacy test "
-            f"accuracy over {len(paired)} settings: {', '.join(parts)} (agree = 95% interval "
+            f"accuracy over {len(paired)} setting{'s' if len(paired) != 1 else ''}: "
+            f"{', '.join(parts)} (agree = 95% interval "
             f"of the mean difference inside {tol}); the largest mean difference is "
             f"{_pts(worst['mean_difference'])} points in {worst['setting']!r} (95% CI "
             f"{_pts(worst['ci_low'])} to {_pts(worst['ci_high'])}{p_text}, "

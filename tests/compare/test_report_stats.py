@@ -102,6 +102,7 @@ def test_the_headline_says_when_no_interval_can_be_given() -> None:
     sentences = headline(frame, paired_backend_table(frame))
     assert 2 <= len(sentences) <= 4
     assert "1 agree" in sentences[0] and "95% CI" in sentences[0]
+    assert "over 1 setting:" in sentences[0]  # not "1 settings"
     assert sentences[-1].startswith("None of the 6 finished runs collapsed")
 
 
