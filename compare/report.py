@@ -204,9 +204,12 @@ def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> 
         lines += ["Privacy-utility curve, one panel per data set (dashed: non-private run of "
                   "the same panel; dotted: majority-class rate):", "",
                   "![privacy-utility curve](accuracy_vs_epsilon.png)", ""]
-    if frame["auc"].notna().any() and plots.plot_metric_vs_swept(
-            frame, "auc", out / "auc_vs_epsilon.png", "test AUC"):
-        lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
+    if frame["auc"].notna().any():
+        if plots.plot_metric_vs_swept(frame, "auc", out / "auc_vs_epsilon.png", "test AUC"):
+            lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
+        elif plots.plot_by_setting(frame, "auc", out / "auc_by_setting.png",
+                                   "test AUC (mean, 95% CI over seeds)"):
+            lines += ["![AUC by setting](auc_by_setting.png)", ""]
     table = summary.assign(collapsed=summary["collapsed"].map(
         lambda n: f"collapsed ({n})" if n else ""))
     cols = ["setting", "backend", "seeds", "accuracy_text", "auc_text", "epsilon_mean",
@@ -272,9 +275,13 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
                            ("increase_in_confidence", "Increase in Confidence % (higher)"),
                            ("deletion_auc", "deletion AUC (lower is better)"),
                            ("insertion_auc", "insertion AUC (higher is better)")):
-            if frame[key].notna().any() and plots.plot_metric_vs_swept(
-                    frame, key, out / f"{key}_vs_epsilon.png", label):
+            if not frame[key].notna().any():
+                continue
+            if plots.plot_metric_vs_swept(frame, key, out / f"{key}_vs_epsilon.png", label):
                 lines += [f"![{label}]({key}_vs_epsilon.png)", ""]
+            elif plots.plot_by_setting(frame, key, out / f"{key}_by_setting.png",
+                                       f"{label}, mean and 95% CI over seeds"):
+                lines += [f"![{label}]({key}_by_setting.png)", ""]
         curves = curves_frame(results)
         if not curves.empty:
             curves.to_csv(out / "deletion_insertion.csv", index=False)

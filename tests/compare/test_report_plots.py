@@ -198,3 +198,25 @@ def test_the_results_table_names_settings_in_the_preset_axis_order(tmp_path: Pat
     (run,) = tidy.load_results(tmp_path)
     assert list(run.labels) == ["data", "clip"]
     assert tidy.results_table([run])["setting"].tolist() == ["cats_vs_dogs · C=1"]
+
+
+def test_settings_that_share_an_epsilon_are_not_pooled_into_one_point(
+        saved: list[Figure]) -> None:
+    """Factor flips at one epsilon (mnist-gap-attribution) or two models at epsilon 3
+    (mnist-tuned) are no curve of epsilon: their panel is left out, not averaged into a point."""
+    flips = [fake_result(dataset="mnist", backend="tf", point=p, epsilon=3.44, accuracy=acc,
+                         labels={"configuration": p})
+             for p, acc in (("harmonised", 0.88), ("flip: k=32", 0.95))]
+    assert not plots.plot_metric_vs_swept(results_frame(flips), "accuracy", Path("x.png"),
+                                          "test accuracy")
+    assert not saved
+    # beside a panel that is a curve, only that panel is drawn
+    curve = [fake_result(dataset="pneumoniamnist", backend="tf", point=p, epsilon=e,
+                         accuracy=0.8, labels={"data": "pneumonia", "privacy": p})
+             for p, e in (("eps=1", 1.0), ("eps=8", 8.0))]
+    pooled = [fake_result(dataset="mnist", backend="tf", point=p, epsilon=3.0, accuracy=0.9,
+                          labels={"data": "mnist", "privacy": p})
+              for p in ("cnn4 eps=3", "scatter eps=3")]
+    assert plots.plot_metric_vs_swept(results_frame(curve + pooled), "accuracy", Path("x.png"),
+                                      "test accuracy")
+    assert [ax.get_title() for ax in saved[0].axes if ax.get_visible()] == ["pneumonia"]
