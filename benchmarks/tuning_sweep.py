@@ -3,10 +3,11 @@
 ``python -m benchmarks.tuning_sweep --dataset pneumoniamnist --epsilons 1,8
 --candidates benchmarks/tuning/pneumoniamnist.yaml [--backend torch] [--data-dir DIR]
 [--out FILE.md]`` trains every candidate setting (a YAML list of ``{label, model, train}``
-sections laid over the base below) with harmonised Gaussian DP-SGD at each target epsilon
-(delta 1e-5, clip norm 1 unless a candidate sets ``privacy.max_grad_norm``, Poisson sampling,
-the noise multiplier calibrated by the shared accountant) and scores it on a VALIDATION split:
-20 % of the data set's training split, seeded and stratified
+sections, optionally ``data``, ``privacy`` and ``augment``, laid over the base below) with
+harmonised Gaussian DP-SGD at each target epsilon (delta 1e-5, clip norm 1 unless a
+candidate sets ``privacy.max_grad_norm``, Poisson sampling, the noise multiplier calibrated by
+the shared accountant) and scores it on a VALIDATION split: 20 % of the data set's training
+split, seeded and stratified
 (:func:`benchmarks.defaults_sweep.validation_split`); the model trains on the other 80 %. The
 test split is never scored, so a preset chosen from this table has not looked at its test set.
 
@@ -34,8 +35,10 @@ from dpcore.errors import ConfigError
 from dpcore.pipeline import prepare_dataset
 
 DELTA = 1e-5
-#: Keys a candidate may set (sections laid over the base config).
-CANDIDATE_KEYS = {"label", "model", "train", "privacy", "data"}
+#: Keys a candidate may set (sections laid over the base config). ``augment``
+#: (:class:`dpcore.config.AugmentSpec`) augments the fit part of the training split only; the
+#: validation split is scored on clean images, like any evaluation.
+CANDIDATE_KEYS = {"label", "model", "train", "privacy", "data", "augment"}
 
 
 def load_candidates(path: str | Path) -> list[dict[str, Any]]:

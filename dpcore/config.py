@@ -6,7 +6,8 @@ training, seed). Performance-only switches (engine, XLA, threads, physical chunk
 not part of :attr:`RunConfig.config_hash`.
 
 Config files are YAML or JSON mappings with the sections ``data``, ``model``, ``privacy``,
-``train`` and the key ``seed`` (and optionally ``version``). Unknown keys are rejected.
+``train`` and the key ``seed`` (and optionally ``version``, ``recipe`` and the sections
+``factors`` and ``augment``). Unknown keys are rejected.
 """
 
 from __future__ import annotations
@@ -474,6 +475,57 @@ class FactorSpec:
 
 
 @dataclass(frozen=True)
+class AugmentSpec:
+    """Per-example augmentation of the training images, identical on both backends.
+
+    Applied by :func:`dpcore.trainloop.run_training` to each logical training batch (see
+    :mod:`dpcore.augment`), drawn from a generator seeded by ``(seed, step)``, so both
+    backends train on the same augmented images in every step and a run is reproducible.
+    Evaluation (test metrics, faithfulness, Grad-CAM) always sees the clean images. The
+    defaults (no augmentation) are left out of the config hash, so every config written
+    before this section existed keeps its hash.
+
+    Privacy: no extra cost, and no change to the accounting. Each augmented image is a function
+    of one training example only and of random choices that do not depend on the data (drawn
+    independently and identically for each example of a batch), and its gradient is clipped as
+    that example's gradient; adding or removing one example still changes the clipped sum by
+    at most the clip norm, so the sensitivity, and hence the accountant's epsilon, is the same
+    as without augmentation.
+
+    Attributes:
+        hflip: flip each training image left-right with probability 1/2, independently per
+            example.
+        crop_padding: pad each side of each training image with this many pixels of value 0
+            (in the array's own units), then crop back to the original size at an offset drawn
+            uniformly per example (``0`` = no crop). Must be smaller than the image's sides
+            (checked when the data set is known).
+    """
+
+    hflip: bool = False
+    crop_padding: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.hflip, bool):
+            raise ConfigError(f"augment.hflip={self.hflip!r} is not valid; valid: true or false")
+        if self.crop_padding is None:
+            raise ConfigError("augment.crop_padding=None is not valid; valid: an integer >= 0 "
+                              "(pixels of padding per side; 0 = no crop)")
+        _integer_field(self, "crop_padding", "augment.crop_padding", low=0,
+                       valid="an integer >= 0 (pixels of padding per side; 0 = no crop)")
+
+    @property
+    def active(self) -> bool:
+        """True when any augmentation is asked for."""
+        return self.hflip or self.crop_padding > 0
+
+    def non_default(self) -> dict[str, Any]:
+        """The fields that differ from no augmentation (what the config hash sees)."""
+        default = AugmentSpec()
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
+
+
+@dataclass(frozen=True)
 class PerfSpec:
     """Performance-only switches: never part of the config hash, never change the result.
 
@@ -528,10 +580,12 @@ _SECTIONS: dict[str, type] = {
     "privacy": PrivacySpec,
     "train": TrainSpec,
     "factors": FactorSpec,
+    "augment": AugmentSpec,
 }
-# ``factors`` and ``recipe`` are left out of RunConfig.to_dict (and so of the config hash)
-# while they hold their defaults: configs written before they existed keep their hash, so
-# stored runs stay valid.
+# ``factors``, ``augment`` and ``recipe`` are left out of RunConfig.to_dict (and so of the
+# config hash) while they hold their defaults: configs written before they existed keep their
+# hash, so stored runs stay valid.
+_OPTIONAL_SECTIONS = ("factors", "augment")
 
 
 @dataclass(frozen=True)
@@ -545,6 +599,7 @@ class RunConfig:
     seed: int = 0
     factors: FactorSpec = field(default_factory=FactorSpec)
     recipe: str = "harmonised"
+    augment: AugmentSpec = field(default_factory=AugmentSpec)
 
     def __post_init__(self) -> None:
         _check_choice("recipe", self.recipe, RECIPES)
@@ -569,13 +624,14 @@ class RunConfig:
         """A plain JSON-able mapping, including ``version``."""
         out: dict[str, Any] = {"version": CONFIG_VERSION}
         for name in _SECTIONS:
-            if name == "factors":
+            if name in _OPTIONAL_SECTIONS:
                 continue
             out[name] = dataclasses.asdict(getattr(self, name))
         out["seed"] = self.seed
-        factors = self.factors.non_default()
-        if factors:
-            out["factors"] = factors
+        for name in _OPTIONAL_SECTIONS:
+            changed = getattr(self, name).non_default()
+            if changed:
+                out[name] = changed
         if self.recipe != "harmonised":
             out["recipe"] = self.recipe
         return out
@@ -727,8 +783,10 @@ def check_combination(config: RunConfig) -> None:
 
     Raises:
         ConfigError: microbatches with Poisson sampling or not dividing the batch; a harmonised
-            factor changed under ``recipe: library`` (whose step is the library's own); a
-            library recipe with a mechanism or optimizer the libraries' public APIs lack.
+            factor or an ``augment`` section under ``recipe: library`` (whose step and loop
+            are the library's own); a library recipe with a mechanism or optimizer the
+            libraries' public APIs lack. (Augmentation of a text data set is refused where the
+            data set is known: :func:`dpcore.augment.check_augment_data`.)
     """
     factors, privacy, train = config.factors, config.privacy, config.train
     k = factors.microbatch_size
@@ -751,6 +809,15 @@ def check_combination(config: RunConfig) -> None:
             )
     if config.recipe != "library":
         return
+    augment = config.augment.non_default()
+    if augment:
+        key, value = next(iter(augment.items()))
+        raise ConfigError(
+            f"augment.{key}={value!r} applies to recipe=harmonised only: recipe=library runs "
+            "each library's own tutorial loop (TF Privacy through model.fit, Opacus through "
+            "make_private's data loader), which trains on the images unchanged; valid under "
+            "recipe=library: no augment section (hflip false, crop_padding 0)"
+        )
     changed = sorted(set(factors.non_default()) - {"microbatch_size", "eval_split"})
     if changed:
         raise ConfigError(

@@ -17,7 +17,9 @@ them; this module does the same, for both backends:
 The result does not depend on the cache beyond float tolerance: per-example gradients of the
 head's weights are the same whether the fixed front runs inside the step or before it
 (nothing before the head has a weight), and the trained weights are the full model's weights
-(tested on both backends). ``perf.cache_fixed_front=false`` switches it off.
+(tested on both backends). ``perf.cache_fixed_front=false`` switches it off; a run with
+``augment`` never caches (the features of augmented images change in every step) and records
+why (:func:`front_not_cached_reason`).
 """
 
 from __future__ import annotations
@@ -137,11 +139,31 @@ def front_to_cache(config: RunConfig, perf: PerfSpec, dataset: Dataset) -> tuple
     """Names of the layers a harmonised run computes once per data set (``()``: none).
 
     Non-empty only when ``perf.cache_fixed_front`` is on, the recipe is the harmonised one
-    (a library recipe runs the library's own loop on the full model), the data are images
-    and the model starts with a fixed front (:func:`fixed_front_names`).
+    (a library recipe runs the library's own loop on the full model), the data are images,
+    no ``augment`` is set (each step's augmented images have new features) and the model
+    starts with a fixed front (:func:`fixed_front_names`).
     """
     if not perf.cache_fixed_front or config.recipe != "harmonised" or dataset.task != "image":
         return ()
+    if config.augment.active:
+        return ()
+    return _front_names(config, dataset)
+
+
+def front_not_cached_reason(config: RunConfig, perf: PerfSpec, dataset: Dataset) -> str | None:
+    """Why a model with a fixed front that would be cached is not, or ``None``.
+
+    ``"augment"`` when only the run's augmentation keeps :func:`front_to_cache` from caching
+    (recorded in the run's ``perf`` as ``fixed_front_not_cached_because``); ``None`` for a
+    cached front, a model without one, or the cache switched off by ``perf`` or the recipe.
+    """
+    if not config.augment.active or not perf.cache_fixed_front or (
+            config.recipe != "harmonised" or dataset.task != "image"):
+        return None
+    return "augment" if _front_names(config, dataset) else None
+
+
+def _front_names(config: RunConfig, dataset: Dataset) -> tuple[str, ...]:
     arch = architecture(config.model, dataset.input_shape, dataset.n_classes,
                         dataset.vocabulary_size)
     return fixed_front_names(arch)

@@ -36,10 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.accounting import PrivacyPlan, plan_privacy
+from dpcore.augment import check_augment_data
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
-from dpcore.frontcache import FixedFront, cache_inputs
+from dpcore.frontcache import FixedFront, cache_inputs, front_not_cached_reason
 from dpcore.ldp.record import LdpRecord
 from dpcore.privacy_checks import check_dp_model
 from dpcore.recipes import check_backend_recipe, recipe_record
@@ -237,11 +238,13 @@ def fit(
         perf_details: backend facts to record in the result's ``perf`` entry.
         front: ``model`` split at the end of its fixed front end (:mod:`dpcore.frontcache`):
             the front is applied once to both splits and ``make_engine`` must build the
-            engine on ``front.head``; the time it took is recorded in ``perf``.
+            engine on ``front.head``; the time it took is recorded in ``perf``. Without one,
+            ``perf`` records ``fixed_front_not_cached_because`` when ``augment`` is why.
     """
     started = utc_now()
     check_backend_recipe(config, backend)
     dataset = apply_data_factors(config, dataset)
+    check_augment_data(config.augment, dataset)  # before any feature or step is computed
     plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
     if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
         check_dp_model(model, model_name=f"model {config.model.name!r}")
@@ -250,6 +253,8 @@ def fit(
     if front is not None:
         inputs = cache_inputs(dataset, front, progress=progress)
         details.update(inputs.record())
+    elif (reason := front_not_cached_reason(config, perf, dataset)) is not None:
+        details["fixed_front_not_cached_because"] = reason
     engine = make_engine(plan, step_mechanism(config, plan))
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,

@@ -3,9 +3,9 @@
 A backend supplies a :class:`StepEngine`: something that performs one *logical* DP-SGD step
 on a list of physical chunks, predicts class probabilities, and gets/sets its weights in the
 neutral layout. Everything else lives here, written once: the seeded index batches
-(:mod:`dpcore.sampling`), the physical chunking, the per-epoch loop and history, the EMA of
-the weights (kept in numpy), divergence detection, evaluation, epsilon spent so far, timing
-and the progress bar.
+(:mod:`dpcore.sampling`), their optional per-example augmentation (:mod:`dpcore.augment`), the
+physical chunking, the per-epoch loop and history, the EMA of the weights (kept in numpy),
+divergence detection, evaluation, epsilon spent so far, timing and the progress bar.
 
 The EMA costs one weight copy per step (``get_weights``): negligible for cnn4, about 45 MB
 for resnet18, still small next to a DP step of that model.
@@ -37,7 +37,8 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from dpcore.accounting import PrivacyPlan, dpsgd_event, epsilon_pld, epsilon_rdp
-from dpcore.config import PerfSpec, RunConfig
+from dpcore.augment import augment_batch, augment_rng, check_augment_data
+from dpcore.config import AugmentSpec, PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.data.images import as_float01
 from dpcore.errors import ConfigError
@@ -279,6 +280,35 @@ def _progress_enabled(progress: bool) -> bool:
     return bool(progress) and sys.stderr.isatty()
 
 
+def training_chunks(
+    x_train: np.ndarray, y_train: np.ndarray, indices: np.ndarray, chunk_size: int | None,
+    task: str, augment: AugmentSpec | None = None, seed: int = 0, step: int = 1,
+) -> list[Chunk]:
+    """The physical chunks of one logical batch, as the step engine takes them.
+
+    Without ``augment`` each chunk is sliced from the training arrays directly. With it, the
+    whole logical batch is augmented once (:func:`dpcore.augment.augment_batch`, generator
+    :func:`dpcore.augment.augment_rng` of ``(seed, step)``) and then split into the same
+    chunks, so the images do not depend on ``perf.physical_batch_size``.
+
+    Args:
+        x_train, y_train: the training arrays (images or cached features, and labels).
+        indices: the batch's example indices (from the shared sampler).
+        chunk_size: at most this many examples per chunk; ``None``: one chunk.
+        task: ``image`` or ``text`` (:func:`model_inputs`).
+        augment: the run's augmentation, or ``None`` for none.
+        seed: the run seed (augmentation only).
+        step: 1-based number of the optimizer step this batch is for (augmentation only).
+    """
+    if augment is None or not augment.active:
+        return [(model_inputs(x_train[part], task), y_train[part])
+                for part in chunk_indices(indices, chunk_size) if len(part)]
+    x_batch = augment_batch(x_train[indices], augment, augment_rng(seed, step))
+    y_batch = y_train[indices]
+    return [(model_inputs(x_batch[part], task), y_batch[part])
+            for part in chunk_indices(np.arange(len(indices)), chunk_size) if len(part)]
+
+
 def run_training(
     config: RunConfig, dataset: Dataset, perf: PerfSpec, plan: PrivacyPlan, engine: StepEngine,
     *, progress: bool = True, callbacks: Sequence[EpochCallback] = (),
@@ -298,6 +328,9 @@ def run_training(
 
     A NaN/inf training loss stops the run with status ``diverged`` (no exception).
 
+    With ``config.augment``, each training batch is augmented per example before it is
+    chunked (:func:`training_chunks`); the test evaluation always uses the clean images.
+
     Args:
         config: the run's configuration (sampling, seed, EMA decay).
         dataset: training and test arrays.
@@ -309,7 +342,20 @@ def run_training(
         inputs: the model's fixed front end already applied to both splits
             (:mod:`dpcore.frontcache`): the engine's model is then the head, trained and
             evaluated on these features in place of the data set's images (same order).
+            Not with ``config.augment`` (the features of augmented images change each step).
+
+    Raises:
+        ConfigError: augmentation of a text data set or with too much padding
+            (:func:`dpcore.augment.check_augment_data`), or together with cached ``inputs``.
     """
+    augment = config.augment if config.augment.active else None
+    check_augment_data(config.augment, dataset)
+    if augment is not None and inputs is not None:
+        raise ConfigError(
+            "augment is set but the run was handed cached front-end features: augmented "
+            "images change in every step, so their features cannot be computed once; valid: "
+            "no cached inputs (dpcore.frontcache.front_to_cache gives () for such a run)"
+        )
     batches = plan.batches
     task = dataset.task
     x_train, y_train = dataset.x_train, dataset.y_train
@@ -347,9 +393,8 @@ def run_training(
             indices = next(batch_iter)
             if k > 1:  # a partial last shuffled batch: drop what fills no whole microbatch
                 indices = indices[: len(indices) // k * k]
-            chunks = [(model_inputs(x_train[part], task), y_train[part])
-                      for part in chunk_indices(indices, chunk_size)
-                      if len(part)]
+            chunks = training_chunks(x_train, y_train, indices, chunk_size, task, augment,
+                                     config.seed, step + 1)
             if factors.normalisation == "expected":
                 batch_loss = float(engine.train_step(chunks))
             else:

@@ -4,7 +4,9 @@ Settings come from (later wins): ``--config FILE``, the explicit options below, 
 section.key=value`` overrides; a hyper-parameter none of them gives takes the tuned default of
 ``dpcore.defaults`` (tanh, SGD, see ``reports/defaults-sweep``), every other key its config
 default. Giving ``--noise-multiplier`` or ``--epsilon`` selects Gaussian DP-SGD unless
-``--mechanism`` says otherwise.
+``--mechanism`` says otherwise. ``--augment hflip,crop4`` sets the ``augment`` section
+(per-example flips and crops of the training images, :class:`dpcore.config.AugmentSpec`), as
+``--set augment.hflip=true --set augment.crop_padding=4`` does.
 
 Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (a RunResult whose ``checkpoint`` is
 relative to OUT) and ``checkpoint.npz`` (framework-neutral weights; loads into either backend),
@@ -67,6 +69,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="harmonised: the bench's one DP-SGD algorithm on both frameworks "
                              "(default); library: each library as its tutorials run it "
                              "(TF Privacy via model.fit, Opacus PrivacyEngine.make_private)")
+    parser.add_argument("--augment", metavar="LIST",
+                        help="per-example training-data augmentation, the same on both "
+                        "backends and at no privacy cost: comma-separated hflip (left-right "
+                        "flip with probability 1/2) and cropN (pad N pixels, crop back at a "
+                        "random offset), e.g. hflip,crop4; none for no augmentation; sets the "
+                        "config's augment section (augment.hflip, augment.crop_padding)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override any config key, e.g. train.optimizer=adam (repeatable)")
@@ -94,6 +102,36 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def parse_augment(text: str) -> dict[str, Any]:
+    """The ``augment`` section of an ``--augment`` value: ``hflip``, ``cropN`` (N >= 0
+    pixels), comma-separated, or ``none``; the tokens not given are off.
+
+    Raises:
+        ConfigError: a token that is neither, or one given twice, named with the valid ones.
+    """
+    valid = ("valid: comma-separated hflip and cropN (N an integer >= 0), e.g. hflip,crop4; "
+             "or none")
+    tokens = [t.strip().lower() for t in text.split(",") if t.strip()]
+    if not tokens:
+        raise ConfigError(f"--augment={text!r} names no augmentation; {valid}")
+    out: dict[str, Any] = {"hflip": False, "crop_padding": 0}
+    if tokens == ["none"]:
+        return out
+    seen: set[str] = set()
+    for token in tokens:
+        kind = "crop" if token.startswith("crop") else token
+        if kind in seen:
+            raise ConfigError(f"--augment={text!r} gives {kind} twice; {valid}")
+        seen.add(kind)
+        if token == "hflip":
+            out["hflip"] = True
+        elif kind == "crop" and token[4:].isdigit():
+            out["crop_padding"] = int(token[4:])
+        else:
+            raise ConfigError(f"--augment token {token!r} is not known; {valid}")
+    return out
+
+
 def build_config(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of the options (file, then explicit options, then ``--set``), with the
     tuned defaults of :mod:`dpcore.defaults` for the hyper-parameters none of them gives."""
@@ -116,6 +154,9 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     put("privacy.delta", args.delta)
     put("seed", args.seed)
     put("recipe", args.recipe)
+    if args.augment is not None:
+        for key, value in parse_augment(args.augment).items():
+            explicit.append(f"augment.{key}={str(value).lower()}")
     mechanism = MECHANISMS[args.mechanism] if args.mechanism else None
     if args.noise_multiplier is not None or args.epsilon is not None:
         if mechanism is None and (raw.get("privacy") or {}).get("mechanism") not in (

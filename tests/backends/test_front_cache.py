@@ -66,6 +66,15 @@ def test_the_cache_is_off_when_switched_off_or_for_the_library_recipe() -> None:
     assert front_to_cache(config(), PerfSpec(), data) == ()  # cnn4
 
 
+def test_the_cache_is_off_with_augmentation() -> None:
+    """Augmented training images have new scattering features in every step."""
+    from dpcore.config import AugmentSpec
+
+    cfg = dataclasses.replace(_scatter_config("scatter-linear"),
+                              augment=AugmentSpec(hflip=True, crop_padding=2))
+    assert front_to_cache(cfg, PerfSpec(), digits16(N_TRAIN, N_TEST)) == ()
+
+
 def test_a_non_boolean_switch_is_refused_naming_it() -> None:
     with pytest.raises(ConfigError, match="perf.cache_fixed_front='yes'.*true or false"):
         PerfSpec(cache_fixed_front="yes")  # type: ignore[arg-type]

@@ -55,6 +55,35 @@ def test_options_build_the_config(tmp_path: Path) -> None:
     assert target.privacy.target_epsilon == 2.0 and target.train.steps == 10
 
 
+def test_augment_option_sets_the_augment_section() -> None:
+    base = ("--dataset", "digits", "--epochs", "1")
+    assert "augment" not in build_config(parse(*base)).to_dict()
+    both = build_config(parse(*base, "--augment", "hflip,crop4"))
+    assert both.to_dict()["augment"] == {"hflip": True, "crop_padding": 4}
+    same = build_config(parse(*base, "--set", "augment.hflip=true",
+                              "--set", "augment.crop_padding=4"))
+    assert same.config_hash == both.config_hash
+    assert build_config(parse(*base, "--augment", "crop2")).augment.hflip is False
+    # the flag states the whole augmentation; a later --set still wins
+    assert build_config(parse(*base, "--augment", "none")).augment.active is False
+    mixed = build_config(parse(*base, "--augment", "hflip", "--set", "augment.crop_padding=1"))
+    assert mixed.augment.hflip and mixed.augment.crop_padding == 1
+
+
+@pytest.mark.parametrize(("value", "fragment"), [
+    ("vflip", "--augment token 'vflip' is not known; valid: comma-separated hflip and cropN"),
+    ("crop", "--augment token 'crop' is not known"),
+    ("crop-2", "--augment token 'crop-2' is not known"),
+    ("hflip,hflip", "gives hflip twice"),
+    (",", "names no augmentation"),
+])
+def test_a_bad_augment_token_is_one_line_and_exit_2(
+        value: str, fragment: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--backend", "torch", "--dataset", "digits", "--augment", value])
+    err = capsys.readouterr().err
+    assert code == 2 and fragment in err and len(err.strip().splitlines()) == 1
+
+
 def test_bad_value_is_one_line_and_exit_2(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["train", "--backend", "tf", "--dataset", "digits", "--batch-size", "0",

@@ -39,6 +39,22 @@ def test_expansion_is_the_cartesian_product_times_seeds() -> None:
     assert grid.runs()[0][0] is grid.runs()[1][0]
 
 
+def test_augment_passes_through_base_axes_and_overrides() -> None:
+    """``augment`` is a config section like any other: in the base, in an axis entry (which
+    laid over the base changes one field) and in a ``--set`` override."""
+    raw = dict(GRID, seeds=1, base={**GRID["base"], "augment": {"hflip": True}},
+               axes={"augment": [{"label": "flip"},
+                                 {"label": "flip+crop", "augment": {"crop_padding": 2}}]})
+    grid = expand_grid(raw)
+    assert [c.config.augment.crop_padding for c in grid.cells] == [0, 2]
+    assert all(c.config.augment.hflip for c in grid.cells)
+    assert grid.cells[0].config.config_hash != grid.cells[1].config.config_hash
+    off = expand_grid(raw, overrides=["augment.hflip=false", "augment.crop_padding=0"])
+    assert all("augment" not in c.config.to_dict() for c in off.cells)
+    with pytest.raises(ConfigError, match="augment.crop_padding=-1"):
+        expand_grid(dict(raw, base={**raw["base"], "augment": {"crop_padding": -1}}))
+
+
 def test_cli_style_overrides() -> None:
     grid = expand_grid(GRID, seeds=1, backends=["torch"], overrides=["train.lr=0.3"])
     assert len(grid.cells) == 4 and grid.backends == ("torch",)

@@ -46,6 +46,20 @@ def test_candidate_is_laid_over_the_dp_base(tmp_path: Path) -> None:
     assert config.data.name == "digits" and config.data.image_size == 16
 
 
+def test_a_candidate_may_carry_an_augment_section(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("candidates: [{label: flip, train: {epochs: 1},\n"
+                    "              augment: {hflip: true, crop_padding: 2}}]\n",
+                    encoding="utf-8")
+    candidate = load_candidates(path)[0]
+    config = run_config("digits", candidate, epsilon=2.0)
+    assert config.augment.hflip is True and config.augment.crop_padding == 2
+    assert config.privacy.target_epsilon == 2.0  # the base is kept beside it
+    plain = run_config("digits", {"label": "plain", "train": {"epochs": 1}}, epsilon=2.0)
+    assert "augment" not in plain.to_dict()
+    assert plain.config_hash != config.config_hash
+
+
 @pytest.mark.slow
 def test_sweep_scores_the_validation_split(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
