@@ -503,6 +503,7 @@ def compare(
             axis_order=grid.axis_names,
             labels={run_id(cell.config.config_hash, backend): dict(cell.labels)
                     for cell, backend in grid.runs()},
+            montage_grid=grid.name,
         )
         log(f"report: {write_report(out, report_dir, context)}")
     return Store(out, grid=grid, outcome=outcome)

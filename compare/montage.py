@@ -13,6 +13,7 @@ state), written atomically.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +28,8 @@ from dpcore.errors import ConfigError
 from dpcore.io import atomic_path
 
 COLUMN_KEYS = ("title", "backend", "maps", "pred_class", "confidence")
+#: Sub-folder of a results store that holds the montages, one folder per grid.
+MONTAGES_FOLDER = "montages"
 TILE_INCHES = 1.5
 DPI = 100
 OVERLAY_ALPHA = 0.45
@@ -198,3 +201,19 @@ def _show(ax: Axes, image: np.ndarray, saliency: np.ndarray | None = None) -> No
 
 
 __all__ = ["COLUMN_KEYS", "saliency_montage"]
+
+
+def safe_file_name(text: str) -> str:
+    """``text`` with every run of characters other than letters, digits, ``_ . -`` made one
+    ``_`` (a file or folder name on every platform)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)
+
+
+def grid_montage_folder(store_root: str | Path, grid_name: str) -> Path:
+    """Where the montages of grid ``grid_name`` live in a results store.
+
+    One folder per grid: two grids that share a store (``mnist-library-benchmark`` and
+    ``mnist-gap-attribution`` both use ``runs/mnist``) draw different columns for the same
+    data set and model, so one grid's montage must never stand in another grid's report.
+    """
+    return Path(store_root) / MONTAGES_FOLDER / safe_file_name(grid_name)

@@ -63,6 +63,10 @@ class ReportContext:
     #: Run id -> the reported grid's labels of that run (see
     #: :func:`compare.grid.with_grid_labels`); None: the labels as stored.
     labels: Mapping[str, Mapping[str, str]] | None = None
+    #: The grid whose montages the report shows (its folder,
+    #: :func:`compare.montage.grid_montage_folder`); None: the grid that wrote the runs when
+    #: they all come from one, else every grid's montages in the store.
+    montage_grid: str | None = None
 
 
 def seeds_phrase(counts: pd.Series) -> str:
@@ -265,7 +269,8 @@ def _curves_section(results: Sequence[RunResult], out: Path) -> list[str]:
 
 
 def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
-                          summary: pd.DataFrame, store_root: Path, out: Path) -> list[str]:
+                          summary: pd.DataFrame, store_root: Path, out: Path,
+                          montage_grid: str | None) -> list[str]:
     lines: list[str] = []
     if any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
         lines += ["## Grad-CAM faithfulness", "",
@@ -311,16 +316,32 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
                       markdown_table(collapsed.rename(columns=rename),
                                      [rename.get(c, c) for c in faith_cols] + ["collapsed"]),
                       ""]
-    montages = sorted((store_root / "montages").glob("*.png"))
+    montages = report_montages(store_root, montage_grid)
     if montages:
         (out / "montages").mkdir(exist_ok=True)
         lines += ["### Saliency montages", "",
                   "Each model is explained on the test images it is evaluated on (local-DP "
                   "runs: their privatised images, shown beside the clean ones).", ""]
-        for montage in montages:
-            atomic_write_bytes(out / "montages" / montage.name, montage.read_bytes())
-            lines += [f"![{montage.stem}](montages/{montage.name})", ""]
+        for name, montage in montages:
+            atomic_write_bytes(out / "montages" / name, montage.read_bytes())
+            lines += [f"![{Path(name).stem}](montages/{name})", ""]
     return lines
+
+
+def report_montages(store_root: Path, grid_name: str | None) -> list[tuple[str, Path]]:
+    """(file name in the report, montage file) of the montages a report shows.
+
+    With ``grid_name``: that grid's montages only (a store shared by several grids holds a
+    montage per grid for the same data set and model, with different columns). Without: every
+    grid's montage in the store, each named after its grid.
+    """
+    from compare.montage import MONTAGES_FOLDER, grid_montage_folder
+
+    if grid_name is not None:
+        return [(p.name, p) for p in sorted(grid_montage_folder(store_root, grid_name)
+                                            .glob("*.png"))]
+    return [(f"{p.parent.name}-{p.name}", p)
+            for p in sorted((store_root / MONTAGES_FOLDER).glob("*/*.png"))]
 
 
 def _time_section(frame: pd.DataFrame, out: Path) -> list[str]:
@@ -412,13 +433,21 @@ def preset_published(results: Sequence[RunResult]) -> tuple[dict[str, Any], ...]
     return () if grid is None else grid.published
 
 
+def _single_grid_name(results: Sequence[RunResult]) -> str | None:
+    """The grid that wrote every one of these runs (RunResult ``grid``), if they share one."""
+    names = {r.grid for r in results}
+    return str(next(iter(names))) if len(names) == 1 and next(iter(names)) else None
+
+
 def write_report(
     store_root: str | Path, out_dir: str | Path, context: ReportContext
 ) -> Path:
     """Write report.md, CSV tables and PNG plots for every run in ``store_root``.
 
-    Returns the path of ``report.md``. Montages written by the runner (``montages/*.png``
-    under the store root) are copied next to the report and linked.
+    Returns the path of ``report.md``. Montages written by the runner (one folder per grid
+    under ``montages/`` of the store, :func:`report_montages`) are copied next to the report
+    and linked; a store written before montages had a folder per grid shows its montages once
+    ``dpcompare compare`` has redrawn them.
     """
     store = ResultsStore(store_root)
     results = store.list_runs()
@@ -468,7 +497,8 @@ def write_report(
     lines += [markdown_table(dp_rows, eps_cols), ""]
     frame[eps_cols].to_csv(out / "epsilon.csv", index=False)
 
-    lines += _faithfulness_section(results, frame, summary, Path(store_root), out)
+    lines += _faithfulness_section(results, frame, summary, Path(store_root), out,
+                                   context.montage_grid or _single_grid_name(results))
     lines += _time_section(frame, out)
     lines += _per_class_section(results, frame, summary, out)
     lines += _ldp_and_audit(frame)

@@ -21,13 +21,13 @@ For every (cell, backend) of a :class:`~compare.grid.Grid`:
   stored as finished.
 
 After the grid, a saliency montage per (data set, model) group is drawn from the stored
-checkpoints (so it is complete after a resume too), and the report is written.
+checkpoints (so it is complete after a resume too) into the grid's own montage folder
+(:func:`compare.montage.grid_montage_folder`), and the report is written.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -151,7 +151,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                    *, log: Callable[[str], None] = print) -> list[Path]:
     """One saliency montage per (data set, model): rows = sample test images, columns = the
     input then the Grad-CAM overlay of every setting (first seed), one block per backend."""
-    from compare.montage import saliency_montage
+    from compare.montage import grid_montage_folder, safe_file_name, saliency_montage
     from dpcore.data import as_float01
     from dpcore.metrics import seeded_subset
 
@@ -197,8 +197,8 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                             "confidence": proba[np.arange(len(pred)), pred]})
         if images is None or not columns:
             continue
-        safe_name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{data_name}-{model_name}")
-        path = store.root / "montages" / f"{safe_name}.png"
+        path = (grid_montage_folder(store.root, grid.name)
+                / f"{safe_file_name(f'{data_name}-{model_name}')}.png")
         path.parent.mkdir(parents=True, exist_ok=True)
         saliency_montage(path, clean if clean is not None else images, columns, class_names,
                          title=f"Grad-CAM, {data_name} / {model_name}")

@@ -47,4 +47,4 @@ def test_each_run_is_explained_on_its_own_test_images(tmp_path: Path,
     assert np.array_equal(plain["inputs"], clean)
     assert ldp["inputs"].shape == clean.shape and not np.allclose(ldp["inputs"], clean)
     assert ldp["inputs"].min() >= 0.0 and ldp["inputs"].max() <= 1.0  # clipped noise
-    assert (tmp_path / "montages" / "digits-cnn4.png").is_file()
+    assert (tmp_path / "montages" / "tiny-ldp" / "digits-cnn4.png").is_file()

@@ -115,12 +115,35 @@ def test_faithfulness_and_montage_on_both_backends(tmp_path: Path) -> None:
         assert r.faithfulness is not None and r.faithfulness["n"] == 16
         assert 0.0 <= r.faithfulness["average_drop"] <= 100.0
         assert 0.0 <= r.faithfulness["deletion_auc"] <= 1.0
-    montage = tmp_path / "montages" / "digits-cnn4.png"
+    montage = tmp_path / "montages" / "tiny" / "digits-cnn4.png"  # the grid's own folder
     assert montage.is_file() and montage.stat().st_size > 10_000
     report = write_report(tmp_path, tmp_path / "rep", ReportContext(command="x"))
     text = report.read_text()
     assert "## Grad-CAM faithfulness" in text and "montages/digits-cnn4.png" in text
     assert (tmp_path / "rep" / "montages" / "digits-cnn4.png").is_file()
+
+
+def test_a_report_shows_only_its_own_grids_montages(tmp_path: Path) -> None:
+    """Two grids share a store (as mnist-library-benchmark and mnist-gap-attribution share
+    runs/mnist): each report shows its own grid's montage, and a grid that draws none shows
+    none, not the other grid's montage of the same data set and model."""
+    from compare.api import compare
+
+    drawn = {**TINY, "name": "drawn", "evaluation": {"faithfulness": False,
+                                                     "montage_images": 2}}
+    other = {**TINY, "name": "other",
+             "axes": {"privacy": [{"label": "eps=4", "privacy": {
+                 "mechanism": "dpsgd-gaussian", "target_epsilon": 4.0}}]},
+             "evaluation": {"faithfulness": False, "montage_images": 0}}
+    compare(drawn, out=tmp_path / "store", report=tmp_path / "rep-drawn", progress=False)
+    compare(other, out=tmp_path / "store", report=tmp_path / "rep-other", progress=False)
+    assert (tmp_path / "store" / "montages" / "drawn" / "digits-cnn4.png").is_file()
+    assert "montages/digits-cnn4.png" in (tmp_path / "rep-drawn" / "report.md").read_text()
+    assert "Saliency montages" not in (tmp_path / "rep-other" / "report.md").read_text()
+    assert not (tmp_path / "rep-other" / "montages").exists()
+    # without a grid, the report of the whole store names each montage after its grid
+    write_report(tmp_path / "store", tmp_path / "rep-all", ReportContext(command="x"))
+    assert (tmp_path / "rep-all" / "montages" / "drawn-digits-cnn4.png").is_file()
 
 
 def test_local_dp_cell_both_backends_train_on_the_same_privatised_arrays(tmp_path: Path) -> None:
