@@ -35,8 +35,10 @@ class LocalExecutor:
         store = ResultsStore(job.out_dir)
         for cell, backend in pending:
             tracker.started(cell, backend)
+            # no bars (a log file, or --quiet, whose log is silent): a line per epoch instead
             result = cellrun.run_one(cell, backend, job.grid, store, datasets,
-                                    progress=tracker.show, log=log)
+                                    progress=tracker.show, log=log,
+                                    log_epochs=not tracker.show)
             tracker.finished(run_id(cell.config.config_hash, backend), result)
 
     def close(self) -> None:

@@ -190,3 +190,24 @@ def test_report_can_be_limited_to_a_grids_runs(finished_store: Path, tmp_path: P
     import pandas as pd
 
     assert set(pd.read_csv(tmp_path / "rep" / "runs.csv")["run_id"]) == keep
+
+
+def test_a_grid_logging_to_a_file_gets_one_line_per_epoch(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under nohup or in CI (stderr is no terminal) the per-epoch bar is hidden, so a long run
+    would be silent for its whole length: each epoch is logged as one line instead."""
+    import sys
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    grid = {**TINY, "backends": ["torch"],
+            "base": {**TINY["base"], "train": {"epochs": 2, "batch_size": 64, "lr": 0.5}},
+            "axes": {"privacy": [{"label": "non-private", "privacy": {"mechanism": "none"}}]}}
+    lines: list[str] = []
+    run_grid(expand_grid(grid), tmp_path, progress=True, log=lines.append)
+    epochs = [line.strip() for line in lines if line.strip().startswith("epoch ")]
+    assert [e.split(":")[0] for e in epochs] == ["epoch 1/2", "epoch 2/2"]
+    assert all("test accuracy" in e and "epsilon inf" in e for e in epochs), epochs  # no DP
+    lines.clear()  # on a terminal the per-epoch bar shows it: no lines
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    run_grid(expand_grid({**grid, "seeds": 2}), tmp_path, progress=True, log=lines.append)
+    assert not [line for line in lines if line.strip().startswith("epoch ")]
