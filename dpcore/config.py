@@ -400,6 +400,11 @@ class TrainSpec:
         _check_range(
             "train.momentum", self.momentum, low=0, high=1, high_open=True, valid="[0, 1)"
         )
+        if self.optimizer != "sgd" and self.momentum:
+            raise ConfigError(
+                f"train.momentum={self.momentum!r} applies to SGD only, but "
+                f"train.optimizer={self.optimizer!r} (which would ignore it); valid: "
+                "train.momentum=0 with this optimizer, or train.optimizer=sgd")
         _check_range(
             "train.ema_decay", self.ema_decay, low=0, high=1, high_open=True,
             valid="[0, 1) or null",

@@ -65,6 +65,7 @@ def test_round_trip_through_dict() -> None:
         (["train.batch_size=0"], "train.batch_size=0"),
         (["train.lr=nan"], "train.lr"),
         (["train.momentum=1"], "[0, 1)"),
+        (["train.optimizer=adam", "train.momentum=0.9"], "applies to SGD only"),
         (["train.steps=5"], "exactly one of train.epochs and train.steps"),
         (["model.activation=gelu"], "valid: relu, tanh, tempered_sigmoid"),
         (["data.channels=2"], "data.channels=2"),
