@@ -37,7 +37,8 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
 
 def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
     """Per panel: the best DP-SGD setting's test accuracy against the non-private one, each
-    backend apart (means over seeds)."""
+    backend apart (means over seeds). A panel with several non-private settings (the same
+    model without noise, and a model tuned without privacy) names each, never pools them."""
     done = frame[(frame["status"] == "finished") & frame["accuracy"].notna()]
     parts = []
     for panel, group in done.groupby("panel", sort=False):
@@ -46,14 +47,21 @@ def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
         if dp.empty or public.empty:
             continue
         best = dp.groupby("point")["accuracy"].mean().idxmax()
+        points = list(dict.fromkeys(public["point"]))
         figures = []
         for backend in sorted(set(group["backend"])):
             dp_i = mean_interval(dp[(dp["point"] == best) & (dp["backend"] == backend)]
                                  ["accuracy"].to_numpy(float))
-            np_i = mean_interval(public[public["backend"] == backend]["accuracy"]
-                                 .to_numpy(float))
-            if dp_i.n and np_i.n:
-                figures.append(f"{backend} {dp_i.mean:.3f} vs {np_i.mean:.3f}")
+            references = []
+            for point in points:
+                np_i = mean_interval(public[(public["backend"] == backend)
+                                            & (public["point"] == point)]["accuracy"]
+                                     .to_numpy(float))
+                if np_i.n:
+                    references.append(f"{np_i.mean:.3f}"
+                                      + (f" ({point})" if len(points) > 1 else ""))
+            if dp_i.n and references:
+                figures.append(f"{backend} {dp_i.mean:.3f} vs {', '.join(references)}")
         if figures:
             parts.append(f"on {panel} the best DP-SGD setting ({best}) reaches "
                          f"{', '.join(figures)} non-private test accuracy")

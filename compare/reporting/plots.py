@@ -74,15 +74,21 @@ def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
 
 
 def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -> None:
-    """Non-private reference (dashed, per backend) and majority-class rate (dotted, grey)."""
+    """Non-private reference (per backend; one line style per non-private setting, never
+    pooled across settings) and majority-class rate (dotted, grey)."""
     public = group[group["mechanism"] == "none"]
-    for k, (backend, runs) in enumerate(public.groupby("backend")):
-        interval = mean_interval(runs[metric].to_numpy(float))
-        if interval.n:  # the first backend wider and paler, so that equal lines stay visible
-            ax.axhline(interval.mean, linestyle="--", linewidth=2.6 if k == 0 else 1.2,
-                       alpha=0.5 if k == 0 else 1.0,
-                       color=BACKEND_COLOURS.get(str(backend), "black"),
-                       label=f"{backend} non-private (mean)")
+    points = list(dict.fromkeys(public["point"]))
+    styles = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
+    for j, point in enumerate(points):
+        runs_of_point = public[public["point"] == point]
+        name = "non-private" if len(points) == 1 else str(point)
+        for k, (backend, runs) in enumerate(runs_of_point.groupby("backend")):
+            interval = mean_interval(runs[metric].to_numpy(float))
+            if interval.n:  # the first backend wider and paler, so equal lines stay visible
+                ax.axhline(interval.mean, linestyle=styles[j % len(styles)],
+                           linewidth=2.6 if k == 0 else 1.2, alpha=0.5 if k == 0 else 1.0,
+                           color=BACKEND_COLOURS.get(str(backend), "black"),
+                           label=f"{backend} {name} (mean)")
     if metric in ("accuracy",) and group["majority_rate"].notna().any():
         ax.axhline(float(group["majority_rate"].dropna().iloc[0]), linestyle=":",
                    color="grey", linewidth=1.2, label="majority-class rate")

@@ -220,3 +220,26 @@ def test_settings_that_share_an_epsilon_are_not_pooled_into_one_point(
     assert plots.plot_metric_vs_swept(results_frame(curve + pooled), "accuracy", Path("x.png"),
                                       "test accuracy")
     assert [ax.get_title() for ax in saved[0].axes if ax.get_visible()] == ["pneumonia"]
+
+
+def test_two_non_private_settings_get_a_line_each_not_a_pooled_one(saved: list[Figure]) -> None:
+    """cats-vs-dogs-tuned has a non-private run with the private settings and a tuned one."""
+    from compare.reporting.headline import privacy_cost_sentence
+
+    runs = [fake_result(dataset="cats_vs_dogs", backend=b, point=p, epsilon=e, mechanism=m,
+                        accuracy=acc, labels={"privacy": p})
+            for b in ("tf", "torch")
+            for p, e, m, acc in (("eps=8", 8.0, "dpsgd-gaussian", 0.69),
+                                 ("non-private", 0.0, "none", 0.70),
+                                 ("non-private (tuned)", 0.0, "none", 0.80))]
+    frame = results_frame(runs)
+    assert plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
+    flat = sorted((line.get_label(), round(float(line.get_ydata()[0]), 6))
+                  for line in saved[0].axes[0].get_lines()
+                  if "non-private" in str(line.get_label()))
+    assert flat == [("tf non-private (mean)", 0.7), ("tf non-private (tuned) (mean)", 0.8),
+                    ("torch non-private (mean)", 0.7),
+                    ("torch non-private (tuned) (mean)", 0.8)]
+    sentence = privacy_cost_sentence(frame)
+    assert sentence is not None
+    assert "tf 0.690 vs 0.700 (non-private), 0.800 (non-private (tuned))" in sentence
