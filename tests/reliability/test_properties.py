@@ -25,6 +25,7 @@ from hypothesis.extra import numpy as hnp
 from dpcore.config import (
     ACTIVATIONS,
     OPTIMIZERS,
+    AugmentSpec,
     DataSpec,
     ModelSpec,
     PrivacySpec,
@@ -53,6 +54,7 @@ def run_configs(draw: st.DrawFn) -> RunConfig:
             target = draw(positive)
     ldp = draw(st.sampled_from(["laplace", "gaussian", "dp_pix"])) if mechanism == "ldp" else None
     by_steps = draw(st.booleans())
+    optimizer = draw(st.sampled_from(OPTIMIZERS))
     return RunConfig(
         data=DataSpec(
             name=draw(st.sampled_from(["digits", "mnist5k", "mnist", "medmnist:/x/y.npz"])),
@@ -73,8 +75,11 @@ def run_configs(draw: st.DrawFn) -> RunConfig:
         train=TrainSpec(epochs=None if by_steps else draw(positive),
                         steps=draw(st.integers(1, 10**6)) if by_steps else None,
                         batch_size=draw(st.integers(1, 10**5)), lr=draw(positive),
-                        optimizer=draw(st.sampled_from(OPTIMIZERS)), momentum=draw(fraction),
+                        optimizer=optimizer,
+                        # momentum is SGD's only (refused with another optimizer)
+                        momentum=draw(fraction) if optimizer == "sgd" else 0.0,
                         ema_decay=draw(st.none() | fraction)),
+        augment=AugmentSpec(hflip=draw(st.booleans()), crop_padding=draw(st.integers(0, 8))),
         seed=draw(st.integers(0, 2**31)),
     )
 
