@@ -263,16 +263,6 @@ def _check_backend(backend: str) -> str:
     return backend
 
 
-def _epoch_callback(total_epochs: int, log: Log) -> Callable[[dict[str, Any]], None]:
-    """A training callback sending one progress line per epoch to ``log``."""
-    def show(record: dict[str, Any]) -> None:
-        eps = record.get("epsilon_spent")
-        log(f"epoch {record['epoch']}/{total_epochs}  step {record['step']}  "
-            f"loss {record['loss']:.4f}  test acc {record['test_accuracy']:.4f}  "
-            f"eps {'n/a' if eps is None else f'{eps:.3g}'}  {record['seconds']:.1f}s")
-    return show
-
-
 def _writable_folder(path: str | Path, name: str) -> Path:
     """``path`` if it can become a writable folder (nothing is created), else ConfigError."""
     from compare.cli.common import check_output_folder
@@ -317,7 +307,7 @@ def train(
         DataError: the data set or data root is missing or malformed.
         DpCompareError: ``out`` is not writable.
     """
-    from compare.training import Evaluation, train_and_record
+    from compare.training import Evaluation, epoch_line_logger, train_and_record
     from dpcore.pipeline import prepare_dataset, privacy_plan
     from dpcore.recipes import check_backend_recipe
 
@@ -342,7 +332,7 @@ def train(
             f"{plan.batches.expected_batch_size}")
         if not (progress and sys.stderr.isatty()):  # the bar shows progress otherwise
             epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
-            callbacks.append(_epoch_callback(epochs, log))
+            callbacks.append(epoch_line_logger(epochs, log))
     result, _path = train_and_record(
         config, dataset, backend, store, perf=perf,
         evaluation=Evaluation(faithfulness_subset=faithfulness_subset), progress=progress,

@@ -15,13 +15,19 @@ from pathlib import Path
 from typing import Any
 
 from compare.grid import Grid, GridCell
-from compare.training import Evaluation, incomplete_record, store_interrupted, train_and_record
+from compare.training import (
+    Evaluation,
+    epoch_line_logger,
+    incomplete_record,
+    store_interrupted,
+    train_and_record,
+)
 from dpcore.config import RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import DpCompareError
 from dpcore.results import ResultsStore, RunResult, utc_now
 
-__all__ = ["DatasetCache", "epoch_logger", "failed_cell_record", "run_one"]
+__all__ = ["DatasetCache", "failed_cell_record", "run_one"]
 
 
 class DatasetCache:
@@ -40,23 +46,6 @@ class DatasetCache:
         return self._cache[key]
 
 
-def epoch_logger(config: RunConfig, log: Callable[[str], None]
-                 ) -> Callable[[dict[str, Any]], None]:
-    """A training callback that logs one line per epoch (loss in nats, test accuracy as a
-    fraction, epsilon spent so far, seconds of training), for a grid whose progress goes to a
-    log file rather than a terminal, where the per-epoch bar is not shown. Never asks training
-    to stop."""
-    epochs = config.train.epochs
-    total = "" if epochs is None else f"/{math.ceil(epochs)}"
-
-    def show(record: dict[str, Any]) -> None:
-        eps = record.get("epsilon_spent")
-        log(f"    epoch {record['epoch']}{total}: loss {record['loss']:.4f}, test accuracy "
-            f"{record['test_accuracy']:.4f}, epsilon {'n/a' if eps is None else f'{eps:.3g}'}, "
-            f"{record['seconds']:.1f} s")
-    return show
-
-
 def run_one(
     cell: GridCell, backend: str, grid: Grid, store: ResultsStore, datasets: DatasetCache,
     *, progress: bool = True, log: Callable[[str], None] = print, log_epochs: bool = False,
@@ -67,7 +56,8 @@ def run_one(
     :func:`compare.training.train_and_record`, the record path ``dpcompare train`` uses too.
     An error is recorded as a ``failed`` run (the grid goes on); Ctrl-C stores an
     ``interrupted`` record and is re-raised. ``log_epochs``: send one line per epoch to
-    ``log`` (:func:`epoch_logger`; for a grid that draws no bars, e.g. logging to a file).
+    ``log`` (:func:`compare.training.epoch_line_logger`; for a grid that draws no bars,
+    e.g. logging to a file).
     """
     config = cell.config
     started = utc_now()
@@ -81,7 +71,9 @@ def run_one(
             raise
         callbacks: list[Callable[[dict[str, Any]], None]] = []
         if log_epochs:
-            callbacks.append(epoch_logger(config, log))
+            epochs = config.train.epochs
+            callbacks.append(epoch_line_logger(None if epochs is None else math.ceil(epochs),
+                                               log, indent="    "))
         result, _path = train_and_record(
             config, dataset, backend, store, perf=grid.perf,
             evaluation=Evaluation.of_grid(grid.evaluation), progress=progress,

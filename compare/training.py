@@ -19,7 +19,7 @@ the next invocation redoes the run) and is re-raised, never swallowed: the CLI e
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,25 @@ class Evaluation:
         if not evaluation.get("faithfulness", True):
             subset = 0
         return cls(faithfulness_subset=subset, audit=bool(evaluation.get("audit", False)))
+
+
+def epoch_line_logger(total_epochs: int | None, log: Callable[[str], None], *,
+                      indent: str = "") -> EpochCallback:
+    """A training callback that logs one line per epoch, for output that is not a terminal
+    (a log file, a notebook), where the per-epoch bar is not shown: the epoch (of
+    ``total_epochs``, left out when None), the mean training loss in nats, the test accuracy
+    as a fraction, the epsilon spent so far (``n/a`` without DP accounting, ``inf`` without
+    DP), the optimizer step reached and the seconds of training. Never asks training to stop.
+    The one line format of ``dpcompare train`` and of grids logging to a file."""
+    of_total = "" if total_epochs is None else f"/{total_epochs}"
+
+    def show(record: dict[str, Any]) -> None:
+        eps = record.get("epsilon_spent")
+        log(f"{indent}epoch {record['epoch']}{of_total}: loss {record['loss']:.4f}, test "
+            f"accuracy {record['test_accuracy']:.4f}, epsilon "
+            f"{'n/a' if eps is None else f'{eps:.3g}'}, step {record['step']}, "
+            f"{record['seconds']:.1f} s")
+    return show
 
 
 def train_and_record(

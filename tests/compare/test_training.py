@@ -163,3 +163,18 @@ def test_a_local_dp_run_has_one_ledger_and_no_ldp_text_in_extra(tmp_path: Path) 
     assert "epsilon_pld is not computed" in privacy["accounting_note"]
     assert privacy["ldp"]["privatised_fingerprint"] == result.dataset["fingerprint"]
     assert not any(k.startswith("ldp_") for k in result.dataset["extra"])
+
+
+def test_one_epoch_line_format_for_train_and_grids() -> None:
+    """``dpcompare train`` and a grid logging to a file write the same line per epoch."""
+    from compare.training import epoch_line_logger
+
+    lines: list[str] = []
+    record = {"epoch": 3, "step": 120, "loss": 0.123456, "test_accuracy": 0.98765,
+              "epsilon_spent": 1.23456, "seconds": 4.56}
+    epoch_line_logger(40, lines.append)(record)
+    epoch_line_logger(None, lines.append, indent="    ")({**record, "epsilon_spent": None})
+    assert lines == [
+        "epoch 3/40: loss 0.1235, test accuracy 0.9877, epsilon 1.23, step 120, 4.6 s",
+        "    epoch 3: loss 0.1235, test accuracy 0.9877, epsilon n/a, step 120, 4.6 s",
+    ]
