@@ -356,12 +356,28 @@ def _time_section(frame: pd.DataFrame, out: Path) -> list[str]:
         lines += ["DP over non-private median epoch time, against the non-private run of the "
                   "same backend, data set, model and epochs:", "", markdown_table(ratios), ""]
     done = frame[frame["status"] == "finished"]
-    medians = done.groupby(["setting", "backend"], sort=False).agg(
+    # A process-wide peak is the largest run's so far, not this run's: never shown as one.
+    per_run = done.assign(run_peak_memory_mb=done["peak_memory_mb"].where(
+        done["peak_memory_scope"] == "run"))
+    medians = per_run.groupby(["setting", "backend"], sort=False).agg(
         seeds=("seed", "size"), median_epoch_seconds=("epoch_seconds", "median"),
         median_examples_per_second=("examples_per_second", "median"),
-        median_peak_memory_mb=("peak_memory_mb", "median")).reset_index()
-    lines += [markdown_table(medians), ""]
+        median_peak_memory_mb=("run_peak_memory_mb", "median")).reset_index()
+    lines += [markdown_table(medians), "", _memory_sentence(done), ""]
     return lines
+
+
+def _memory_sentence(done: pd.DataFrame) -> str:
+    """What the memory column is, and which runs it leaves out."""
+    text = ("Peak memory: the peak resident set size of the process during each run, in MiB "
+            "(Linux VmHWM, reset at the run's start; it includes the data and framework "
+            "runtime already loaded, so it compares runs of one grid, not absolute needs).")
+    process_wide = int((done["peak_memory_scope"] != "run").sum())
+    if process_wide:
+        text += (f" {process_wide} of {len(done)} runs recorded only the process-wide peak "
+                 "(stored before per-run measurement, or on a system without the reset): in a "
+                 "grid that is the largest earlier run's, so they are left out ('–').")
+    return text
 
 
 def _per_class_section(results: Sequence[RunResult], frame: pd.DataFrame,

@@ -57,7 +57,9 @@ def final_metrics(outcome: TrainingOutcome, dataset: Dataset) -> dict[str, Any]:
 
 
 def timing_record(outcome: TrainingOutcome) -> dict[str, Any]:
-    """The RunResult ``timing`` entry (seconds are wall-clock; memory is peak RSS in MiB)."""
+    """The RunResult ``timing`` entry (seconds are wall-clock; memory is peak RSS in MiB, of
+    the run where the kernel allows (``peak_memory_scope: run``), else of the process)."""
+    peak = outcome.peak_memory
     return {
         "epoch_seconds": list(outcome.epoch_seconds),
         "eval_seconds": list(outcome.eval_seconds),
@@ -65,8 +67,9 @@ def timing_record(outcome: TrainingOutcome) -> dict[str, Any]:
         "train_seconds": float(sum(outcome.epoch_seconds)),
         "examples_seen": outcome.examples_seen,
         "examples_per_second": outcome.examples_per_second,
-        "peak_memory_mb": outcome.peak_memory_mb,
-        "peak_memory_note": "process peak resident set size (getrusage ru_maxrss)",
+        "peak_memory_mb": None if peak is None else peak.mb,
+        "peak_memory_scope": None if peak is None else peak.scope,
+        "peak_memory_note": None if peak is None else peak.note,
     }
 
 

@@ -25,7 +25,6 @@ the README's "What it does"), described by a :class:`StepMechanism`:
 from __future__ import annotations
 
 import math
-import resource
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,6 +41,7 @@ from dpcore.config import AugmentSpec, PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.data.images import as_float01
 from dpcore.errors import ConfigError
+from dpcore.memory import PeakMemory, PeakMemoryWindow
 from dpcore.recipes import step_divisor
 from dpcore.sampling import batches_for, chunk_indices
 
@@ -226,17 +226,6 @@ def test_loss_and_accuracy(proba: np.ndarray, y: np.ndarray) -> tuple[float, flo
     return float(-np.mean(np.log(picked))), float(np.mean(np.argmax(proba, axis=1) == y))
 
 
-def peak_memory_mb() -> float:
-    """Peak resident set size of this process so far, in MiB (``ru_maxrss``; Linux: KiB).
-
-    Process-wide and monotone: it includes the framework runtime and data, and a later run in
-    the same process cannot report less than an earlier one.
-    """
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    scale = 1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0  # macOS reports bytes
-    return float(rss) / scale
-
-
 @dataclass
 class TrainingOutcome:
     """What the loop produced; :mod:`dpcore.runrecord` turns it into a RunResult.
@@ -253,6 +242,7 @@ class TrainingOutcome:
         weights: the final evaluation weights (EMA when enabled), neutral layout.
         stopped_early: True if a callback stopped training.
         diverged_at_step: the step whose loss was NaN/inf, if any.
+        peak_memory: peak resident set size of the loop (:mod:`dpcore.memory`).
     """
 
     status: str
@@ -266,7 +256,7 @@ class TrainingOutcome:
     weights: dict[str, np.ndarray]
     stopped_early: bool = False
     diverged_at_step: int | None = None
-    peak_memory_mb: float | None = None
+    peak_memory: PeakMemory | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -369,6 +359,7 @@ def run_training(
     eval_seconds: list[float] = []
     status, diverged_at, stopped = "finished", None, False
     examples_total = 0
+    memory = PeakMemoryWindow()
     loop_start = time.perf_counter()
 
     ema = None if ema_decay is None else WeightEma(engine.get_weights(), ema_decay)
@@ -458,7 +449,7 @@ def run_training(
         epoch_seconds=epoch_seconds, eval_seconds=eval_seconds,
         total_seconds=time.perf_counter() - loop_start, test_proba=test_proba,
         weights=weights, stopped_early=stopped, diverged_at_step=diverged_at,
-        peak_memory_mb=peak_memory_mb(),
+        peak_memory=memory.peak(),
     )
 
 
@@ -511,6 +502,7 @@ def run_library_training(
     examples_total, step = 0, 0
     last_proba: np.ndarray | None = None
     as_run = dataclass_replace_rate(plan, runner.sampling_rate)
+    memory = PeakMemoryWindow()
     loop_start = time.perf_counter()
     for epoch in range(1, n_epochs + 1):
         start = time.perf_counter()
@@ -542,7 +534,7 @@ def run_library_training(
         total_seconds=time.perf_counter() - loop_start,
         test_proba=last_proba if status == "finished" else None,
         weights=runner.get_weights(), stopped_early=stopped, diverged_at_step=diverged_at,
-        peak_memory_mb=peak_memory_mb(),
+        peak_memory=memory.peak(),
     )
 
 

@@ -27,7 +27,8 @@ FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "masked_score",
                      "deletion_auc", "insertion_auc")
 TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
-                "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim")
+                "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
+                "peak_memory_scope")
 
 
 def epsilon_of(result: RunResult) -> float:
@@ -137,6 +138,8 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "total_seconds": r.timing.get("total_seconds"),
             "examples_per_second": r.timing.get("examples_per_second"),
             "peak_memory_mb": r.timing.get("peak_memory_mb"),
+            # records before dpcore.memory carry no scope: their peak was the process's
+            "peak_memory_scope": r.timing.get("peak_memory_scope") or "process",
             "n_train": r.dataset.get("n_train"),
             "n_test": r.dataset.get("n_test"),
             "data_fingerprint": r.dataset.get("fingerprint"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from compare.report import markdown_table
@@ -53,3 +55,20 @@ def test_the_header_says_which_per_example_path_each_backend_used() -> None:
                     "reference engine (Opacus grad-sample mode hooks) (1 run), "
                     "library recipe: PrivacyEngine.make_private (1 run)")
     assert engines_used([runs[3]]) == "no DP-SGD runs"
+
+
+def test_the_time_table_never_shows_a_process_wide_peak_as_a_runs(tmp_path: Path) -> None:
+    """Runs stored with ru_maxrss (the largest earlier run's peak in a grid) show '–'."""
+    from compare.report import _time_section
+    from compare.reporting.frames import results_frame
+    from tests.compare.report_fakes import fake_result
+
+    runs = [fake_result(backend=b, point=p) for b in ("tf", "torch") for p in ("a", "b")]
+    for run, (mb, scope) in zip(runs, ((900.0, "run"), (1200.0, "run"),
+                                       (1466.0, None), (1466.0, "process")), strict=True):
+        run.timing.update({"peak_memory_mb": mb, "peak_memory_scope": scope})
+    text = "\n".join(_time_section(results_frame(runs), tmp_path))
+    rows = [_cells(line) for line in text.splitlines() if line.startswith("| ")]
+    assert rows[0][-1].strip() == "median_peak_memory_mb"
+    assert [row[-1].strip() for row in rows[1:]] == ["900", "1200", "–", "–"], rows
+    assert "2 of 4 runs recorded only the process-wide peak" in text
