@@ -126,7 +126,7 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
             # backends dodged by +/-3% along the log x axis, so equal points stay visible
             dodge = 1.0 + 0.03 * (backends.index(backend) - (len(backends) - 1) / 2)
             points = []
-            for value, sub in runs.groupby(x):
+            for value, sub in runs.groupby(_swept_value_key(runs[x])):
                 interval = mean_interval(sub[metric].to_numpy(float))
                 points.append((float(value) * dodge, interval, bool(sub["collapsed"].any())))
             xs = [p[0] for p in points]
@@ -141,7 +141,7 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
                 ax.scatter(*zip(*bad, strict=True), marker="x", s=90, color="black",
                            zorder=5, label="collapsed run")
         _baselines(ax, group, metric, True)
-        ticks = sorted(set(private[x].round(6)))
+        ticks = sorted(set(_swept_value_key(private[x])))
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
@@ -157,10 +157,17 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
     return True
 
 
+def _swept_value_key(values: pd.Series) -> pd.Series:
+    """Each value of the swept variable to 3 significant digits, the precision of the x tick
+    labels: calibrated epsilons of one target differ in their last digits (2.99995 and
+    2.99999 for two models calibrated to epsilon 3) and are one value of the curve."""
+    return values.astype(float).map(lambda v: float(f"{v:.3g}"))
+
+
 def _settings_per_value(private: pd.DataFrame, x: str) -> int:
     """Most settings (``point``) that share one value of ``x`` for one backend and mechanism
     (1 when the runs form a curve of ``x``)."""
-    counts = private.assign(_x=private[x].round(9)).groupby(
+    counts = private.assign(_x=_swept_value_key(private[x])).groupby(
         ["backend", "mechanism", "_x"])["point"].nunique()
     return int(counts.max()) if len(counts) else 0
 
