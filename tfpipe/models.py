@@ -13,6 +13,7 @@ so TF Privacy's vectorised per-example gradients work.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -26,6 +27,27 @@ from dpcore.errors import ConfigError
 from dpcore.weights import Weights, check_weights, init_weights
 
 keras = tf.keras
+
+#: The start of TensorFlow's warning for ``tf.cast`` of a complex tensor to a real dtype.
+COMPLEX_CAST_WARNING = "You are casting an input of type complex64 to an incompatible dtype"
+
+
+class _ScatteringGradientCastFilter(logging.Filter):
+    """Drops TensorFlow's complex-to-real cast warning, which every gradient through kymatio's
+    scattering logs dozens of times per call (1,620 of the 1,776 lines of a grid's log).
+
+    kymatio casts the real images to complex64 before its FFT; the gradient of that cast
+    (TensorFlow's ``_CastGrad``) casts the complex gradient back to float32, keeping the real
+    part, which is the exact gradient with respect to a real input. The bench's models have
+    no other complex tensor, so the warning can only be this one. Hand-written: neither
+    kymatio nor TensorFlow offers a switch for it.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.getMessage()).startswith(COMPLEX_CAST_WARNING)
+
+
+tf.get_logger().addFilter(_ScatteringGradientCastFilter())
 
 
 @keras.utils.register_keras_serializable(package="dpcompare")
