@@ -5,6 +5,7 @@ bar (runs done / running / left) that the grid runner shows whichever executor r
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +38,10 @@ class RunTracker:
     The executor calls :meth:`started` when it hands a run over (in process, or submitted to
     a cluster) and :meth:`finished` with the stored RunResult; ``on_result`` receives every
     finished result (the runner's bookkeeping). With ``show`` false (no terminal, or
-    ``--quiet``) no bar is drawn and one ``[i/N] ...`` line per started run goes to ``log``.
+    ``--quiet``) no bar is drawn and one ``[i/N] ...`` line per started run goes to ``log``;
+    once a run of this invocation has ended, the line adds the wall time so far and the time
+    left at that pace (runs already in the store are skipped in no time and do not count).
+    ``clock``: seconds, monotonic (injectable for tests).
     """
 
     total: int
@@ -47,7 +51,10 @@ class RunTracker:
     on_result: Callable[[str, RunResult], None]
     running: set[str] = field(default_factory=set)
     done: int = 0
+    clock: Callable[[], float] = time.monotonic
+    ended_here: int = 0
     _bar: Any = None
+    _first_start: float | None = None
 
     def __post_init__(self) -> None:
         from tqdm import tqdm
@@ -63,16 +70,31 @@ class RunTracker:
     def started(self, cell: GridCell, backend: str) -> None:
         """``(cell, backend)`` is now running (or queued on the cluster for a free slot)."""
         rid = run_id(cell.config.config_hash, backend)
+        if self._first_start is None:
+            self._first_start = self.clock()
         self.running.add(rid)
         what = f"{backend} {cell.setting} seed {cell.config.seed}"
         if not self.show:
-            self.log(f"[{self.done + len(self.running)}/{self.total}] {what} ({rid})")
+            self.log(f"[{self.done + len(self.running)}/{self.total}] {what} ({rid})"
+                     + self._pace())
         self._refresh(what)
+
+    def _pace(self) -> str:
+        """``; 6 runs in 14 min, about 2 h 45 min left`` once a run of this invocation ended:
+        the mean wall time per ended run times the runs not ended (running ones included)."""
+        if not self.ended_here or self._first_start is None:
+            return ""
+        elapsed = self.clock() - self._first_start
+        left = (self.total - self.done) * elapsed / self.ended_here
+        runs = "run" if self.ended_here == 1 else "runs"
+        return (f"; {self.ended_here} {runs} in {duration_text(elapsed)}, about "
+                f"{duration_text(left)} left")
 
     def finished(self, rid: str, result: RunResult) -> None:
         """The run ``rid`` ended with the stored ``result`` (finished, diverged or failed)."""
         self.running.discard(rid)
         self.done += 1
+        self.ended_here += 1
         self.on_result(rid, result)
         self._refresh(redraw=False)
         self._bar.update(1)  # one redraw with the new count and the new postfix
@@ -112,6 +134,17 @@ class Executor(Protocol):
 
     def close(self) -> None:
         """Release what :meth:`prepare` acquired (e.g. a local Ray started for this grid)."""
+
+
+def duration_text(seconds: float) -> str:
+    """``45 s``, ``14 min``, ``2 h 45 min`` (rounded down to the unit shown)."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = int(seconds // 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60:02d} min"
 
 
 def progress_shown(progress: bool) -> bool:
