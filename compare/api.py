@@ -414,7 +414,7 @@ def compare(
     data_dir: str | Path | None = None, report: str | Path | bool = False,
     progress: bool = True, command: str | None = None, ray_address: str | None = None,
     cpus_per_run: float | None = None, gpus_per_run: float | None = None,
-    max_concurrent: int | None = None,
+    max_concurrent: int | None = None, train: bool = True,
 ) -> Store:
     """Run a grid identically on both backends, resumably (``dpcompare compare``).
 
@@ -445,6 +445,9 @@ def compare(
         cpus_per_run: with ``ray``: CPU cores reserved per run (default 1).
         gpus_per_run: with ``ray``: GPUs reserved per run (default 0).
         max_concurrent: with ``ray``: most runs in flight at once (default: what fits).
+        train: False trains nothing: the report (and montages) of the runs stored so far, an
+            interim report of a long grid whose header says how many runs are missing
+            (``store.outcome.not_trained`` lists them).
 
     Returns:
         The results folder as a :class:`Store` (``.results()``, ``.outcome``...).
@@ -480,9 +483,12 @@ def compare(
     log: Log = print if progress else (lambda _msg: None)
     started = time.perf_counter()
     outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
-                       executor=runner)
+                       executor=runner, train=train)
+    untrained = (f", {len(outcome.not_trained)} not stored and not trained (train=False)"
+                 if outcome.not_trained else "")
     log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
-        f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged; results in {out}")
+        f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged{untrained}; results in "
+        f"{out}")
     if report_dir is not None:
         context = ReportContext(
             command=command, wall_seconds=time.perf_counter() - started,

@@ -188,7 +188,11 @@ def _header(context: ReportContext, results: Sequence[RunResult], frame: pd.Data
             lines.append(f"- data: `{name}`: {int(row.n_train)} train / {int(row.n_test)} test "
                          f"examples (fingerprint {row.fingerprint})")
         counts = frame["status"].value_counts().to_dict()
-        lines.append("- runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+        missing = (len(context.run_ids) - len({r.run_id for r in results})
+                   if context.run_ids is not None else 0)
+        lines.append("- runs: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+                     + (f"; **{missing} of the grid's {len(context.run_ids or ())} runs are "
+                        "not stored yet: an interim report**" if missing > 0 else ""))
         seeds = sorted(set(int(s) for s in frame["seed"].dropna()))
         lines.append(f"- seeds: {', '.join(map(str, seeds))}")
     if context.description:

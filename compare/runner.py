@@ -69,6 +69,8 @@ class GridOutcome:
     skipped: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     diverged: list[str] = field(default_factory=list)
+    #: unfinished runs left untrained (``run_grid(train=False)``)
+    not_trained: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
 
 
@@ -89,19 +91,22 @@ def montage_column_title(setting: str, result: RunResult) -> str:
 def run_grid(
     grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,
     progress: bool = True, log: Callable[[str], None] = print,
-    executor: Executor | None = None,
+    executor: Executor | None = None, train: bool = True,
 ) -> GridOutcome:
     """Run every (cell, backend) not yet finished in ``out_dir``; returns what happened.
 
     ``executor`` runs the unfinished runs (default: :class:`~compare.executors.LocalExecutor`,
     in this process); it is prepared before anything is written (a bad executor setting is a
-    DpCompareError with nothing written) and closed at the end.
+    DpCompareError with nothing written) and closed at the end. ``train=False`` runs nothing
+    (the unfinished runs are listed in ``outcome.not_trained``) and only redraws the montages
+    of the stored runs, for an interim report of a long grid.
     """
     from compare.executors import GridJob, LocalExecutor, RunTracker
     from compare.executors.base import progress_shown
 
     executor = executor or LocalExecutor()
-    executor.prepare()
+    if train:  # nothing to execute otherwise: no cluster is started
+        executor.prepare()
     try:
         store = ResultsStore(out_dir)
         store.ensure_writable()
@@ -125,13 +130,17 @@ def run_grid(
                 log(f"  {rid}: stored record is {previous}, not final; redoing the run")
             pending.append((cell, backend))
         try:
-            job = GridJob(grid, Path(out_dir).absolute(),  # a worker's cwd may differ
-                          None if data_dir is None else Path(data_dir).absolute())
-            executor.run(job, pending, tracker, log, datasets)
+            if train:
+                job = GridJob(grid, Path(out_dir).absolute(),  # a worker's cwd may differ
+                              None if data_dir is None else Path(data_dir).absolute())
+                executor.run(job, pending, tracker, log, datasets)
+            else:
+                outcome.not_trained = [run_id(c.config.config_hash, b) for c, b in pending]
         finally:
             tracker.close()
     finally:
-        executor.close()
+        if train:
+            executor.close()
     if grid.evaluation.get("montage_images", 0):
         write_montages(grid, store, datasets, log=log)
     outcome.wall_seconds = time.perf_counter() - start

@@ -43,6 +43,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="report folder (default reports/<grid name>)")
     add_engine_option(parser)
     parser.add_argument("--no-report", action="store_true", help="do not write the report")
+    parser.add_argument("--no-train", action="store_true",
+                        help="train nothing: write the report of the runs stored so far (an "
+                             "interim report of a long grid; its header says how many runs "
+                             "are missing)")
     add_data_dir_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     add_executor_options(parser)
@@ -79,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--backends={args.backends!r} is empty; valid: tf, torch, tf,torch")
     overrides = [*args.overrides, *([f"recipe={args.recipe}"] if args.recipe else [])]
     # Inputs shared by every run are checked before any training (exit 2, nothing written).
+    if args.no_train and args.no_report:
+        raise ConfigError("--no-train with --no-report does nothing; valid: one of them, or "
+                          "neither (train the missing runs and write the report)")
     if args.report and not args.no_report:
         check_output_folder(args.report, "--report")  # the message names this option
     store = api.compare(raw, out=args.out, backends=backends, seeds=args.seeds,
@@ -87,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
                         progress=not args.quiet, command=command_line(),
                         executor=args.executor, ray_address=args.ray_address,
                         cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
-                        max_concurrent=args.max_concurrent)
+                        max_concurrent=args.max_concurrent, train=not args.no_train)
     outcome, out = store.outcome, store.root
     if outcome.failed:
         _report_failures(out, outcome.failed)

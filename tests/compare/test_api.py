@@ -129,6 +129,43 @@ def test_api_compare_resumes_the_grid_the_cli_ran(smoke: Path) -> None:
     assert store.results().equals(api.results(smoke))
 
 
+def test_an_interim_report_trains_nothing_and_says_what_is_missing(
+        smoke: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--no-train``: the report of a long grid's runs stored so far, its header naming the
+    runs not stored yet; nothing is trained."""
+    import shutil
+
+    import compare.cellrun as cellrun
+
+    partial = tmp_path / "partial"
+    shutil.copytree(smoke, partial)
+    missing = sorted(stored(smoke))[0]
+    shutil.rmtree(partial / "runs" / missing)
+
+    def no_training(*_args: Any, **_kwargs: Any) -> None:
+        raise AssertionError("train=False trained a run")
+    monkeypatch.setattr(cellrun, "run_one", no_training)
+    store = api.compare("smoke", out=partial, report=tmp_path / "api", progress=False,
+                        train=False)
+    assert store.outcome is not None and store.outcome.not_trained == [missing]
+    assert store.outcome.ran == [] and not (partial / "runs" / missing).exists()
+    header = (tmp_path / "api" / "report.md").read_text().split("## ")[0]
+    assert "3 finished; **1 of the grid's 4 runs are not stored yet: an interim report**" \
+        in header
+    code, _out, err = run_cli(capsys, "compare", "--preset", "smoke", "--out", partial,
+                              "--no-train", "--report", tmp_path / "cli")
+    assert code == 0, err
+    assert (tmp_path / "cli" / "report.md").read_text().split("## ")[0].count(
+        "not stored yet") == 1
+    code, _out, err = run_cli(capsys, "compare", "--preset", "smoke", "--out", partial,
+                              "--no-train", "--no-report")
+    assert code == 2 and "--no-train with --no-report does nothing" in err
+    # a complete grid's report says nothing of the kind
+    api.compare("smoke", out=smoke, report=tmp_path / "full", progress=False, train=False)
+    assert "not stored yet" not in (tmp_path / "full" / "report.md").read_text()
+
+
 def test_report_equals_the_cli_report(smoke: Path, tmp_path: Path,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     path = api.report(smoke, tmp_path / "api")
