@@ -27,7 +27,16 @@ def test_an_empty_config_gets_every_default() -> None:
     assert config.train.momentum == TRAIN_DEFAULTS["train.momentum"]
     assert config.train.batch_size == TRAIN_DEFAULTS["train.batch_size"]
     assert config.train.epochs == TRAIN_DEFAULTS["train.epochs"] and config.train.steps is None
-    assert config.data.name == "digits"
+    assert config.data.name == "digits" and config.data.image_size == 16  # 8x8 is too small
+
+
+def test_the_digits_size_is_applied_to_digits_only_and_never_over_a_given_size() -> None:
+    """cnn4 needs at least 13x13: `dpcompare train --dataset digits` failed on the 8x8 images
+    with no option given."""
+    assert filled({"data": {"name": "digits", "image_size": 8}}).data.image_size == 8
+    assert filled({"data": {"name": "digits", "image_size": None}}).data.image_size is None
+    assert filled({"data": {"name": "mnist5k"}}).data.image_size is None
+    assert filled({}).data.image_size is None
 
 
 def test_the_defaults_differ_from_the_historical_dataclass_defaults() -> None:

@@ -260,8 +260,8 @@ VALUE_CASES: list[tuple[str, list[str], tuple[str, ...]]] = [
                     "--set", "train.epochs=inf"], ("train.epochs=inf", "finite")),
     ("sampling-unknown", ["--dataset", "digits", "--set", "privacy.sampling=sequential"],
      ("privacy.sampling='sequential'", "valid: poisson, shuffle")),
-    ("input-too-small", ["--dataset", "digits", "--noise-multiplier", "1"],
-     ("data.image_size",)),
+    ("input-too-small", ["--dataset", "digits", "--set", "data.image_size=8",
+                         "--noise-multiplier", "1"], ("data.image_size",)),
 ]
 
 
