@@ -3,16 +3,19 @@
 Peak memory is the process's peak resident set size (``VmHWM`` of ``/proc/self/status``),
 reset before each measured block through ``/proc/self/clear_refs`` (Linux >= 4.0); reported
 as the peak and as the increase over the RSS at the block's start. Where the reset is
-unavailable ``ru_maxrss`` (monotone) is reported instead. Read by hand from ``/proc``: no
-library offers the reset (psutil reads the same counters but cannot clear the mark).
+unavailable ``ru_maxrss`` (monotone) is reported instead. The ``/proc`` reading and the
+reset are :mod:`dpcore.memory`'s, which the training runs' peaks use too (no library offers
+the reset: psutil reads the same counters but cannot clear the mark).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-import resource
 from collections.abc import Iterator
+
+from dpcore.memory import max_rss_mb, status_kib
+from dpcore.memory import reset_peak_rss as reset_peak
 
 #: Share of the memory available at a case's start that a variant's per-example gradients
 #: may take (estimate); a variant over it is recorded as "not run (memory)", not attempted:
@@ -20,27 +23,6 @@ from collections.abc import Iterator
 MEMORY_SHARE = 0.3
 #: Bytes of one float32 entry.
 FLOAT_BYTES = 4
-
-
-def status_kib(key: str) -> int | None:
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith(key + ":"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-def reset_peak() -> bool:
-    """Reset the kernel's peak-RSS mark of this process (Linux >= 4.0); False if impossible."""
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
-            handle.write("5")
-        return True
-    except OSError:
-        return False
 
 
 @contextlib.contextmanager
@@ -54,8 +36,7 @@ def peak_rss() -> Iterator[dict[str, float]]:
         peak = status_kib("VmHWM") or 0
         out.update(peak_rss_mb=peak / 1024.0, peak_increase_mb=max(0, peak - start) / 1024.0)
     else:
-        out.update(peak_rss_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
-                   peak_increase_mb=math.nan)
+        out.update(peak_rss_mb=max_rss_mb(), peak_increase_mb=math.nan)
 
 
 def memory_method() -> str:

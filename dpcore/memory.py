@@ -6,7 +6,8 @@ by it every run of a grid after the largest reports the largest run's peak (both
 ``mnist-tuned`` showed 1466 MiB). Linux resets the peak RSS (``VmHWM`` in
 ``/proc/self/status``) when ``5`` is written to ``/proc/self/clear_refs`` (kernel >= 4.0,
 ``Documentation/filesystems/proc.rst``); Python and psutil offer no reset, so this module
-does it by hand.
+does it by hand. ``benchmarks/memory.py`` measures its variants with the same primitives
+(:func:`status_kib`, :func:`reset_peak_rss`, :func:`max_rss_mb`).
 
 The run's peak includes everything resident at its start (framework runtime, data sets,
 models of earlier runs not yet freed): compare runs of one process, or runs of one kind.
@@ -19,14 +20,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PEAK_SCOPES", "PeakMemory", "PeakMemoryWindow"]
+__all__ = ["PeakMemory", "PeakMemoryWindow", "max_rss_mb", "reset_peak_rss", "status_kib"]
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
-
-#: ``run``: the peak since the run started (the kernel's peak was reset);
-#: ``process``: the peak since the process started (no reset was possible).
-PEAK_SCOPES: tuple[str, ...] = ("run", "process")
 
 
 @dataclass(frozen=True)
@@ -57,40 +54,43 @@ class PeakMemoryWindow:
     kernel offers no reset, since the process started (``scope == "process"``)."""
 
     def __init__(self) -> None:
-        self.scope = "run" if _reset_peak_rss() else "process"
+        self.scope = "run" if reset_peak_rss() else "process"
 
     def peak(self) -> PeakMemory:
         """The peak so far, in MiB."""
         if self.scope == "run":
-            high_water = _vm_hwm_mb()
+            high_water = status_kib("VmHWM")
             if high_water is not None:
-                return PeakMemory(high_water, "run")
-        return PeakMemory(_max_rss_mb(), "process")
+                return PeakMemory(high_water / 1024.0, "run")
+        return PeakMemory(max_rss_mb(), "process")
 
 
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak RSS of this process (Linux); False where that is not possible."""
-    if not sys.platform.startswith("linux") or _vm_hwm_mb() is None:
-        return False
+def status_kib(key: str) -> int | None:
+    """The ``key`` line of ``/proc/self/status`` in KiB (``VmHWM``: peak RSS, ``VmRSS``: RSS
+    now), or None where unreadable (not Linux)."""
     try:
-        _CLEAR_REFS.write_text("5")
-    except OSError:
-        return False
-    return True
-
-
-def _vm_hwm_mb() -> float | None:
-    """``VmHWM`` (peak RSS) of ``/proc/self/status`` in MiB, or None if unreadable."""
-    try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return float(line.split()[1]) / 1024.0  # kB
+        for line in _STATUS.read_text(encoding="ascii").splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
     except (OSError, IndexError, ValueError):
         return None
     return None
 
 
-def _max_rss_mb() -> float:
+def reset_peak_rss() -> bool:
+    """Reset the kernel's peak RSS (``VmHWM``) of this process (Linux >= 4.0); False where that
+    is not possible."""
+    if not sys.platform.startswith("linux") or status_kib("VmHWM") is None:
+        return False
+    try:
+        _CLEAR_REFS.write_text("5", encoding="ascii")
+    except OSError:
+        return False
+    return True
+
+
+def max_rss_mb() -> float:
+    """The process's peak RSS since it started, in MiB (``getrusage`` ru_maxrss; monotone)."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     scale = 1024.0 * 1024.0 if sys.platform == "darwin" else 1024.0  # macOS reports bytes
     return float(rss) / scale
