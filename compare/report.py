@@ -230,7 +230,7 @@ def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> 
     bad = frame[frame["collapsed"]]
     if not bad.empty:
         lines += ["Collapsed runs (predictions almost all one class, or accuracy within 1 "
-                  "point of the majority-class rate):", "",
+                  "point of the majority-class rate or below it):", "",
                   markdown_table(bad, ["setting", "backend", "seed", "accuracy",
                                        "majority_rate", "collapse_reason"]), ""]
     if (frame["mechanism"] == "ldp").any():
@@ -272,6 +272,14 @@ def _curves_section(results: Sequence[RunResult], out: Path) -> list[str]:
     return lines
 
 
+#: What the faithfulness table's score columns are, and how a saturated softmax bounds them.
+FAITHFULNESS_COLUMNS_NOTE = (
+    "`original_score` is the mean probability of the explained class on the unmasked images, "
+    "`masked_score` on the images multiplied by their Grad-CAM map. When `original_score` is "
+    "near 1 (a saturated softmax), Increase in Confidence has no room to rise and Average "
+    "Drop counts, roughly, the share of images whose class the mask takes away.")
+
+
 def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
                           summary: pd.DataFrame, store_root: Path, out: Path,
                           montage_grid: str | None) -> list[str]:
@@ -279,7 +287,7 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
     if any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
         lines += ["## Grad-CAM faithfulness", "",
                   "Collapsed runs are drawn with an x and tabled apart: their figures describe "
-                  "a (nearly) constant model, not an interpretable one.", ""]
+                  "a (nearly) constant or chance-level model, not an interpretable one.", ""]
         for key, label in (("average_drop", "Average Drop % (lower is better)"),
                            ("increase_in_confidence", "Increase in Confidence % (higher)"),
                            ("deletion_auc", "deletion AUC (lower is better)"),
@@ -313,10 +321,12 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
         lines += [f"Faithfulness ({seeds_phrase(summary['seeds'])}), runs that did not collapse:",
                   "", markdown_table(healthy.rename(columns=rename),
                                      [rename.get(c, c) for c in faith_cols]), ""]
+        if "original_score_text" in summary:
+            lines += [FAITHFULNESS_COLUMNS_NOTE, ""]
         collapsed = summary[summary["collapsed"] > 0]
         if not collapsed.empty:
             lines += ["Collapsed settings (at least one seed collapsed; faithfulness of a "
-                      "constant model, not comparable):", "",
+                      "constant or chance-level model, not comparable):", "",
                       markdown_table(collapsed.rename(columns=rename),
                                      [rename.get(c, c) for c in faith_cols] + ["collapsed"]),
                       ""]

@@ -4,11 +4,13 @@ A run is *collapsed* when either
 
 * its test predictions are (almost) all one class: the most predicted class takes at least
   :data:`DOMINANT_SHARE` of the test set, or
-* its test accuracy is within :data:`MAJORITY_MARGIN` (1 percentage point) of the
-  majority-class rate (the accuracy of always predicting the most frequent test class).
+* its test accuracy is no more than :data:`MAJORITY_MARGIN` (1 percentage point) above the
+  majority-class rate (the accuracy of always predicting the most frequent test class): within
+  1 point of it, or below it. A model below that rate has learned nothing a constant
+  prediction would not do better (a balanced binary task at 0.48 is a coin flip).
 
-Such a model's Grad-CAM faithfulness describes a (nearly) constant function, so reports show
-it apart. Everything is read from the run's stored ``metrics`` (``accuracy`` and the
+Such a model's Grad-CAM faithfulness describes a (nearly) constant or chance-level function,
+so reports show it apart. Everything is read from the run's stored ``metrics`` (``accuracy`` and the
 ``per_class`` list of :func:`dpcore.metrics.per_class_metrics`: ``support``, ``recall``,
 ``precision`` per class).
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 #: Share of test predictions in one class at or above which a run is collapsed.
 DOMINANT_SHARE = 0.98
-#: Accuracy within this distance (fraction, 0.01 = 1 point) of the majority rate: collapsed.
+#: Accuracy at most this far (fraction, 0.01 = 1 point) above the majority rate: collapsed.
 MAJORITY_MARGIN = 0.01
 
 
@@ -65,8 +67,9 @@ def predicted_shares(per_class: Sequence[Mapping[str, Any]]) -> list[float] | No
 def collapse_reason(metrics: Mapping[str, Any]) -> str | None:
     """Why a run with these stored ``metrics`` is collapsed, or None if it is not.
 
-    The reason is one short phrase, e.g. ``"99.6% of predictions are 'PNEUMONIA'"`` or
-    ``"accuracy 0.625 is within 1 point of the majority rate 0.625"``.
+    The reason is one short phrase, e.g. ``"99.6% of predictions are 'PNEUMONIA'"``,
+    ``"accuracy 0.625 is within 1 point of the majority rate 0.625"`` or
+    ``"accuracy 0.483 is below the majority rate 0.500"``.
     """
     per_class = metrics.get("per_class") or []
     shares = predicted_shares(per_class)
@@ -77,8 +80,11 @@ def collapse_reason(metrics: Mapping[str, Any]) -> str | None:
             return f"{100 * shares[top]:.1f}% of predictions are {str(name)!r}"
     accuracy = metrics.get("accuracy")
     rate = majority_rate(per_class) if per_class else math.nan
-    if accuracy is not None and not _nan(accuracy) and not math.isnan(rate) and \
-            abs(float(accuracy) - rate) <= MAJORITY_MARGIN:
+    if accuracy is None or _nan(accuracy) or math.isnan(rate):
+        return None
+    if float(accuracy) < rate - MAJORITY_MARGIN:
+        return f"accuracy {float(accuracy):.3f} is below the majority rate {rate:.3f}"
+    if float(accuracy) - rate <= MAJORITY_MARGIN:
         return (f"accuracy {float(accuracy):.3f} is within {100 * MAJORITY_MARGIN:g} point of "
                 f"the majority rate {rate:.3f}")
     return None

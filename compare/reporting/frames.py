@@ -23,7 +23,7 @@ from compare.grid import SETTING_SEPARATOR, setting_label
 from compare.reporting.collapse import collapse_reason, majority_rate
 from dpcore.results import RunResult
 
-FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "masked_score",
+FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "original_score", "masked_score",
                      "deletion_auc", "insertion_auc")
 TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",

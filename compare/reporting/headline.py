@@ -72,18 +72,20 @@ def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
 
 
 def collapse_sentence(frame: pd.DataFrame) -> str:
-    """How many finished runs collapsed to (almost) one class, and which settings."""
+    """How many finished runs collapsed (almost one class predicted, or accuracy no better
+    than the majority class: :mod:`compare.reporting.collapse`), and which settings."""
     done = frame[frame["status"] == "finished"]
     bad = done[done["collapsed"]]
     if bad.empty:
-        return f"None of the {len(done)} finished runs collapsed to one class."
+        return (f"None of the {len(done)} finished runs collapsed (to one class, or to no "
+                "better than the majority class).")
     settings = list(dict.fromkeys(f"{s} ({b})" for s, b in zip(bad["setting"], bad["backend"],
                                                                  strict=True)))
     more = len(settings) - 6
     shown = "; ".join(settings[:6]) + (f"; and {more} more settings (see the tables)"
                                        if more > 0 else "")
-    return (f"{len(bad)} of {len(done)} finished runs collapsed to (almost) one class and are "
-            f"marked 'collapsed' throughout: {shown}.")
+    return (f"{len(bad)} of {len(done)} finished runs collapsed (to almost one class, or to no "
+            f"better than the majority class) and are marked 'collapsed' throughout: {shown}.")
 
 
 def headline(frame: pd.DataFrame, paired: pd.DataFrame) -> list[str]:

@@ -73,6 +73,15 @@ def test_accuracy_at_the_majority_rate_is_collapsed_even_with_mixed_predictions(
     assert reason is not None and "majority rate 0.500" in reason
 
 
+def test_accuracy_below_the_majority_rate_is_collapsed() -> None:
+    # balanced cats vs dogs at 0.483 (a Laplace DP-SGD run at epsilon 0.5): predictions
+    # spread over both classes, 1.7 points under always predicting one class
+    classes = per_class([500, 500], [0.55, 0.416], [0.485, 0.48])
+    assert max(predicted_shares(classes)) < 0.98
+    reason = collapse_reason({"accuracy": 0.483, "per_class": classes})
+    assert reason == "accuracy 0.483 is below the majority rate 0.500"
+
+
 def test_a_healthy_model_is_not_collapsed() -> None:
     classes = per_class([375, 625], [0.8, 0.9], [0.83, 0.88])
     assert collapse_reason({"accuracy": 0.8625, "per_class": classes}) is None

@@ -74,3 +74,24 @@ def test_the_time_table_never_shows_a_process_wide_peak_as_a_runs(tmp_path: Path
     assert memory == {("a", "tf"): "900", ("b", "tf"): "1200", ("a", "torch"): "–",
                       ("b", "torch"): "–"}, rows  # row order follows the config hashes
     assert "2 of 4 runs recorded only the process-wide peak" in text
+
+
+def test_the_faithfulness_table_shows_the_unmasked_score_that_bounds_it(tmp_path: Path) -> None:
+    """A saturated model (score 0.99 on its unmasked images) cannot gain confidence: the table
+    shows original_score beside Average Drop and says what it means."""
+    from compare.report import FAITHFULNESS_COLUMNS_NOTE, _faithfulness_section, summary_table
+    from compare.reporting.frames import results_frame
+    from tests.compare.report_fakes import fake_result
+
+    faith = {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.991,
+             "masked_score": 0.56, "deletion_auc": 0.7, "insertion_auc": 0.9}
+    runs = [fake_result(backend=b, seed=s, faithfulness=dict(faith))
+            for b in ("tf", "torch") for s in (0, 1)]
+    frame = results_frame(runs)
+    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path,
+                                           tmp_path, None))
+    header = next(line for line in text.splitlines() if line.startswith("| setting"))
+    columns = [c.strip() for c in _cells(header)]
+    assert columns.index("average_drop") < columns.index("original_score") < \
+        columns.index("masked_score")
+    assert "0.991 ± 0.000" in text and FAITHFULNESS_COLUMNS_NOTE in text
