@@ -75,7 +75,9 @@ def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
 
 def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -> None:
     """Non-private reference (per backend; one line style per non-private setting, never
-    pooled across settings) and majority-class rate (dotted, grey)."""
+    pooled across settings; its legend entry says "collapsed" when one of its runs did, so a
+    constant model's Average Drop of 0 is not read as a faithful one) and majority-class rate
+    (dotted, grey)."""
     public = group[group["mechanism"] == "none"]
     points = list(dict.fromkeys(public["point"]))
     styles = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
@@ -88,7 +90,8 @@ def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -
                 ax.axhline(interval.mean, linestyle=styles[j % len(styles)],
                            linewidth=2.6 if k == 0 else 1.2, alpha=0.5 if k == 0 else 1.0,
                            color=BACKEND_COLOURS.get(str(backend), "black"),
-                           label=f"{backend} {name} (mean)")
+                           label=f"{backend} {name} (mean"
+                                 f"{', collapsed' if runs['collapsed'].any() else ''})")
     if metric in ("accuracy",) and group["majority_rate"].notna().any():
         ax.axhline(float(group["majority_rate"].dropna().iloc[0]), linestyle=":",
                    color="grey", linewidth=1.2, label="majority-class rate")

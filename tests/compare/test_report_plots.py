@@ -245,3 +245,23 @@ def test_two_non_private_settings_get_a_line_each_not_a_pooled_one(saved: list[F
     sentence = privacy_cost_sentence(frame)
     assert sentence is not None
     assert "tf 0.690 vs 0.700 (non-private), 0.800 (non-private (tuned))" in sentence
+
+
+def test_a_collapsed_non_private_reference_says_so_in_the_legend(saved: list[Figure]) -> None:
+    """A non-private cnn4 that predicts one class has Average Drop 0: its reference line must
+    not read as a perfectly faithful model."""
+    one_class = [{"index": k, "name": n, "support": 50, "recall": r, "precision": p,
+                  "auc": 0.5} for k, (n, r, p) in enumerate((("cat", 1.0, 0.5),
+                                                             ("dog", 0.0, float("nan"))))]
+    runs = [fake_result(backend=b, point=p, epsilon=e, mechanism=m,
+                        accuracy=0.9 if m == "none" and b == "torch" else a,
+                        classes=one_class if m == "none" and b == "tf" else None)
+            for b in ("tf", "torch")
+            for p, e, m, a in (("eps=1", 1.0, "dpsgd-gaussian", 0.7),
+                               ("eps=8", 8.0, "dpsgd-gaussian", 0.8),
+                               ("non-private", 0.0, "none", 0.5))]
+    frame = results_frame(runs)
+    assert plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
+    labels = {line.get_label() for line in saved[0].axes[0].get_lines()}
+    assert "tf non-private (mean, collapsed)" in labels
+    assert "torch non-private (mean)" in labels
