@@ -30,6 +30,13 @@ def probability_function(model: tf.keras.Model) -> Callable[[np.ndarray], np.nda
     def proba(x: tf.Tensor) -> tf.Tensor:
         return tf.nn.softmax(model(x, training=False), axis=-1)
 
+    # One function per model, traced once (fixed signature). TensorFlow's frequent-tracing
+    # detector keys on the shared code object, so explaining several models in a row (a
+    # report's montages) logged "N out of the last N calls ... triggered tf.function
+    # retracing" for these single traces. TensorFlow silences it the same way for functions
+    # it restores from SavedModels (function_deserialization.py).
+    proba._omit_frequent_tracing_warning = True
+
     dtype = model.inputs[0].dtype.as_numpy_dtype
 
     def call(x: np.ndarray) -> np.ndarray:
