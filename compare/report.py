@@ -240,9 +240,27 @@ def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> 
     return lines
 
 
-def _backend_section(paired: pd.DataFrame, out: Path) -> list[str]:
+#: Why a DP-SGD pair of one seed still differs, and how far its verdicts can be trusted.
+NOISE_PAIRING_NOTE = (
+    "Under DP-SGD a pair shares the batches and initial weights but not the noise: each "
+    "backend draws it from its own generator (TensorFlow's and torch's, both seeded from the "
+    "run seed), so the difference includes the effect of two independent noise draws, which "
+    "on a noise-dominated model can move test accuracy by several points either way. One "
+    "seed's noise stream is also the same draws, scaled, at every epsilon, so the DP settings "
+    "of one data set are not independent tests. A 'differ' verdict from a few seeds is a "
+    "reason to run more seeds before reading it as a difference between the libraries.")
+
+
+def _backend_section(paired: pd.DataFrame, out: Path,
+                     frame: pd.DataFrame | None = None) -> list[str]:
     if paired.empty:
         return []
+    figure: list[str] = []
+    if frame is not None and plots.plot_paired_differences(frame, out / "backends_paired.png",
+                                                           AGREEMENT_TOLERANCE):
+        figure = ["Every seed's pair (grey) and the mean difference with its 95% t interval "
+                  "(black), one panel per data set:", "",
+                  "![paired differences](backends_paired.png)", ""]
     paired.to_csv(out / "backends_paired.csv", index=False)
     shown = paired.assign(**{
         "mean difference (points)": 100 * paired["mean_difference"],
@@ -253,8 +271,10 @@ def _backend_section(paired: pd.DataFrame, out: Path) -> list[str]:
             "Interval: 95% t interval of the mean difference; test: scipy's paired t test; "
             f"verdict 'agree' only when the interval lies inside ±{100 * AGREEMENT_TOLERANCE:g}"
             " point, 'differ' when it excludes 0.", "",
+            *figure,
             markdown_table(shown, ["setting", "pairs", "mean difference (points)", "95% CI low",
-                                   "95% CI high", "p_value", "verdict", "collapsed"]), ""]
+                                   "95% CI high", "p_value", "verdict", "collapsed"]), "",
+            *([NOISE_PAIRING_NOTE, ""] if paired["noised"].any() else [])]
 
 
 def _curves_section(results: Sequence[RunResult], out: Path) -> list[str]:
@@ -511,7 +531,7 @@ def write_report(
     lines += findings_section(published, out)
     lines += attribution_section(results, published, out) or claims_section(results)
     lines += _accuracy_section(frame, summary, out)
-    lines += _backend_section(paired, out)
+    lines += _backend_section(paired, out, frame)
     lines += _curves_section(results, out)
 
     lines += ["## Epsilon side by side", "",

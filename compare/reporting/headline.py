@@ -26,7 +26,10 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
     parts = [f"{counts.get(v, 0)} {v}" for v in ("agree", "differ", "inconclusive")
              if counts.get(v, 0)]
     p_text = "" if math.isnan(worst["p_value"]) else f", paired t test p = {worst['p_value']:.2g}"
-    return (f"Paired by seed (same sampler and initial weights), Opacus minus TF Privacy test "
+    own_noise = ("; under DP-SGD each backend draws its own noise"
+                 if "noised" in paired and paired["noised"].any() else "")
+    return (f"Paired by seed (same sampler and initial weights{own_noise}), Opacus minus TF "
+            f"Privacy test "
             f"accuracy over {len(paired)} setting{'s' if len(paired) != 1 else ''}: "
             f"{', '.join(parts)} (agree = 95% interval "
             f"of the mean difference inside {tol}); the largest mean difference is "

@@ -224,6 +224,54 @@ def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
     return True
 
 
+def plot_paired_differences(frame: pd.DataFrame, path: Path, tolerance: float,
+                            metric: str = "accuracy", first: str = "tf",
+                            second: str = "torch") -> bool:
+    """Per setting (y axis, one panel per data set), ``second - first`` of ``metric`` in
+    points for every seed (grey dots) and their mean with its 95% t interval (black), with the
+    ±``tolerance`` agreement band shaded and 0 marked: how far each seed's pair moves, not
+    only the verdict. False (nothing written) if no setting has a seed on both backends."""
+    done = frame[(frame["status"] == "finished") & frame[metric].notna()]
+    rows = []
+    for (panel, point), group in done.groupby(["panel", "point"], sort=False):
+        a = group[group["backend"] == first].set_index("seed")[metric]
+        b = group[group["backend"] == second].set_index("seed")[metric]
+        seeds = sorted(set(a.index) & set(b.index))
+        if seeds:
+            rows.append((panel, point, 100 * (b.loc[seeds].to_numpy(float)
+                                              - a.loc[seeds].to_numpy(float))))
+    if not rows:
+        return False
+    panels = natural_order(r[0] for r in rows)
+    per_panel = max(sum(1 for r in rows if r[0] == panel) for panel in panels)
+    fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2, 1.2 + 0.45 * per_panel),
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, panel in zip(axes, panels, strict=True):
+        mine = [r for r in rows if r[0] == panel]
+        ax.axvspan(-100 * tolerance, 100 * tolerance, color="tab:green", alpha=0.12,
+                   label=f"agreement band (±{100 * tolerance:g} point)")
+        ax.axvline(0.0, color="grey", linewidth=0.8)
+        for i, (_, _, diffs) in enumerate(mine):
+            ax.scatter(diffs, [i] * len(diffs), s=14, color="grey", alpha=0.7, zorder=3,
+                       label="one seed")
+            interval = mean_interval(diffs)
+            err = 0.0 if math.isnan(interval.half_width) else interval.half_width
+            ax.errorbar([interval.mean], [i + 0.22], xerr=[err], capsize=3, color="black",
+                        marker="o", markersize=5, linestyle="none", zorder=4,
+                        label="mean, 95% t interval")
+        ax.set_yticks(range(len(mine)))
+        ax.set_yticklabels([_wrap(r[1], 22) for r in mine], fontsize=8)
+        ax.set_ylim(len(mine) - 0.5, -0.5)
+        ax.set_xlabel(f"{second} minus {first} test {metric} (points)", fontsize=8)
+        ax.set_title(_wrap(panel), fontsize=9)
+        ax.grid(True, axis="x", alpha=0.3)
+    _legend(fig, list(axes))
+    _save(fig, path)
+    return True
+
+
 def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]], path: Path,
                        xlabel: str, select: Callable[[pd.DataFrame, str], pd.DataFrame]
                        | None = None) -> bool:

@@ -80,7 +80,9 @@ def paired_backend_table(
     Columns: setting, pairs (seeds finished on both backends), mean_difference, ci_low,
     ci_high (95% t interval of the mean difference), p_value (scipy's paired t test; NaN with
     fewer than 2 pairs or identical differences), verdict (:func:`verdict`), collapsed (the
-    backends whose run of some paired seed is collapsed, e.g. ``"tf, torch"``, or "").
+    backends whose run of some paired seed is collapsed, e.g. ``"tf, torch"``, or ""),
+    noised (True for a DP-SGD setting: each backend adds noise from its own generator, so a
+    pair shares batches and initial weights but not the noise draw).
     ``frame`` is :func:`compare.reporting.frames.results_frame` output.
     """
     done = frame[(frame["status"] == "finished") & frame[metric].notna()]
@@ -99,12 +101,15 @@ def paired_backend_table(
                                             a.loc[seeds, metric].to_numpy(float)).pvalue)
         collapsed = [name for name, side in ((first, a), (second, b))
                      if "collapsed" in side and side.loc[seeds, "collapsed"].any()]
+        noised = bool(group["mechanism"].astype(str).str.startswith("dpsgd").any()) \
+            if "mechanism" in group else False
         rows.append({"setting": setting, "pairs": len(seeds),
                      "mean_difference": interval.mean, "ci_low": interval.low,
                      "ci_high": interval.high, "p_value": p_value,
-                     "verdict": verdict(interval, tolerance), "collapsed": ", ".join(collapsed)})
+                     "verdict": verdict(interval, tolerance), "collapsed": ", ".join(collapsed),
+                     "noised": noised})
     return pd.DataFrame(rows, columns=["setting", "pairs", "mean_difference", "ci_low",
-                                       "ci_high", "p_value", "verdict", "collapsed"])
+                                       "ci_high", "p_value", "verdict", "collapsed", "noised"])
 
 
 __all__ = ["AGREEMENT_TOLERANCE", "CONFIDENCE", "Interval", "format_interval",

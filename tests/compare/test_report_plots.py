@@ -265,3 +265,27 @@ def test_a_collapsed_non_private_reference_says_so_in_the_legend(saved: list[Fig
     labels = {line.get_label() for line in saved[0].axes[0].get_lines()}
     assert "tf non-private (mean, collapsed)" in labels
     assert "torch non-private (mean)" in labels
+
+
+def test_paired_differences_show_every_seed_and_the_agreement_band(
+        saved: list[Figure]) -> None:
+    """One panel per data set, one row per setting: a dot per seed at torch minus tf (points),
+    the mean with its interval, and the ±1 point band."""
+    runs = [fake_result(dataset=d, backend=b, seed=s, point=p,
+                        accuracy=0.8 + (0.01 * (s + 1) if b == "torch" and p == "eps=1" else 0))
+            for d in ("a", "b") for b in ("tf", "torch") for s in range(3)
+            for p in ("eps=1", "eps=8")]
+    frame = results_frame(runs)
+    assert plots.plot_paired_differences(frame, Path("x.png"), 0.01)
+    axes = saved[0].axes[:2]
+    assert [ax.get_title() for ax in axes] == ["a", "b"]
+    for ax in axes:
+        assert [t.get_text() for t in ax.get_yticklabels()] == ["eps=1", "eps=8"]
+        dots = [c for c in ax.collections if c.get_label() == "one seed"]
+        assert [sorted(np.round(c.get_offsets()[:, 0], 6)) for c in dots] == [[1.0, 2.0, 3.0],
+                                                                             [0.0, 0.0, 0.0]]
+        means = [c.lines[0].get_xdata()[0] for c in ax.containers]
+        assert means == pytest.approx([2.0, 0.0])
+        band = [p for p in ax.patches if p.get_label().startswith("agreement band")]
+        assert len(band) == 1
+    assert not plots.plot_paired_differences(results_frame(runs[:6]), Path("y.png"), 0.01)

@@ -115,6 +115,27 @@ def test_the_headline_says_when_no_interval_can_be_given() -> None:
     assert sentences[-1].startswith("None of the 6 finished runs collapsed")
 
 
+def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noqa: ANN001
+    """A DP-SGD pair of one seed shares batches and weights, not the noise: the headline and
+    the paired section say so; a grid without DP-SGD says nothing of noise."""
+    from compare.report import NOISE_PAIRING_NOTE, _backend_section
+    from compare.reporting.headline import backend_sentence
+
+    def runs(mechanism: str) -> list:
+        return [fake_result(backend=b, seed=s, mechanism=mechanism,
+                            accuracy=0.8 + (0.05 if b == "torch" else 0.001 * s))
+                for b in ("tf", "torch") for s in range(3)]
+
+    noised = paired_backend_table(results_frame(runs("dpsgd-gaussian")))
+    assert bool(noised["noised"].iloc[0])
+    assert "each backend draws its own noise" in backend_sentence(noised)
+    assert NOISE_PAIRING_NOTE in _backend_section(noised, tmp_path)
+    plain = paired_backend_table(results_frame(runs("none")))
+    assert not bool(plain["noised"].iloc[0])
+    assert "noise" not in backend_sentence(plain)
+    assert NOISE_PAIRING_NOTE not in _backend_section(plain, tmp_path)
+
+
 def test_time_ratio_uses_the_matching_non_private_run_not_a_pooled_one() -> None:
     from compare.report import time_ratio_table
 
