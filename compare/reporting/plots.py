@@ -22,7 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
-from compare.reporting.stats import mean_interval
+from compare.reporting.stats import mean_interval, seed_pairs
 from dpcore.io import atomic_path
 
 PANEL_INCHES = (4.6, 3.4)
@@ -231,15 +231,8 @@ def plot_paired_differences(frame: pd.DataFrame, path: Path, tolerance: float,
     points for every seed (grey dots) and their mean with its 95% t interval (black), with the
     ±``tolerance`` agreement band shaded and 0 marked: how far each seed's pair moves, not
     only the verdict. False (nothing written) if no setting has a seed on both backends."""
-    done = frame[(frame["status"] == "finished") & frame[metric].notna()]
-    rows = []
-    for (panel, point), group in done.groupby(["panel", "point"], sort=False):
-        a = group[group["backend"] == first].set_index("seed")[metric]
-        b = group[group["backend"] == second].set_index("seed")[metric]
-        seeds = sorted(set(a.index) & set(b.index))
-        if seeds:
-            rows.append((panel, point, 100 * (b.loc[seeds].to_numpy(float)
-                                              - a.loc[seeds].to_numpy(float))))
+    rows = [(pair.runs["panel"].iloc[0], pair.runs["point"].iloc[0], 100 * pair.differences)
+            for pair in seed_pairs(frame, metric, first, second)]
     if not rows:
         return False
     panels = natural_order(r[0] for r in rows)

@@ -8,8 +8,9 @@ differences (torch minus tf). The t quantiles and the paired test come from scip
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -71,6 +72,32 @@ def verdict(interval: Interval, tolerance: float = AGREEMENT_TOLERANCE) -> str:
     return "inconclusive"
 
 
+class SeedPair(NamedTuple):
+    """One setting's runs paired by seed across two backends (seeds run on both only)."""
+
+    setting: str
+    runs: pd.DataFrame  #: every finished run of the setting with the metric, both backends
+    first_runs: pd.DataFrame  #: the first backend's runs of the paired seeds, indexed by seed
+    second_runs: pd.DataFrame  #: the second backend's, in the same seed order
+    differences: np.ndarray  #: second minus first of the metric, per paired seed
+
+
+def seed_pairs(frame: pd.DataFrame, metric: str = "accuracy", first: str = "tf",
+               second: str = "torch") -> Iterator[SeedPair]:
+    """The finished runs of ``frame`` with ``metric``, per setting (in first-seen order),
+    paired by seed; settings without a seed on both backends are skipped. The one pairing
+    that the paired table and the paired-differences figure share."""
+    done = frame[(frame["status"] == "finished") & frame[metric].notna()]
+    for setting, group in done.groupby("setting", sort=False):
+        a = group[group["backend"] == first].set_index("seed")
+        b = group[group["backend"] == second].set_index("seed")
+        seeds = sorted(set(a.index) & set(b.index))
+        if seeds:
+            yield SeedPair(str(setting), group, a.loc[seeds], b.loc[seeds],
+                           b.loc[seeds, metric].to_numpy(float)
+                           - a.loc[seeds, metric].to_numpy(float))
+
+
 def paired_backend_table(
     frame: pd.DataFrame, metric: str = "accuracy", first: str = "tf", second: str = "torch",
     tolerance: float = AGREEMENT_TOLERANCE,
@@ -85,25 +112,19 @@ def paired_backend_table(
     pair shares batches and initial weights but not the noise draw).
     ``frame`` is :func:`compare.reporting.frames.results_frame` output.
     """
-    done = frame[(frame["status"] == "finished") & frame[metric].notna()]
     rows = []
-    for setting, group in done.groupby("setting", sort=False):
-        a = group[group["backend"] == first].set_index("seed")
-        b = group[group["backend"] == second].set_index("seed")
-        seeds = sorted(set(a.index) & set(b.index))
-        if not seeds:
-            continue
-        diffs = b.loc[seeds, metric].to_numpy(float) - a.loc[seeds, metric].to_numpy(float)
-        interval = mean_interval(diffs)
+    for pair in seed_pairs(frame, metric, first, second):
+        a, b, group = pair.first_runs, pair.second_runs, pair.runs
+        interval = mean_interval(pair.differences)
         p_value = math.nan
-        if len(seeds) > 1 and np.ptp(diffs) > 0:
-            p_value = float(stats.ttest_rel(b.loc[seeds, metric].to_numpy(float),
-                                            a.loc[seeds, metric].to_numpy(float)).pvalue)
+        if len(a) > 1 and np.ptp(pair.differences) > 0:
+            p_value = float(stats.ttest_rel(b[metric].to_numpy(float),
+                                            a[metric].to_numpy(float)).pvalue)
         collapsed = [name for name, side in ((first, a), (second, b))
-                     if "collapsed" in side and side.loc[seeds, "collapsed"].any()]
+                     if "collapsed" in side and side["collapsed"].any()]
         noised = bool(group["mechanism"].astype(str).str.startswith("dpsgd").any()) \
             if "mechanism" in group else False
-        rows.append({"setting": setting, "pairs": len(seeds),
+        rows.append({"setting": pair.setting, "pairs": len(a),
                      "mean_difference": interval.mean, "ci_low": interval.low,
                      "ci_high": interval.high, "p_value": p_value,
                      "verdict": verdict(interval, tolerance), "collapsed": ", ".join(collapsed),
@@ -112,5 +133,5 @@ def paired_backend_table(
                                        "ci_high", "p_value", "verdict", "collapsed", "noised"])
 
 
-__all__ = ["AGREEMENT_TOLERANCE", "CONFIDENCE", "Interval", "format_interval",
-           "mean_interval", "paired_backend_table", "verdict"]
+__all__ = ["AGREEMENT_TOLERANCE", "CONFIDENCE", "Interval", "SeedPair", "format_interval",
+           "mean_interval", "paired_backend_table", "seed_pairs", "verdict"]
