@@ -120,6 +120,8 @@ class RayOptions:
             raise ConfigError(f"--max-concurrent={self.max_concurrent} must be >= 1")
         if self.max_retries < 0:
             raise ConfigError(f"max_retries={self.max_retries} must be >= 0")
+        if self.address not in (None, "auto"):
+            split_address(self.address)  # a malformed address is an error before Ray loads
 
 
 class RayExecutor:
@@ -316,16 +318,21 @@ def bench_environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key.startswith("DPCOMPARE_")}
 
 
-def check_reachable(address: str) -> None:
-    """ConfigError unless a TCP connection to ``[ray://]HOST:PORT`` opens within
-    ``CONNECT_TIMEOUT_S`` (Ray itself would retry for a long time before giving up)."""
-    bare = address.removeprefix("ray://")
-    host, sep, port = bare.rpartition(":")
+def split_address(address: str) -> tuple[str, int]:
+    """(host, port) of ``[ray://]HOST:PORT``; ConfigError naming the value otherwise."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not host or not port.isdigit():
         raise ConfigError(f"--ray-address={address!r} is not HOST:PORT (e.g. 10.0.0.5:6379), "
                           "ray://HOST:PORT or auto")
+    return host, int(port)
+
+
+def check_reachable(address: str) -> None:
+    """ConfigError unless a TCP connection to ``[ray://]HOST:PORT`` opens within
+    ``CONNECT_TIMEOUT_S`` (Ray itself would retry for a long time before giving up)."""
+    host, port = split_address(address)
     try:
-        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S):
+        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
             pass
     except OSError as exc:
         raise ConfigError(
