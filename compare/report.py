@@ -111,11 +111,14 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 def time_ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per backend and DP setting: the median over seeds of its seconds per epoch, over the
-    median of the matching non-private run (same backend, data set, model and epochs; not a
-    pooled denominator). Settings without a matching non-private run are left out."""
+    median of the matching non-private run (same backend, data set, model, epochs and fixed
+    front end, cached or not: see :func:`front_end_mismatches`; not a pooled denominator).
+    Settings without a matching non-private run are left out."""
     data = frame[(frame["status"] == "finished") & frame["epoch_seconds"].notna()]
     rows = []
     keys = ["backend", "dataset", "model", "epochs"]
+    if "front_end" in data and not front_end_mismatches(data).empty:
+        keys.append("front_end")
     for key, group in data.groupby(keys):
         public = group[group["mechanism"] == "none"]
         if public.empty:
@@ -378,12 +381,51 @@ def report_montages(store_root: Path, grid_name: str | None) -> list[tuple[str, 
             for p in sorted((store_root / MONTAGES_FOLDER).glob("*/*.png"))]
 
 
+def front_end_mismatches(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per data set and model whose finished runs differ in how they computed the model's
+    fixed front end (``front_end``: ``"cached"`` once per data set, ``""`` in every step):
+    dataset, model, cached (runs), every_step (runs). Empty when no model mixes the two.
+
+    Such runs' epoch times differ by the front end's cost (for the ScatterNets most of a
+    step), not by DP, so the time section says so and pairs like with like."""
+    columns = ["dataset", "model", "cached", "every_step"]
+    done = frame[frame["status"] == "finished"]
+    if "front_end" not in done or done.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for (dataset, model), group in done.groupby(["dataset", "model"], sort=False):
+        cached = int((group["front_end"] == "cached").sum())
+        if 0 < cached < len(group):
+            rows.append({"dataset": dataset, "model": model, "cached": cached,
+                         "every_step": len(group) - cached})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def front_end_sentence(mismatches: pd.DataFrame) -> str:
+    """The time section's warning for :func:`front_end_mismatches` ("" when empty)."""
+    if mismatches.empty:
+        return ""
+    groups = "; ".join(f"{row.dataset} · {row.model}: {row.every_step} runs computed it in "
+                       f"every step, {row.cached} once per data set"
+                       for row in mismatches.itertuples())
+    return ("**Epoch times not comparable across the fixed front end.** Some runs of a model "
+            "with a fixed front end (the ScatterNets' scattering) computed it once per data "
+            "set before training (`cached` in the `front_end` column) and others in every "
+            "step (stored before the front-end cache existed, or run with it off or with "
+            f"`augment`): {groups}. Their epoch times differ by the front end's cost, not by "
+            "DP; the DP-over-non-private ratios below compare runs with the same front end "
+            "only, and leave out a setting that has no such non-private run.")
+
+
 def _time_section(frame: pd.DataFrame, out: Path) -> list[str]:
     lines = ["## Time", "",
              "Seconds per epoch (first epoch excluded), **median over seeds**, measured on this "
              "machine in the runs this report lists (other jobs may have shared the CPU).", ""]
     if plots.plot_epoch_time(frame, out / "epoch_time.png"):
         lines += ["![seconds per epoch](epoch_time.png)", ""]
+    mismatches = front_end_mismatches(frame)
+    if not mismatches.empty:
+        lines += [front_end_sentence(mismatches), ""]
     ratios = time_ratio_table(frame)
     if not ratios.empty:
         ratios.to_csv(out / "time_ratios.csv", index=False)
@@ -393,7 +435,8 @@ def _time_section(frame: pd.DataFrame, out: Path) -> list[str]:
     # A process-wide peak is the largest run's so far, not this run's: never shown as one.
     per_run = done.assign(run_peak_memory_mb=done["peak_memory_mb"].where(
         done["peak_memory_scope"] == "run"))
-    medians = per_run.groupby(["setting", "backend"], sort=False).agg(
+    by = ["setting", "backend"] + (["front_end"] if not mismatches.empty else [])
+    medians = per_run.groupby(by, sort=False).agg(
         seeds=("seed", "size"), median_epoch_seconds=("epoch_seconds", "median"),
         median_examples_per_second=("examples_per_second", "median"),
         median_peak_memory_mb=("run_peak_memory_mb", "median")).reset_index()
@@ -571,5 +614,6 @@ def command_line() -> str:
     return "dpcompare " + " ".join(args)
 
 
-__all__ = ["ReportContext", "command_line", "engines_used", "markdown_table", "per_class_frame",
-           "results_frame", "seeds_phrase", "summary_table", "time_ratio_table", "write_report"]
+__all__ = ["ReportContext", "command_line", "engines_used", "front_end_mismatches",
+           "front_end_sentence", "markdown_table", "per_class_frame", "results_frame",
+           "seeds_phrase", "summary_table", "time_ratio_table", "write_report"]

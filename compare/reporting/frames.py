@@ -28,7 +28,18 @@ FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "original_score",
 TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
                 "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
-                "peak_memory_scope")
+                "peak_memory_scope", "front_end")
+
+
+def front_end(perf: dict[str, Any] | None) -> str:
+    """How a run computed its model's fixed front end (``dpcore.frontcache``): ``"cached"``
+    (once per data set, before training) or ``""`` (in every step, or the model has none).
+
+    Records written before the cache, or with ``perf.cache_fixed_front=false`` or ``augment``,
+    carry no ``fixed_front_cached`` and read ``""``: a model's runs that differ here differ in
+    epoch time by the front end's cost, not by DP.
+    """
+    return "cached" if (perf or {}).get("fixed_front_cached") else ""
 
 
 def epsilon_of(result: RunResult) -> float:
@@ -140,6 +151,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "peak_memory_mb": r.timing.get("peak_memory_mb"),
             # records before dpcore.memory carry no scope: their peak was the process's
             "peak_memory_scope": r.timing.get("peak_memory_scope") or "process",
+            "front_end": front_end(r.perf),
             "n_train": r.dataset.get("n_train"),
             "n_test": r.dataset.get("n_test"),
             "data_fingerprint": r.dataset.get("fingerprint"),
@@ -239,6 +251,6 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                                        "curve", "fraction", "probability"])
 
 
-__all__ = ["FAITHFULNESS_KEYS", "curves_frame", "epsilon_of", "history_frame",
+__all__ = ["FAITHFULNESS_KEYS", "curves_frame", "epsilon_of", "front_end", "history_frame",
            "library_epsilon", "mean_epoch_seconds", "panel_and_point", "per_class_frame",
            "results_frame"]

@@ -346,14 +346,30 @@ def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> 
     return True
 
 
+#: Added to a setting's label in the epoch-time figure when its runs computed the model's
+#: fixed front end in every step while other runs of the model cached it.
+EVERY_STEP_SUFFIX = " (front end every step)"
+
+
 def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
-    """Median seconds per epoch over seeds, one panel per ``panel``, settings on the y axis."""
+    """Median seconds per epoch over seeds, one panel per ``panel``, settings on the y axis.
+
+    Where a model's runs differ in how they computed its fixed front end (``front_end``, see
+    :func:`compare.report.front_end_mismatches`), the settings that computed it in every step
+    are labelled so: their times include the front end's cost."""
     data = frame[(frame["status"] == "finished") & frame["epoch_seconds"].notna()]
     if data.empty:
         return False
-    data = data.assign(median_epoch_seconds=data.groupby(["setting", "backend"])[
+    if "front_end" in data:
+        cached = data["front_end"] == "cached"
+        share = cached.groupby([data["dataset"], data["model"]]).transform("mean")
+        every_step = (share > 0) & (share < 1) & ~cached
+        data = data.assign(point=data["point"].where(
+            ~every_step, data["point"] + EVERY_STEP_SUFFIX))
+    keys = ["setting", "backend", "point"]
+    data = data.assign(median_epoch_seconds=data.groupby(keys)[
         "epoch_seconds"].transform("median"))
-    first = data.drop_duplicates(["setting", "backend"]).assign(collapsed=False)
+    first = data.drop_duplicates(keys).assign(collapsed=False)
     return plot_by_setting(first.assign(epoch_seconds=first["median_epoch_seconds"]),
                            "epoch_seconds", path,
                            "seconds per epoch (median over seeds, first epoch excluded)",
@@ -380,5 +396,6 @@ def _palette(n: int) -> list:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-__all__ = ["natural_key", "natural_order", "plot_by_setting", "plot_epoch_time",
-           "plot_lines_per_run", "plot_metric_vs_swept", "plot_per_class", "swept_variable"]
+__all__ = ["EVERY_STEP_SUFFIX", "natural_key", "natural_order", "plot_by_setting",
+           "plot_epoch_time", "plot_lines_per_run", "plot_metric_vs_swept", "plot_per_class",
+           "swept_variable"]

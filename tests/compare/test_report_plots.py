@@ -289,3 +289,23 @@ def test_paired_differences_show_every_seed_and_the_agreement_band(
         band = [p for p in ax.patches if p.get_label().startswith("agreement band")]
         assert len(band) == 1
     assert not plots.plot_paired_differences(results_frame(runs[:6]), Path("y.png"), 0.01)
+
+
+def test_the_epoch_time_figure_labels_settings_that_computed_the_front_end_every_step(
+        saved: list[Figure]) -> None:
+    runs = []
+    for point, cached, seconds in (("non-private", False, 6.0), ("eps=5", True, 0.1)):
+        run = fake_result(point=point, mechanism="none" if point == "non-private" else
+                          "dpsgd-gaussian")
+        run.timing = {"epoch_seconds": [20.0, seconds, seconds]}
+        run.perf = {"fixed_front_cached": "scatter"} if cached else {}
+        runs.append(run)
+    assert plots.plot_epoch_time(results_frame(runs), Path("unused.png"))
+    labels = [t.get_text() for t in saved[0].axes[0].get_yticklabels()]
+    assert [label.replace("\n", " ") for label in labels] == [
+        "eps=5", "non-private" + plots.EVERY_STEP_SUFFIX]
+    saved.clear()
+    for run in runs:
+        run.perf = {}
+    assert plots.plot_epoch_time(results_frame(runs), Path("unused.png"))
+    assert [t.get_text() for t in saved[0].axes[0].get_yticklabels()] == ["eps=5", "non-private"]

@@ -95,3 +95,56 @@ def test_the_faithfulness_table_shows_the_unmasked_score_that_bounds_it(tmp_path
     assert columns.index("average_drop") < columns.index("original_score") < \
         columns.index("masked_score")
     assert "0.991 ± 0.000" in text and FAITHFULNESS_COLUMNS_NOTE in text
+
+
+def _front_end_runs() -> list:
+    """The interpretability grid's case: PneumoniaMNIST runs of one model, the non-private
+    and epsilon-1 ones stored before the front-end cache (6 s per epoch), the epsilon-5 ones
+    with it (0.1 s per epoch)."""
+    from tests.compare.report_fakes import fake_result
+
+    runs = []
+    for backend in ("tf", "torch"):
+        for seed in (0, 1):
+            for point, mechanism, seconds, cached in (("non-private", "none", 6.0, False),
+                                                      ("eps=1", "dpsgd-gaussian", 8.0, False),
+                                                      ("eps=5", "dpsgd-gaussian", 0.1, True)):
+                run = fake_result(backend=backend, seed=seed, point=point, mechanism=mechanism,
+                                  dataset="pneumoniamnist")
+                run.timing = {"epoch_seconds": [20.0, seconds, seconds]}
+                run.perf = ({"fixed_front_cached": "scatter, scatter_gn"} if cached else {})
+                runs.append(run)
+    return runs
+
+
+def test_time_ratios_pair_runs_with_the_same_fixed_front_end_only() -> None:
+    """A DP run that cached the scattering is not divided by a non-private run that computed
+    it in every step (that gave ratios of 0.014 in interpretability-vs-epsilon-tuned)."""
+    from compare.report import front_end_mismatches, time_ratio_table
+    from compare.reporting.frames import results_frame
+
+    frame = results_frame(_front_end_runs())
+    mismatches = front_end_mismatches(frame)
+    assert mismatches.to_dict("records") == [
+        {"dataset": "pneumoniamnist", "model": "cnn4", "cached": 4, "every_step": 8}]
+    table = time_ratio_table(frame)
+    assert sorted(table["setting"].str.rsplit(" · ", n=1).str[-1]) == ["eps=1", "eps=1"]
+    assert table["ratio_to_non_private"].tolist() == [8.0 / 6.0, 8.0 / 6.0]
+    assert set(table["front_end"]) == {""}
+
+
+def test_the_time_section_says_when_epoch_times_differ_by_the_front_end(tmp_path: Path
+                                                                        ) -> None:
+    from compare.report import _time_section
+    from compare.reporting.frames import results_frame
+    from tests.compare.report_fakes import fake_result
+
+    text = "\n".join(_time_section(results_frame(_front_end_runs()), tmp_path))
+    assert "Epoch times not comparable across the fixed front end" in text
+    assert "pneumoniamnist · cnn4: 8 runs computed it in every step, 4 once per data set" in text
+    header = next(line for line in text.splitlines() if line.startswith("| setting"))
+    assert "front_end" in [cell.strip() for cell in _cells(header)]
+    # runs that all compute the front end the same way get neither the warning nor the column
+    same = "\n".join(_time_section(results_frame([fake_result(backend=b) for b in ("tf", "torch")]),
+                                   tmp_path))
+    assert "front end" not in same and "front_end" not in same
