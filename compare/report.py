@@ -383,7 +383,7 @@ def report_montages(store_root: Path, grid_name: str | None) -> list[tuple[str, 
 
 def front_end_mismatches(frame: pd.DataFrame) -> pd.DataFrame:
     """Per data set and model whose finished runs differ in how they computed the model's
-    fixed front end (``front_end``: ``"cached"`` once per data set, ``""`` in every step):
+    fixed front end (``front_end``: ``"cached"`` once per data set, ``"every step"``):
     dataset, model, cached (runs), every_step (runs). Empty when no model mixes the two.
 
     Such runs' epoch times differ by the front end's cost (for the ScatterNets most of a
@@ -395,9 +395,10 @@ def front_end_mismatches(frame: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (dataset, model), group in done.groupby(["dataset", "model"], sort=False):
         cached = int((group["front_end"] == "cached").sum())
-        if 0 < cached < len(group):
+        every_step = int((group["front_end"] == "every step").sum())
+        if cached and every_step:
             rows.append({"dataset": dataset, "model": model, "cached": cached,
-                         "every_step": len(group) - cached})
+                         "every_step": every_step})
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -411,10 +412,10 @@ def front_end_sentence(mismatches: pd.DataFrame) -> str:
     return ("**Epoch times not comparable across the fixed front end.** Some runs of a model "
             "with a fixed front end (the ScatterNets' scattering) computed it once per data "
             "set before training (`cached` in the `front_end` column) and others in every "
-            "step (stored before the front-end cache existed, or run with it off or with "
-            f"`augment`): {groups}. Their epoch times differ by the front end's cost, not by "
-            "DP; the DP-over-non-private ratios below compare runs with the same front end "
-            "only, and leave out a setting that has no such non-private run.")
+            "step (`every step`: stored before the front-end cache existed, or run with it off "
+            f"or with `augment`): {groups}. Their epoch times differ by the front end's cost, "
+            "not by DP; the DP-over-non-private ratios below compare runs with the same front "
+            "end only, and leave out a setting that has no such non-private run.")
 
 
 def _time_section(frame: pd.DataFrame, out: Path) -> list[str]:
@@ -430,7 +431,9 @@ def _time_section(frame: pd.DataFrame, out: Path) -> list[str]:
     if not ratios.empty:
         ratios.to_csv(out / "time_ratios.csv", index=False)
         lines += ["DP over non-private median epoch time, against the non-private run of the "
-                  "same backend, data set, model and epochs:", "", markdown_table(ratios), ""]
+                  "same backend, data set, model and epochs"
+                  + (" and front end" if "front_end" in ratios else "") + ":", "",
+                  markdown_table(ratios), ""]
     done = frame[frame["status"] == "finished"]
     # A process-wide peak is the largest run's so far, not this run's: never shown as one.
     per_run = done.assign(run_peak_memory_mb=done["peak_memory_mb"].where(

@@ -12,6 +12,7 @@ the backends). Besides the stored fields each run row gets:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -21,6 +22,10 @@ import pandas as pd
 
 from compare.grid import SETTING_SEPARATOR, setting_label
 from compare.reporting.collapse import collapse_reason, majority_rate
+from dpcore.architectures import architecture
+from dpcore.config import ModelSpec
+from dpcore.errors import ConfigError
+from dpcore.frontcache import fixed_front_names
 from dpcore.results import RunResult
 
 FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "original_score", "masked_score",
@@ -31,15 +36,36 @@ TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel"
                 "peak_memory_scope", "front_end")
 
 
-def front_end(perf: dict[str, Any] | None) -> str:
-    """How a run computed its model's fixed front end (``dpcore.frontcache``): ``"cached"``
-    (once per data set, before training) or ``""`` (in every step, or the model has none).
+def front_end(result: RunResult) -> str:
+    """How a run computed its model's fixed front end (:mod:`dpcore.frontcache`, the
+    ScatterNets' scattering): ``"cached"`` (once per data set, before training), ``"every
+    step"`` (in each training step: stored before the cache existed, or run with
+    ``perf.cache_fixed_front=false``, ``augment`` or a library recipe) or ``""`` (the model
+    has no fixed front end, or the record does not say which model and input it had).
 
-    Records written before the cache, or with ``perf.cache_fixed_front=false`` or ``augment``,
-    carry no ``fixed_front_cached`` and read ``""``: a model's runs that differ here differ in
-    epoch time by the front end's cost, not by DP.
+    A model's runs that differ here differ in epoch time by the front end's cost, not by DP.
     """
-    return "cached" if (perf or {}).get("fixed_front_cached") else ""
+    if (result.perf or {}).get("fixed_front_cached"):
+        return "cached"
+    try:
+        model = tuple(sorted(result.config["model"].items()))
+        shape = tuple(int(d) for d in result.dataset["input_shape"])
+        has_front = _has_fixed_front(model, shape, int(result.dataset["n_classes"]))
+    except (KeyError, TypeError, ValueError):
+        return ""
+    return "every step" if has_front else ""
+
+
+@functools.lru_cache(maxsize=256)
+def _has_fixed_front(model: tuple[tuple[str, Any], ...], input_shape: tuple[int, ...],
+                     n_classes: int) -> bool:
+    """Whether this model on this input starts with a fixed front end (False if the record
+    cannot be resolved into an architecture, e.g. a text model without its vocabulary)."""
+    try:
+        arch = architecture(ModelSpec(**dict(model)), input_shape, n_classes)
+    except (ConfigError, TypeError, ValueError):
+        return False
+    return bool(fixed_front_names(arch))
 
 
 def epsilon_of(result: RunResult) -> float:
@@ -151,7 +177,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "peak_memory_mb": r.timing.get("peak_memory_mb"),
             # records before dpcore.memory carry no scope: their peak was the process's
             "peak_memory_scope": r.timing.get("peak_memory_scope") or "process",
-            "front_end": front_end(r.perf),
+            "front_end": front_end(r),
             "n_train": r.dataset.get("n_train"),
             "n_test": r.dataset.get("n_test"),
             "data_fingerprint": r.dataset.get("fingerprint"),

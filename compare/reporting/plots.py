@@ -361,9 +361,9 @@ def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
     if data.empty:
         return False
     if "front_end" in data:
-        cached = data["front_end"] == "cached"
-        share = cached.groupby([data["dataset"], data["model"]]).transform("mean")
-        every_step = (share > 0) & (share < 1) & ~cached
+        by_model = [data["dataset"], data["model"]]
+        any_cached = (data["front_end"] == "cached").groupby(by_model).transform("any")
+        every_step = any_cached & (data["front_end"] == "every step")
         data = data.assign(point=data["point"].where(
             ~every_step, data["point"] + EVERY_STEP_SUFFIX))
     keys = ["setting", "backend", "point"]

@@ -42,3 +42,12 @@ def fake_result(*, dataset: str = "mnist5k", backend: str = "tf", seed: int = 0,
         dataset={"n_train": 100, "n_test": 100, "fingerprint": "f"},
         faithfulness=faithfulness,
     )
+
+
+def as_scatternet_run(run: RunResult, cached: bool) -> RunResult:
+    """``run`` made a ``scatter-linear`` run on 28x28x1 images that computed its fixed front
+    end (the scattering) once per data set (``cached``) or in every step (no cache record)."""
+    run.config["model"] = {"name": "scatter-linear", "activation": "relu"}
+    run.dataset.update({"input_shape": [28, 28, 1], "n_classes": 2})
+    run.perf = {"fixed_front_cached": "scatter, scatter_gn"} if cached else {}
+    return run

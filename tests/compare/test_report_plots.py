@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 
 from compare.reporting import plots
 from compare.reporting.frames import per_class_frame, results_frame
-from tests.compare.report_fakes import fake_result
+from tests.compare.report_fakes import as_scatternet_run, fake_result
 
 
 @pytest.fixture
@@ -298,14 +298,13 @@ def test_the_epoch_time_figure_labels_settings_that_computed_the_front_end_every
         run = fake_result(point=point, mechanism="none" if point == "non-private" else
                           "dpsgd-gaussian")
         run.timing = {"epoch_seconds": [20.0, seconds, seconds]}
-        run.perf = {"fixed_front_cached": "scatter"} if cached else {}
-        runs.append(run)
+        runs.append(as_scatternet_run(run, cached))
     assert plots.plot_epoch_time(results_frame(runs), Path("unused.png"))
     labels = [t.get_text() for t in saved[0].axes[0].get_yticklabels()]
     assert [label.replace("\n", " ") for label in labels] == [
         "eps=5", "non-private" + plots.EVERY_STEP_SUFFIX]
     saved.clear()
     for run in runs:
-        run.perf = {}
+        as_scatternet_run(run, cached=False)
     assert plots.plot_epoch_time(results_frame(runs), Path("unused.png"))
     assert [t.get_text() for t in saved[0].axes[0].get_yticklabels()] == ["eps=5", "non-private"]

@@ -101,7 +101,7 @@ def _front_end_runs() -> list:
     """The interpretability grid's case: PneumoniaMNIST runs of one model, the non-private
     and epsilon-1 ones stored before the front-end cache (6 s per epoch), the epsilon-5 ones
     with it (0.1 s per epoch)."""
-    from tests.compare.report_fakes import fake_result
+    from tests.compare.report_fakes import as_scatternet_run, fake_result
 
     runs = []
     for backend in ("tf", "torch"):
@@ -112,8 +112,7 @@ def _front_end_runs() -> list:
                 run = fake_result(backend=backend, seed=seed, point=point, mechanism=mechanism,
                                   dataset="pneumoniamnist")
                 run.timing = {"epoch_seconds": [20.0, seconds, seconds]}
-                run.perf = ({"fixed_front_cached": "scatter, scatter_gn"} if cached else {})
-                runs.append(run)
+                runs.append(as_scatternet_run(run, cached))
     return runs
 
 
@@ -126,11 +125,11 @@ def test_time_ratios_pair_runs_with_the_same_fixed_front_end_only() -> None:
     frame = results_frame(_front_end_runs())
     mismatches = front_end_mismatches(frame)
     assert mismatches.to_dict("records") == [
-        {"dataset": "pneumoniamnist", "model": "cnn4", "cached": 4, "every_step": 8}]
+        {"dataset": "pneumoniamnist", "model": "scatter-linear", "cached": 4, "every_step": 8}]
     table = time_ratio_table(frame)
     assert sorted(table["setting"].str.rsplit(" · ", n=1).str[-1]) == ["eps=1", "eps=1"]
     assert table["ratio_to_non_private"].tolist() == [8.0 / 6.0, 8.0 / 6.0]
-    assert set(table["front_end"]) == {""}
+    assert set(table["front_end"]) == {"every step"}
 
 
 def test_the_time_section_says_when_epoch_times_differ_by_the_front_end(tmp_path: Path
@@ -141,10 +140,25 @@ def test_the_time_section_says_when_epoch_times_differ_by_the_front_end(tmp_path
 
     text = "\n".join(_time_section(results_frame(_front_end_runs()), tmp_path))
     assert "Epoch times not comparable across the fixed front end" in text
-    assert "pneumoniamnist · cnn4: 8 runs computed it in every step, 4 once per data set" in text
+    assert ("pneumoniamnist · scatter-linear: 8 runs computed it in every step, 4 once per "
+            "data set") in text
     header = next(line for line in text.splitlines() if line.startswith("| setting"))
     assert "front_end" in [cell.strip() for cell in _cells(header)]
     # runs that all compute the front end the same way get neither the warning nor the column
     same = "\n".join(_time_section(results_frame([fake_result(backend=b) for b in ("tf", "torch")]),
                                    tmp_path))
     assert "front end" not in same and "front_end" not in same
+
+
+def test_front_end_says_cached_every_step_or_none() -> None:
+    """Read from the run's perf record and its model: a ScatterNet run without the cache
+    computed the scattering in every step; a model without a fixed front end has none."""
+    from compare.reporting.frames import front_end
+    from tests.compare.report_fakes import as_scatternet_run, fake_result
+
+    assert front_end(as_scatternet_run(fake_result(), cached=True)) == "cached"
+    assert front_end(as_scatternet_run(fake_result(), cached=False)) == "every step"
+    cnn4 = fake_result()
+    cnn4.dataset.update({"input_shape": [28, 28, 1], "n_classes": 2})
+    assert front_end(cnn4) == ""
+    assert front_end(fake_result()) == ""  # no input shape recorded: cannot tell
