@@ -16,12 +16,14 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
         return "The two backends were not both run on any setting, so they are not compared."
     tol = f"±{100 * tolerance:g} point"
     worst = paired.loc[paired["mean_difference"].abs().idxmax()]
+    collapsed = _collapsed_clause(paired)
     if int(paired["pairs"].max()) < 2:
         return (f"Each setting has one seed, so no interval can be given for the backend "
                 f"difference: Opacus minus TF Privacy test accuracy ranges over "
                 f"{_pts(paired['mean_difference'].min())} to "
                 f"{_pts(paired['mean_difference'].max())} points across {len(paired)} "
-                f"setting{'s' if len(paired) != 1 else ''} (largest in {worst['setting']!r}).")
+                f"setting{'s' if len(paired) != 1 else ''} (largest in {worst['setting']!r})"
+                f"{collapsed}.")
     counts = paired["verdict"].value_counts()
     parts = [f"{counts.get(v, 0)} {v}" for v in ("agree", "differ", "inconclusive")
              if counts.get(v, 0)]
@@ -35,7 +37,22 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
             f"of the mean difference inside {tol}); the largest mean difference is "
             f"{_pts(worst['mean_difference'])} points in {worst['setting']!r} (95% CI "
             f"{_pts(worst['ci_low'])} to {_pts(worst['ci_high'])}{p_text}, "
-            f"{int(worst['pairs'])} seeds).")
+            f"{int(worst['pairs'])} seeds){collapsed}.")
+
+
+def _collapsed_clause(paired: pd.DataFrame) -> str:
+    """``"; in N of these M settings ..."``: how many compared settings have a collapsed run
+    (a difference between collapsed models says nothing about the backends); "" for none."""
+    if "collapsed" not in paired:
+        return ""
+    n = int((paired["collapsed"].fillna("").astype(str) != "").sum())
+    if not n:
+        return ""
+    if n == len(paired):
+        return ("; every one of them has a collapsed run, so these differences are between "
+                "collapsed models and say nothing about the backends")
+    return (f"; {n} of these {len(paired)} settings have a collapsed run (see the "
+            "'collapsed' column): their differences are between collapsed models")
 
 
 def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
@@ -53,18 +70,20 @@ def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
         points = list(dict.fromkeys(public["point"]))
         figures = []
         for backend in sorted(set(group["backend"])):
-            dp_i = mean_interval(dp[(dp["point"] == best) & (dp["backend"] == backend)]
-                                 ["accuracy"].to_numpy(float))
+            dp_runs = dp[(dp["point"] == best) & (dp["backend"] == backend)]
+            dp_i = mean_interval(dp_runs["accuracy"].to_numpy(float))
             references = []
             for point in points:
-                np_i = mean_interval(public[(public["backend"] == backend)
-                                            & (public["point"] == point)]["accuracy"]
-                                     .to_numpy(float))
+                np_runs = public[(public["backend"] == backend) & (public["point"] == point)]
+                np_i = mean_interval(np_runs["accuracy"].to_numpy(float))
                 if np_i.n:
+                    notes = [point] if len(points) > 1 else []
+                    notes += ["collapsed"] if _any_collapsed(np_runs) else []
                     references.append(f"{np_i.mean:.3f}"
-                                      + (f" ({point})" if len(points) > 1 else ""))
+                                      + (f" ({', '.join(notes)})" if notes else ""))
             if dp_i.n and references:
-                figures.append(f"{backend} {dp_i.mean:.3f} vs {', '.join(references)}")
+                mark = " (collapsed)" if _any_collapsed(dp_runs) else ""
+                figures.append(f"{backend} {dp_i.mean:.3f}{mark} vs {', '.join(references)}")
         if figures:
             parts.append(f"on {panel} the best DP-SGD setting ({best}) reaches "
                          f"{', '.join(figures)} non-private test accuracy")
@@ -72,6 +91,10 @@ def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
         return None
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + " (means over seeds)."
+
+
+def _any_collapsed(runs: pd.DataFrame) -> bool:
+    return "collapsed" in runs and bool(runs["collapsed"].astype(bool).any())
 
 
 def collapse_sentence(frame: pd.DataFrame) -> str:

@@ -162,3 +162,26 @@ def test_montage_column_of_a_collapsed_model_says_so() -> None:
     assert montage_column_title("pneumonia · C=0.1", collapsed) == (
         "pneumonia · C=0.1 (eps=1) (collapsed)")
     assert montage_column_title("pneumonia · eps=1", fine) == "pneumonia · eps=1"
+
+
+def test_the_headline_says_when_the_compared_runs_collapsed() -> None:
+    """The ResNet-18 medical grid: every run at the majority rate. A backend difference and a
+    privacy cost between collapsed models are labelled so, not read as findings."""
+    from compare.reporting.headline import backend_sentence, privacy_cost_sentence
+
+    majority = per_class([400, 600], [0.0, 1.0], [math.nan, 0.6])
+    good = per_class([400, 600], [0.8, 0.9], [0.85, 0.87])
+    runs = [fake_result(backend=b, point=p, mechanism=m, epsilon=e, accuracy=acc, classes=c)
+            for b in ("tf", "torch")
+            for p, m, e, acc, c in (("eps=8", "dpsgd-gaussian", 8.0, 0.6, majority),
+                                    ("non-private", "none", 0.0, 0.86, good))]
+    frame = results_frame(runs)
+    text = backend_sentence(paired_backend_table(frame))
+    assert "1 of these 2 settings have a collapsed run" in text
+    cost = privacy_cost_sentence(frame)
+    assert cost is not None and "tf 0.600 (collapsed) vs 0.860, torch 0.600 (collapsed)" in cost
+    everything = results_frame([r for r in runs if r.config["privacy"]["mechanism"] != "none"])
+    assert "every one of them has a collapsed run" in backend_sentence(
+        paired_backend_table(everything))
+    healthy = results_frame([r for r in runs if r.config["privacy"]["mechanism"] == "none"])
+    assert "collapsed" not in backend_sentence(paired_backend_table(healthy))
