@@ -14,8 +14,8 @@ same clipped sum from one ordinary forward and backward pass ("ghost clipping", 
    norm and its clip factor, Opacus's ``min(1, C / (norm + 1e-6))`` (the reference's);
 4. each layer's clip-weighted sum ``sum_i c_i grad_i``: for Linear its own weight-gradient
    product with output gradient ``c * g``; for Conv/GroupNorm whose grad samples were
-   computed for the norm, ``sum_i c_i G_i`` of the kept samples (within
-   :data:`KEEP_SAMPLES_BUDGET`); otherwise one ordinary weight-gradient op,
+   computed for the norm, ``sum_i c_i G_i`` of the kept samples (Conv within
+   :data:`KEEP_SAMPLES_BUDGET`, GroupNorm always); otherwise one ordinary weight-gradient op,
    ``torch.autograd.grad(z, layer params, grad_outputs=c * g)`` (autograd prunes the graph
    to the layer's own parameters: ``sum_i c_i grad(loss_i) = grad(sum_i c_i loss_i)``).
    A wide Conv2d whose samples do not fit the budget gets a ghost norm instead
@@ -252,10 +252,10 @@ def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cli
     (:func:`unsupported_layers` empty).
 
     Per layer, the cheapest exact route: Linear's weighted sum is its own weight-gradient
-    product; Conv/GroupNorm grad samples computed for the norm are kept (within
-    :data:`KEEP_SAMPLES_BUDGET`) and contracted with ``c``; a wide Conv2d gets a ghost norm
-    (:func:`conv_ghost_sq_norms`) and, like Embedding and any layer over the budget, its
-    weighted sum from autograd (``grad(z, params, c * g)``).
+    product; Conv grad samples computed for the norm are kept (within
+    :data:`KEEP_SAMPLES_BUDGET`; GroupNorm's, n x 2C floats, always) and contracted with
+    ``c``; a wide Conv2d gets a ghost norm (:func:`conv_ghost_sq_norms`) and, like Embedding
+    and any Conv over the budget, its weighted sum from autograd (``grad(z, params, c * g)``).
     """
     if kind not in ("l2", "l1"):
         raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
@@ -282,7 +282,14 @@ def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cli
                     continue
                 samples = _grad_samples(m, a, g)
                 parts.append(_from_grad_samples(samples, kind))
-                if size <= budget:
+                if type(m) is nn.GroupNorm:
+                    # Always kept (n x 2C floats), never weighted by autograd: torch 2.13's
+                    # CPU GroupNorm backward for the affine parameters alone, on a
+                    # channels-last input (as the NHWC images give), writes through the
+                    # undefined input-gradient pointer and segfaults (found on ResNet-18,
+                    # PneumoniaMNIST, once the budget ran out before a GroupNorm).
+                    kept[k] = samples
+                elif size <= budget:
                     kept[k] = samples
                     budget -= size
             else:

@@ -273,3 +273,38 @@ def test_the_ghost_norm_is_chosen_only_where_it_is_cheaper() -> None:
     assert fast._use_conv_ghost(wide, torch.zeros(2, 256, 4, 4), "l2")
     assert not fast._use_conv_ghost(wide, torch.zeros(2, 256, 4, 4), "l1")
     assert not fast._use_conv_ghost(narrow, torch.zeros(2, 16, 14, 14), "l2")
+
+
+def test_groupnorm_weighted_sums_survive_channels_last_inputs() -> None:
+    """Grayscale NHWC images become channels-last tensors (a size-1 channel axis keeps the
+    permuted strides), and torch 2.13's CPU GroupNorm backward for the affine parameters
+    alone segfaults on them. With no budget left for kept grad samples (as on ResNet-18
+    PneumoniaMNIST at a 125-example chunk), GroupNorm's weighted sums must still come from its
+    grad samples and equal the budget route. In a subprocess: the defect is a segfault."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import numpy as np, torch
+        from dpcore.config import ModelSpec
+        from torchpipe import fast
+        from torchpipe.models import build_model
+        from torchpipe.predict import to_tensor
+        model = build_model(ModelSpec(name="resnet18", width=0.125), (16, 16, 1), 2, seed=1)
+        model.train()
+        rng = np.random.default_rng(0)
+        x = to_tensor(rng.uniform(size=(6, 16, 16, 1)).astype(np.float32), False)
+        assert x.is_contiguous(memory_format=torch.channels_last)
+        y = torch.from_numpy(rng.integers(0, 2, 6))
+        _, kept = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
+        fast.KEEP_SAMPLES_BUDGET = 0
+        _, autograd = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
+        for a, b in zip(kept, autograd, strict=True):
+            np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-6)
+        print("same sums")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0 and "same sums" in done.stdout, (done.returncode,
+                                                                 done.stderr[-2000:])
