@@ -27,6 +27,7 @@ from compare.reporting.findings_section import findings_section
 from compare.reporting.frames import (
     FAITHFULNESS_KEYS,
     curves_frame,
+    front_end_mismatches,
     history_frame,
     per_class_frame,
     results_frame,
@@ -379,27 +380,6 @@ def report_montages(store_root: Path, grid_name: str | None) -> list[tuple[str, 
                                             .glob("*.png"))]
     return [(f"{p.parent.name}-{p.name}", p)
             for p in sorted((store_root / MONTAGES_FOLDER).glob("*/*.png"))]
-
-
-def front_end_mismatches(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per data set and model whose finished runs differ in how they computed the model's
-    fixed front end (``front_end``: ``"cached"`` once per data set, ``"every step"``):
-    dataset, model, cached (runs), every_step (runs). Empty when no model mixes the two.
-
-    Such runs' epoch times differ by the front end's cost (for the ScatterNets most of a
-    step), not by DP, so the time section says so and pairs like with like."""
-    columns = ["dataset", "model", "cached", "every_step"]
-    done = frame[frame["status"] == "finished"]
-    if "front_end" not in done or done.empty:
-        return pd.DataFrame(columns=columns)
-    rows = []
-    for (dataset, model), group in done.groupby(["dataset", "model"], sort=False):
-        cached = int((group["front_end"] == "cached").sum())
-        every_step = int((group["front_end"] == "every step").sum())
-        if cached and every_step:
-            rows.append({"dataset": dataset, "model": model, "cached": cached,
-                         "every_step": every_step})
-    return pd.DataFrame(rows, columns=columns)
 
 
 def front_end_sentence(mismatches: pd.DataFrame) -> str:

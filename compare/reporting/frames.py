@@ -68,6 +68,27 @@ def _has_fixed_front(model: tuple[tuple[str, Any], ...], input_shape: tuple[int,
     return bool(fixed_front_names(arch))
 
 
+def front_end_mismatches(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per data set and model whose finished runs differ in how they computed the model's
+    fixed front end (``front_end``: ``"cached"`` once per data set, ``"every step"``):
+    dataset, model, cached (runs), every_step (runs). Empty when no model mixes the two.
+
+    Such runs' epoch times differ by the front end's cost (for the ScatterNets most of a
+    step), not by DP, so the time section says so and pairs like with like."""
+    columns = ["dataset", "model", "cached", "every_step"]
+    done = frame[frame["status"] == "finished"]
+    if "front_end" not in done or done.empty:
+        return pd.DataFrame(columns=columns)
+    rows = []
+    for (dataset, model), group in done.groupby(["dataset", "model"], sort=False):
+        cached = int((group["front_end"] == "cached").sum())
+        every_step = int((group["front_end"] == "every step").sum())
+        if cached and every_step:
+            rows.append({"dataset": dataset, "model": model, "cached": cached,
+                         "every_step": every_step})
+    return pd.DataFrame(rows, columns=columns)
+
+
 def epsilon_of(result: RunResult) -> float:
     """The epsilon plotted for a run: the central (DP-SGD) epsilon of the shared accountant,
     RDP (PLD if RDP is unsupported); inf for non-private and local-DP runs, which train without
@@ -277,6 +298,7 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                                        "curve", "fraction", "probability"])
 
 
-__all__ = ["FAITHFULNESS_KEYS", "curves_frame", "epsilon_of", "front_end", "history_frame",
+__all__ = ["FAITHFULNESS_KEYS", "curves_frame", "epsilon_of", "front_end",
+           "front_end_mismatches", "history_frame",
            "library_epsilon", "mean_epoch_seconds", "panel_and_point", "per_class_frame",
            "results_frame"]

@@ -22,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
+from compare.reporting.frames import front_end_mismatches
 from compare.reporting.stats import mean_interval, seed_pairs
 from dpcore.io import atomic_path
 
@@ -355,15 +356,16 @@ def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
     """Median seconds per epoch over seeds, one panel per ``panel``, settings on the y axis.
 
     Where a model's runs differ in how they computed its fixed front end (``front_end``, see
-    :func:`compare.report.front_end_mismatches`), the settings that computed it in every step
-    are labelled so: their times include the front end's cost."""
+    :func:`compare.reporting.frames.front_end_mismatches`), the settings that computed it in
+    every step are labelled so: their times include the front end's cost."""
     data = frame[(frame["status"] == "finished") & frame["epoch_seconds"].notna()]
     if data.empty:
         return False
-    if "front_end" in data:
-        by_model = [data["dataset"], data["model"]]
-        any_cached = (data["front_end"] == "cached").groupby(by_model).transform("any")
-        every_step = any_cached & (data["front_end"] == "every step")
+    mixed = front_end_mismatches(data)
+    if not mixed.empty:
+        in_mixed = pd.MultiIndex.from_frame(data[["dataset", "model"]]).isin(
+            pd.MultiIndex.from_frame(mixed[["dataset", "model"]]))
+        every_step = in_mixed & (data["front_end"] == "every step").to_numpy()
         data = data.assign(point=data["point"].where(
             ~every_step, data["point"] + EVERY_STEP_SUFFIX))
     keys = ["setting", "backend", "point"]
