@@ -41,7 +41,7 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
 
 
 def _collapsed_clause(paired: pd.DataFrame) -> str:
-    """``"; in N of these M settings ..."``: how many compared settings have a collapsed run
+    """``"; N of these M settings have a collapsed run ..."``: how many compared settings have one
     (a difference between collapsed models says nothing about the backends); "" for none."""
     if "collapsed" not in paired:
         return ""
