@@ -177,7 +177,8 @@ def plot_sweep(sweep: dict[str, Any], path: str | Path) -> Path:
     ax_m.set_title(f"peak memory ({where})")
     handles, labels = ax_t.get_legend_handles_labels()
     if handles:  # one legend for both panels, outside them, so that no line is hidden
-        fig.legend(handles, labels, loc="center right", fontsize=8)
+        # long handles, so that the dashed (plain) and solid (DP) lines tell apart
+        fig.legend(handles, labels, loc="center right", fontsize=8, handlelength=4)
     fig.tight_layout(rect=(0, 0, 0.86 if handles else 1, 1))
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
