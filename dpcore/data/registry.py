@@ -12,6 +12,7 @@ Data root layout (the same as the bundled ``shared/data``)::
     <root>/aptos/train.csv + <root>/aptos/train_images/<id_code>.png
     <root>/cats_vs_dogs/cats_vs_dogs_filtered_64.npz  or a folder of cat.N.jpg / dog.N.jpg
     <root>/imdb/*train*.jsonl.gz + *test*.jsonl.gz    or  <root>/imdb/aclImdb/{train,test}/{pos,neg}
+    <root>/imdb-full/ the same layouts with all 25,000 + 25,000 reviews
 """
 
 from __future__ import annotations
@@ -229,6 +230,21 @@ DATASETS: dict[str, DatasetInfo] = {
             how_to_get="extract aclImdb_v1.tar.gz (https://ai.stanford.edu/~amaas/data/"
             "sentiment/) to <root>/imdb/aclImdb/, or put imdb_train*.jsonl.gz and "
             "imdb_test*.jsonl.gz in <root>/imdb/",
+            documented_sizes=(25000, 25000),
+            loader="imdb",
+            options={"vocab_size": 10000, "max_length": 256},
+        ),
+        DatasetInfo(
+            name="imdb-full",
+            task="text",
+            class_names=("negative", "positive"),
+            description="IMDB movie reviews (aclImdb v1), all 25,000 train and 25,000 test "
+            "reviews as word ids (the library benchmark's q = 64 / 25,000); vocabulary built "
+            "on train only, padded to max_length.",
+            candidates=("imdb-full", "imdb/aclImdb", "aclImdb"),
+            how_to_get="extract aclImdb_v1.tar.gz (https://ai.stanford.edu/~amaas/data/"
+            "sentiment/) to <root>/imdb-full/aclImdb/, or put the full imdb_train*.jsonl.gz "
+            "and imdb_test*.jsonl.gz (25,000 reviews each) in <root>/imdb-full/",
             documented_sizes=(25000, 25000),
             loader="imdb",
             options={"vocab_size": 10000, "max_length": 256},
