@@ -823,12 +823,13 @@ def check_combination(config: RunConfig) -> None:
             "make_private's data loader), which trains on the images unchanged; valid under "
             "recipe=library: no augment section (hflip false, crop_padding 0)"
         )
-    changed = sorted(set(factors.non_default()) - {"microbatch_size", "eval_split"})
+    changed = sorted(set(factors.non_default())
+                     - {"microbatch_size", "eval_split", "input_scaling"})
     if changed:
         raise ConfigError(
             f"factors.{changed[0]} applies to recipe=harmonised only (recipe=library runs each "
             "library's own step); valid under recipe=library: factors.microbatch_size, "
-            "factors.eval_split"
+            "factors.eval_split, factors.input_scaling"
         )
     if privacy.mechanism not in ("none", "dpsgd-gaussian"):
         raise ConfigError(

@@ -14,19 +14,29 @@ detected from the runs' configs, so no preset key and no special label is needed
   figures, but are not stock recipes;
 * a **factor run**: a ``harmonised`` configuration with some factors changed; its *effect* is
   its accuracy minus its backend's baseline, paired by seed;
-* the **gap**: TF Privacy stock minus Opacus stock accuracy.
+* the **gap**: TF Privacy stock minus Opacus stock accuracy;
+* the **published gap**: the paper's TF Privacy minus Opacus accuracy, set against every pair
+  of *candidate* recipes (each library's ``library`` configurations: the stock recipe and its
+  variants, e.g. microbatches or standardised inputs) with the epsilon proved for each
+  (:class:`PublishedGap`): which pair is consistent with the published figures, at what proved
+  privacy cost.
 
-Differences are paired by seed on the seeds both sides have (the same seed gives the same
-batches and initial weights within a backend); with no common seed, Welch's unpaired interval
-(scipy) is used. A factor run counts toward the gap when every factor it changes moves from
-one stock recipe's value (held by the baseline) to the other's: toward TF Privacy's it adds
-its effect, toward Opacus's it subtracts it. Only effects whose 95% interval excludes 0 are
+Differences are paired by seed only between two configurations that share their batches and
+their initial weights for a seed (:func:`shares_batches_and_init`: both harmonised, on one
+backend, with the same sampling and the same initialisation); every other difference (a stock
+recipe, whose library draws its own batches and initialises its own way; a flip of the
+sampling or of the initialisation) uses Welch's unpaired interval (scipy) and says so.
+A factor run counts toward the gap when every factor it changes moves from one stock
+recipe's value (held by the baseline) to the other's: toward TF Privacy's it adds its
+effect, toward Opacus's it subtracts it. Only effects whose 95% interval excludes 0 are
 summed (a factor "moves accuracy by more than its interval"); the rest of the gap is left
-unexplained. The sum assumes the factors add up; that assumption is stated with the figures.
+unexplained. The sum assumes the factors add up; that assumption is stated with the
+figures.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,6 +82,10 @@ class Configuration:
     reasons: tuple[str, ...]
     #: Seeds whose model collapsed to (almost) one class (:mod:`compare.reporting.collapse`).
     collapsed: int = 0
+    #: The epsilon proved for what ran (``privacy.epsilon_proved`` of the record), or None.
+    epsilon_proved: float | None = None
+    #: Why no epsilon is proved (or the relation it assumes), as recorded.
+    proved_note: str = ""
 
     @property
     def split(self) -> str:
@@ -116,6 +130,9 @@ class Effect:
     per_seed: Mapping[int, float] | None
     direction: int = 0  # +1 toward TF Privacy's stock, -1 toward Opacus's, 0 neither
     why_not: str = ""
+    #: ``((+1, minuend accuracy by seed), (-1, subtrahend accuracy by seed))``: the groups
+    #: the effect is a contrast of (for :func:`contrast_interval`).
+    parts: tuple[tuple[float, Mapping[int, float]], ...] = ()
 
     @property
     def significant(self) -> bool:
@@ -137,6 +154,39 @@ class Target:
 
 
 @dataclass(frozen=True)
+class CandidatePair:
+    """One TF Privacy and one Opacus candidate recipe, and their accuracy difference."""
+
+    tf: Configuration
+    torch: Configuration
+    gap: Effect
+    #: True / False: the published gap lies inside / outside the pair's 95% interval; None
+    #: when the pair has no interval (fewer than 2 seeds on a side).
+    consistent: bool | None
+
+
+@dataclass(frozen=True)
+class PublishedGap:
+    """The paper's TF Privacy minus Opacus accuracy, and every pair of candidate recipes."""
+
+    description: str
+    tf_value: float  # fraction
+    torch_value: float  # fraction
+    pairs: tuple[CandidatePair, ...]
+
+    @property
+    def value(self) -> float:
+        """The published gap (fraction): TF Privacy's figure minus Opacus's."""
+        return self.tf_value - self.torch_value
+
+    def closest(self, backend: str) -> Configuration | None:
+        """The candidate of ``backend`` whose mean accuracy is nearest its published figure."""
+        value = self.tf_value if backend == "tf" else self.torch_value
+        own = {id(c): c for p in self.pairs for c in (p.tf, p.torch) if c.backend == backend}
+        return min(own.values(), key=lambda c: abs(c.interval.mean - value), default=None)
+
+
+@dataclass(frozen=True)
 class Attribution:
     """Everything the report's gap-attribution section shows."""
 
@@ -151,6 +201,7 @@ class Attribution:
     unexplained: Interval | None = None
     untested: tuple[str, ...] = ()
     targets: tuple[Target, ...] = field(default=())
+    published_gaps: tuple[PublishedGap, ...] = field(default=())
 
 
 # -- reading the runs ------------------------------------------------------------------------
@@ -167,6 +218,20 @@ def run_factors(result: RunResult) -> dict[str, Any]:
                                  dict(config.get("factors") or {}))
     except ConfigError as exc:
         raise AttributionError(f"run {result.run_id}: {exc}") from None
+
+
+def proved_of(result: RunResult) -> tuple[float | None, str]:
+    """The epsilon proved for what a run ran, and the recorded reason or relation.
+
+    Read from the record (``privacy.epsilon_proved``, ``privacy.epsilon_proved_reason``);
+    a record written before proved epsilons existed gives ``(None, "not recorded")``.
+    """
+    privacy = result.privacy or {}
+    if "epsilon_proved" not in privacy:
+        return None, "not recorded"
+    value = privacy.get("epsilon_proved")
+    note = str(privacy.get("epsilon_proved_reason") or "")
+    return (None if value is None else float(value)), note
 
 
 def _is_dpsgd(result: RunResult) -> bool:
@@ -197,6 +262,7 @@ def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:
         shared = as_run.get("epsilon_rdp", privacy.get("epsilon_rdp"))
         own = {str(k): float(v) for k, v in (privacy.get("library_epsilon") or {}).items()
                if v is not None}
+        proved, proved_note = proved_of(first)
         out.append(Configuration(
             setting=setting, backend=backend,
             recipe=str(first.config.get("recipe", "harmonised")),
@@ -208,6 +274,7 @@ def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:
             claim=str(claim.get("status", "not recorded (result written before issue 14)")),
             reasons=tuple(str(x) for x in claim.get("reasons") or ()),
             collapsed=sum(collapse_reason(r.metrics) is not None for r in runs),
+            epsilon_proved=proved, proved_note=proved_note,
         ))
     return tuple(sorted(out, key=_reading_order))
 
@@ -231,15 +298,30 @@ def has_recipe_axis(results: Sequence[RunResult]) -> bool:
 
 
 # -- differences -----------------------------------------------------------------------------
-def difference(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[Interval, bool,
-                                                                        dict[int, float] | None]:
-    """``mean(a) - mean(b)`` with its 95% interval: paired by seed on the common seeds, else
-    Welch's unpaired t interval (NaN bounds with fewer than 2 values on a side).
+def shares_batches_and_init(a: Configuration, b: Configuration) -> bool:
+    """True when one seed gives both configurations the same batches and initial weights.
+
+    Only the harmonised recipe draws its batches from the bench's seeded sampler and its
+    initial weights from the run seed, so two harmonised configurations on one backend with
+    the same sampling and the same initialisation share both; a flip of either, or any
+    ``library`` configuration (its library draws its own batches and initialises its own way),
+    does not. (Each backend still draws its own noise, so even a shared pair differs in noise.)
+    """
+    return (a.backend == b.backend and a.recipe == b.recipe == "harmonised"
+            and a.factors.get("sampling") == b.factors.get("sampling")
+            and a.factors.get("init") == b.factors.get("init"))
+
+
+def difference(a: Mapping[int, float], b: Mapping[int, float], *, pair: bool = True
+               ) -> tuple[Interval, bool, dict[int, float] | None]:
+    """``mean(a) - mean(b)`` with its 95% interval: paired by seed on the common seeds when
+    ``pair`` (the two sides share batches and initial weights per seed), else Welch's unpaired
+    t interval (NaN bounds with fewer than 2 values on a side).
 
     Returns:
         (interval, paired, per-seed differences or None).
     """
-    common = sorted(set(a) & set(b))
+    common = sorted(set(a) & set(b)) if pair else []
     if common:
         diffs = {s: a[s] - b[s] for s in common}
         return mean_interval(list(diffs.values())), True, diffs
@@ -250,6 +332,39 @@ def difference(a: Mapping[int, float], b: Mapping[int, float]) -> tuple[Interval
         return Interval(mean, math.nan, math.nan, n), False, None
     ci = stats.ttest_ind(xa, xb, equal_var=False).confidence_interval(CONFIDENCE)
     return Interval(mean, float(ci.low), float(ci.high), n), False, None
+
+
+def contrast_interval(parts: Sequence[tuple[float, Mapping[int, float]]]) -> Interval:
+    """``sum(coef * mean(group))`` over independent groups, with its 95% Welch-Satterthwaite
+    t interval (for two groups ``+a, -b`` this is Welch's interval of ``a - b``).
+
+    A group given twice (the same mapping object) has its coefficients added first, so a
+    baseline that two effects subtract counts once with coefficient -2.
+    (Hand-written: scipy offers Welch's interval for two groups, not for a contrast of
+    several.)
+
+    Returns:
+        The interval; NaN bounds when some group has fewer than 2 values; ``n`` is the smallest
+        group size.
+    """
+    merged: dict[int, list[Any]] = {}
+    for coef, values in parts:
+        merged.setdefault(id(values), [0.0, values])[0] += coef
+    terms = [(float(c), np.asarray(list(v.values()), float)) for c, v in merged.values()
+             if abs(c) > 1e-12]
+    if not terms or any(x.size == 0 for _, x in terms):
+        return Interval(math.nan, math.nan, math.nan, 0)
+    mean = float(sum(c * x.mean() for c, x in terms))
+    n = int(min(x.size for _, x in terms))
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n)
+    shares = [c * c * x.var(ddof=1) / x.size for c, x in terms]
+    se2 = float(sum(shares))
+    if se2 == 0.0:
+        return Interval(mean, mean, mean, n)
+    dof = se2 ** 2 / sum(s * s / (x.size - 1) for s, (_, x) in zip(shares, terms, strict=True))
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof) * math.sqrt(se2))
+    return Interval(mean, mean - half, mean + half, n)
 
 
 def changed_factors(run: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
@@ -328,17 +443,22 @@ def attribute(configs: Sequence[Configuration],
     gap = None
     if "tf" in stock and "torch" in stock:
         gap = _effect("TF Privacy stock − Opacus stock", "stock", stock["tf"], stock["torch"])
-    return _explain(tuple(configs), baselines, stock, tuple(factor_effects),
-                    tuple(stock_effects), gap, targets(published, configs))
+    explained = _explain(tuple(configs), baselines, stock, tuple(factor_effects),
+                         tuple(stock_effects), gap, targets(published, configs))
+    return dataclasses.replace(explained,
+                               published_gaps=published_gaps(published, configs))
 
 
 def _effect(label: str, kind: str, a: Configuration, b: Configuration, sign: int = 0,
             why: str = "") -> Effect:
-    """``a - b`` as an :class:`Effect` (:func:`difference`), with the factors that differ."""
-    interval, paired, per_seed = difference(a.accuracy, b.accuracy)
+    """``a - b`` as an :class:`Effect` (:func:`difference`, paired by seed only when the two
+    share batches and initial weights), with the factors that differ."""
+    interval, paired, per_seed = difference(a.accuracy, b.accuracy,
+                                            pair=shares_batches_and_init(a, b))
     return Effect(label=label, kind=kind, changed=describe_change(a.factors, b.factors),
                   names=tuple(changed_factors(a.factors, b.factors)), interval=interval,
-                  paired=paired, per_seed=per_seed, direction=sign, why_not=why)
+                  paired=paired, per_seed=per_seed, direction=sign, why_not=why,
+                  parts=((1.0, a.accuracy), (-1.0, b.accuracy)))
 
 
 def _one_per_backend(role: str, found: Sequence[Configuration]) -> dict[str, Configuration]:
@@ -399,6 +519,9 @@ def _explain(configs: tuple[Configuration, ...], baselines: dict[str, Configurat
             rest = [gap.per_seed[s] - sum(e.direction * e.per_seed[s] for e in counted)
                     for s in sorted(seeds)]
             unexplained = mean_interval(rest)
+        elif gap.parts and all(e.parts for e in counted):  # unpaired: a contrast of groups
+            unexplained = contrast_interval(
+                [*gap.parts, *[(-e.direction * c, v) for e in counted for c, v in e.parts]])
     return Attribution(configurations=configs, baselines=baselines, stock=stock,
                        factor_effects=factor_effects, stock_effects=stock_effects, gap=gap,
                        counted=tuple(counted), explained=explained, unexplained=unexplained,
@@ -439,7 +562,61 @@ def targets(published: Sequence[Mapping[str, Any]], configs: Sequence[Configurat
     return tuple(out)
 
 
-__all__ = ["REACH_TOLERANCE", "Attribution", "AttributionError", "Configuration", "Effect",
-           "Target", "attribute", "changed_factors", "configurations", "describe_change",
-           "difference", "direction", "harmonised_defaults", "has_recipe_axis", "run_factors",
-           "targets"]
+def candidates(configs: Sequence[Configuration], backend: str) -> list[Configuration]:
+    """The recipes of ``backend`` that the paper's users may have run: every ``library``
+    configuration (the stock recipe and its variants, on either split)."""
+    return [c for c in configs if c.backend == backend and c.recipe == "library"]
+
+
+def published_gaps(published: Sequence[Mapping[str, Any]], configs: Sequence[Configuration]
+                   ) -> tuple[PublishedGap, ...]:
+    """Each published TF Privacy / Opacus pair of accuracy cells (same row but for the
+    library), set against every pair of candidate recipes (:func:`candidates`).
+
+    A pair's difference is Welch's unpaired interval: two libraries' recipes share neither
+    batches nor initial weights. A pair is *consistent* with the published gap when the gap
+    lies inside that interval.
+    """
+    out = []
+    for entry in published:
+        if entry.get("table") is None:
+            continue
+        table = paper_table(str(entry["paper"]), str(entry["table"]))
+        cells: dict[tuple[str, str], dict[str, tuple[float, str]]] = {}
+        for cell in entry.get("cells") or []:
+            if METRICS[cell["metric"]][0] != "accuracy" or cell.get("backend") not in (
+                    "tf", "torch"):
+                continue
+            row = {k: v for k, v in cell["row"].items() if k != "library"}
+            printed = table.rows[find_row(table, cell["row"])][
+                table.columns.index(cell["column"])]
+            if printed is None:
+                continue
+            key = (repr(sorted(row.items())), str(cell["column"]))
+            described = ", ".join(f"{k}={v}" for k, v in row.items())
+            cells.setdefault(key, {})[str(cell["backend"])] = (
+                float(printed) / METRICS[cell["metric"]][1], described)
+        for pair in cells.values():
+            if set(pair) != {"tf", "torch"}:
+                continue
+            tf_c, torch_c = candidates(configs, "tf"), candidates(configs, "torch")
+            value = pair["tf"][0] - pair["torch"][0]
+            pairs = []
+            for a in tf_c:
+                for b in torch_c:
+                    effect = _effect(f"{a.name} − {b.name}", "stock", a, b)
+                    i = effect.interval
+                    known = i.n >= 2 and not math.isnan(i.low)
+                    pairs.append(CandidatePair(a, b, effect,
+                                               (i.low <= value <= i.high) if known else None))
+            out.append(PublishedGap(
+                description=f"{table.paper} {table.name} ({pair['tf'][1]})",
+                tf_value=pair["tf"][0], torch_value=pair["torch"][0], pairs=tuple(pairs)))
+    return tuple(out)
+
+
+__all__ = ["REACH_TOLERANCE", "Attribution", "AttributionError", "CandidatePair",
+           "Configuration", "Effect", "PublishedGap", "Target", "attribute", "candidates",
+           "changed_factors", "configurations", "contrast_interval", "describe_change",
+           "difference", "direction", "harmonised_defaults", "has_recipe_axis", "proved_of",
+           "published_gaps", "run_factors", "shares_batches_and_init", "targets"]

@@ -64,6 +64,8 @@ def configuration_table(a: Attribution) -> tuple[pd.DataFrame, list[str]]:
             "split": c.split, "seeds": i.n,
             "accuracy %": _pct(i.mean), "95% CI low": _pct(i.low), "95% CI high": _pct(i.high),
             "epsilon (shared, RDP, as run)": fmt(c.epsilon_shared),
+            "epsilon proved": fmt(c.epsilon_proved) if c.epsilon_proved is not None
+            else f"none ({c.proved_note})" if c.proved_note else "none",
             "library's own epsilon": "; ".join(f"{k}: {v:.4g}" for k, v in
                                                c.library_epsilon.items()) or "–",
             "privacy": c.claim + (" " + "".join(refs) if refs else ""),
@@ -81,7 +83,8 @@ def effects_table(a: Attribution) -> pd.DataFrame:
         rows.append({"effect": e.label, "changes": e.changed,
                      "mean (points)": 100 * e.interval.mean,
                      "95% CI low": 100 * e.interval.low, "95% CI high": 100 * e.interval.high,
-                     "seeds": e.interval.n, "paired by seed": e.paired,
+                     "seeds": e.interval.n,
+                     "pairing": "paired by seed" if e.paired else "unpaired (Welch)",
                      "moves accuracy": e.significant,
                      "counted toward the gap": id(e) in counted,
                      "direction": {1: "toward TF Privacy", -1: "toward Opacus"}.get(
@@ -125,7 +128,7 @@ def effects_figure(a: Attribution) -> Figure | None:
     ax.set_ylim(-0.6, len(bars) - 0.4)
     ax.set_xlabel(f"accuracy change, percentage points (mean, {100 * CONFIDENCE:g}% CI over "
                   "seeds)\nfactors: against the harmonised baseline of their framework, "
-                  "paired by seed")
+                  "paired by seed where both share batches and initial weights")
     ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[
         Patch(color=COLOURS["counted"], label="factor along the gap, interval excludes 0"),
@@ -174,7 +177,9 @@ def attribution_section(results: Sequence[RunResult], published: Sequence[Mappin
                   "refused):", "", *[f"{n}. {r}" for n, r in enumerate(reasons, 1)], ""]
     if plot_effects(a, out / "attribution.png"):
         lines += ["Accuracy change of each factor against the harmonised baseline of the same "
-                  "framework (paired by seed), and the stock recipes compared:", "",
+                  "framework (paired by seed where one seed gives both the same batches and "
+                  "initial weights, else unpaired: the table's `pairing` column), and the stock "
+                  "recipes compared:", "",
                   "![gap attribution](attribution.png)", ""]
     lines += [markdown_table(effects), "", "### Conclusion", "",
               *[p + "\n" for p in conclusion(a)]]

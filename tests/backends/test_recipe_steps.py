@@ -208,3 +208,28 @@ def test_tf_privacy_accumulation_steps(batch: int, jacobian: int | None, micro: 
                                               "noise_multiplier": 1.0, "sampling": "shuffle"},
                                   "factors": {"microbatch_size": micro}})
     assert accumulation_steps(config, jacobian) == steps
+
+
+@pytest.mark.parametrize(("backend", "sampling"), [("tf", "shuffle"), ("torch", "poisson")])
+def test_a_library_run_may_standardise_its_inputs(backend: str, sampling: str,
+                                                  tmp_path: Any) -> None:
+    """``factors.input_scaling=standardised`` under ``recipe: library`` (as Opacus's MNIST
+    example normalises): the library trains on the standardised images, and the claim says the
+    statistics are not covered."""
+    import json
+
+    from compare import api
+    from dpcore.recipes import CLAIMED_NOT_PROVED, STANDARDISED_REASON
+
+    result = api.train({
+        "recipe": "library", "data": {"name": "digits"}, "model": {"name": "cnn4"},
+        "privacy": {"mechanism": "dpsgd-gaussian", "noise_multiplier": 1.0,
+                    "max_grad_norm": 1.0, "sampling": sampling},
+        "factors": {"input_scaling": "standardised"},
+        "train": {"epochs": 1, "batch_size": 64, "lr": 0.1}}, backend=backend, out=tmp_path)
+    assert result.status == "finished"
+    assert result.recipe["effective_factors"]["input_scaling"] == "standardised"
+    assert result.recipe["privacy_claim"]["status"] == CLAIMED_NOT_PROVED
+    assert STANDARDISED_REASON in result.recipe["privacy_claim"]["reasons"]
+    stats = json.loads(result.dataset["extra"]["input_scaling"])
+    assert stats["computed_on"] == "training set" and 0.2 < stats["mean"][0] < 0.4

@@ -8,6 +8,7 @@ import re
 from itertools import combinations
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from scipy import stats
@@ -19,6 +20,7 @@ from compare.reporting.attribution import (
     AttributionError,
     attribute,
     configurations,
+    contrast_interval,
     difference,
     has_recipe_axis,
 )
@@ -27,10 +29,17 @@ from compare.reporting.attribution_section import (
     configuration_table,
     effects_figure,
 )
+from compare.reporting.attribution_section import effects_table as attribution_effects
 from compare.reporting.attribution_text import conclusion
 from dpcore.recipes import CLAIMED_NOT_PROVED, PROVED
 from dpcore.results import ResultsStore
-from tests.compare.attribution_fakes import EXPLAINED, UNEXPLAINED, make_grid, make_run
+from tests.compare.attribution_fakes import (
+    CANDIDATES,
+    EXPLAINED,
+    UNEXPLAINED,
+    make_grid,
+    make_run,
+)
 
 PUBLISHED = load_preset("mnist-gap-attribution")["published"]
 T2 = stats.t.ppf(0.975, 2)  # 4.3027: the t quantile of a 3-seed interval
@@ -40,30 +49,105 @@ def by_label(effects, start):
     return next(e for e in effects if e.label.startswith(start))
 
 
+def welch(parts):
+    """Hand formula: sum(c * mean) with a Welch-Satterthwaite 95% t interval."""
+    mean = sum(c * np.mean(x) for c, x in parts)
+    shares = [c * c * np.var(x, ddof=1) / len(x) for c, x in parts]
+    se2 = sum(shares)
+    dof = se2 ** 2 / sum(s * s / (len(x) - 1) for s, (_, x) in zip(shares, parts, strict=True))
+    half = stats.t.ppf(0.975, dof) * math.sqrt(se2)
+    return mean, mean - half, mean + half
+
+
 def test_a_factor_explains_most_of_the_gap_arithmetic_by_hand() -> None:
     a = attribute(configurations(make_grid(EXPLAINED)), PUBLISHED)
     shuffle = by_label(a.factor_effects, "flip: shuffled")
-    # per seed: 0.88-0.80, 0.91-0.82, 0.91-0.81 = 0.08, 0.09, 0.10
-    assert shuffle.paired and shuffle.interval.mean == pytest.approx(0.09)
-    assert shuffle.interval.high - 0.09 == pytest.approx(T2 * 0.01 / math.sqrt(3))
+    flip, base = EXPLAINED["flip: shuffled fixed batches"], EXPLAINED["harmonised tf"]
+    # a flip of the sampling draws other batches: unpaired (Welch), 0.90 - 0.81 = 0.09
+    ci = stats.ttest_ind(flip, base, equal_var=False).confidence_interval()
+    assert not shuffle.paired and shuffle.interval.mean == pytest.approx(0.09)
+    assert (shuffle.interval.low, shuffle.interval.high) == pytest.approx((ci.low, ci.high))
     assert shuffle.direction == 1 and shuffle.significant
     init = by_label(a.factor_effects, "flip: PyTorch")
+    assert not init.paired  # other initial weights: unpaired too
     assert init.direction == -1 and init.interval.mean == pytest.approx(0.0)
     assert not init.significant
-    # gap per seed: 0.10, 0.10, 0.11 -> mean 0.10333
-    assert a.gap is not None and a.gap.interval.mean == pytest.approx(0.31 / 3)
+    # the two libraries' stock recipes share nothing: unpaired, 0.91333 - 0.81
+    assert a.gap is not None and not a.gap.paired
+    assert a.gap.interval.mean == pytest.approx(0.31 / 3)
     assert [e.label for e in a.counted] == [shuffle.label]
     assert a.explained == pytest.approx(0.09)
-    # unexplained per seed: 0.02, 0.01, 0.01 -> mean 0.013333, sd 0.005774
+    # unexplained = (TF stock - Opacus stock) - (flip - harmonised), four independent groups
+    mean, low, high = welch([(1, EXPLAINED["TF Privacy stock (library)"]),
+                             (-1, EXPLAINED["Opacus stock (library)"]), (-1, flip), (1, base)])
     assert a.unexplained is not None
-    assert a.unexplained.mean == pytest.approx(0.04 / 3)
-    assert a.unexplained.high - a.unexplained.mean == pytest.approx(
-        T2 * math.sqrt(1 / 3) * 0.01 / math.sqrt(3))
+    assert (a.unexplained.mean, a.unexplained.low, a.unexplained.high) == pytest.approx(
+        (mean, low, high))
     text = "\n".join(conclusion(a))
     assert "flip: shuffled fixed batches − harmonised (TF Privacy) explains +9.00 points" in text
     assert "Together: +9.00 points, 87% of the gap" in text  # 9 / 10.33
-    assert "Left unexplained: +1.33 points (95% CI -0.10 to +2.77, 3 seeds)" in text
+    assert (f"Left unexplained: +1.33 points (95% CI {100 * low:+.2f} to {100 * high:+.2f}, "
+            "3 seeds)") in text
     assert "init" not in " ".join(re.findall(r"explains[^.;]*", text))
+
+
+def test_only_runs_that_share_batches_and_initial_weights_are_paired() -> None:
+    runs = make_grid({**EXPLAINED, "flip: standardised inputs": [0.83, 0.85, 0.85]})
+    a = attribute(configurations(runs), PUBLISHED)
+    scaling = by_label(a.factor_effects, "flip: standardised")
+    # same sampler, same initial weights, per seed: 0.03, 0.03, 0.04
+    assert scaling.paired and scaling.per_seed == pytest.approx({0: 0.03, 1: 0.03, 2: 0.04})
+    assert all(not e.paired for e in a.stock_effects)
+    table = attribution_effects(a)
+    assert set(table["pairing"]) == {"paired by seed", "unpaired (Welch)"}
+
+
+def test_the_published_gap_is_set_against_every_pair_of_candidate_recipes() -> None:
+    runs = make_grid(CANDIDATES)
+    proved = {"TF Privacy, 2 microbatches (library)": (22.5, "add/remove one example"),
+              "TF Privacy stock (library)": (None, "shuffled batches: no bound known")}
+    runs = [make_run(r.labels["run"], r.seed, r.metrics["accuracy"], privacy_extra={
+        "epsilon_proved": proved[r.labels["run"]][0],
+        "epsilon_proved_reason": proved[r.labels["run"]][1]})
+        if r.labels["run"] in proved else r for r in runs]
+    a = attribute(configurations(runs), PUBLISHED)
+    (gap,) = a.published_gaps
+    assert gap.value == pytest.approx(0.9672 - 0.8547)
+    # TF candidates: stock, stock on the training set, 2 microbatches; Opacus: stock and
+    # standardised: 3 x 2 pairs, each unpaired
+    assert len(gap.pairs) == 6 and not any(p.gap.paired for p in gap.pairs)
+    assert gap.closest("tf").setting == "TF Privacy stock, train accuracy"  # 0.9677
+    assert gap.closest("torch").setting == "Opacus, standardised inputs (library)"
+    micro = next(p for p in gap.pairs if p.tf.setting.startswith("TF Privacy, 2 micro")
+                 and p.torch.setting.startswith("Opacus, standardised"))
+    ci = stats.ttest_ind(CANDIDATES["TF Privacy, 2 microbatches (library)"],
+                         CANDIDATES["Opacus, standardised inputs (library)"],
+                         equal_var=False).confidence_interval()
+    assert (micro.gap.interval.low, micro.gap.interval.high) == pytest.approx((ci.low, ci.high))
+    assert micro.consistent == (ci.low <= gap.value <= ci.high) and micro.consistent
+    assert micro.tf.epsilon_proved == 22.5
+    text = "\n".join(conclusion(a))
+    assert "**The published gap**" in text and "= +11.25 points" in text
+    assert ("TF Privacy, 2 microbatches (library) − Opacus, standardised inputs (library): "
+            in text)
+    table, _ = configuration_table(a)
+    rows = table.set_index(["configuration", "library"])
+    assert rows.loc[("TF Privacy, 2 microbatches (library)", "TF Privacy"),
+                    "epsilon proved"] == "22.5"
+    assert rows.loc[("TF Privacy stock (library)", "TF Privacy"), "epsilon proved"] == (
+        "none (shuffled batches: no bound known)")
+    assert rows.loc[("harmonised", "Opacus"), "epsilon proved"] == "none (not recorded)"
+
+
+def test_a_contrast_of_two_groups_is_welchs_interval() -> None:
+    x, y = {0: 0.9, 1: 0.92, 2: 0.95}, {0: 0.8, 1: 0.83, 2: 0.81, 3: 0.85}
+    got = contrast_interval([(1.0, x), (-1.0, y)])
+    ci = stats.ttest_ind(list(x.values()), list(y.values()), equal_var=False
+                         ).confidence_interval()
+    assert (got.low, got.high) == pytest.approx((ci.low, ci.high))
+    # one group given twice counts once, with its coefficients added
+    twice = contrast_interval([(1.0, x), (-0.5, y), (-0.5, y)])
+    assert (twice.mean, twice.low, twice.high) == pytest.approx((got.mean, got.low, got.high))
 
 
 def test_nothing_explains_the_gap_never_says_explains() -> None:
