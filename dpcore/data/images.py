@@ -209,18 +209,65 @@ def decode_image_files(
         DataError: naming a file that does not decode, or two files of different sizes when
             ``image_size`` is ``None`` (set ``data.image_size`` to resize them to one size).
     """
-    if not paths:
-        return np.zeros((0, image_size or 1, image_size or 1, channels), dtype=np.uint8)
-    first = decode_image_file(paths[0], channels, image_size, resample)
-    out = np.empty((len(paths), *first.shape), dtype=np.uint8)
-    out[0] = first
-    for i, path in enumerate(paths[1:], start=1):
-        img = decode_image_file(path, channels, image_size, resample)
-        if img.shape != first.shape:
+    return decode_image_files_kept(paths, channels, image_size, resample)[0]
+
+
+def decode_image_files_kept(
+    paths: list[Path], channels: int, image_size: int | None, resample: str = "bilinear",
+    *, skip_unreadable: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Decode several image files into one NHWC ``uint8`` array, optionally skipping the
+    unreadable ones.
+
+    Returns:
+        ``(images, kept)``: ``kept`` is a bool mask over ``paths`` (all True unless
+        ``skip_unreadable``); ``images`` holds the kept files, in order.
+
+    Raises:
+        DataError: naming a file that does not decode (unless ``skip_unreadable``), or two
+            files of different sizes when ``image_size`` is ``None`` (set ``data.image_size``
+            to resize them to one size).
+    """
+    kept = np.ones(len(paths), dtype=bool)
+    images: list[np.ndarray] = []
+    first: Path | None = None
+    for i, path in enumerate(paths):
+        try:
+            img = decode_image_file(path, channels, image_size, resample)
+        except DataError:
+            if not skip_unreadable:
+                raise
+            kept[i] = False
+            continue
+        if first is None:
+            first = path
+        elif img.shape != images[0].shape:
             raise DataError(
-                f"mixed image sizes: {path} is {img.shape[1]}x{img.shape[0]} but {paths[0]} is "
-                f"{first.shape[1]}x{first.shape[0]}; set data.image_size to resize all images "
-                "to one size"
+                f"mixed image sizes: {path} is {img.shape[1]}x{img.shape[0]} but {first} is "
+                f"{images[0].shape[1]}x{images[0].shape[0]}; set data.image_size to resize all "
+                "images to one size"
             )
-        out[i] = img
-    return out
+        images.append(img)
+    if not images:
+        return np.zeros((0, image_size or 1, image_size or 1, channels), dtype=np.uint8), kept
+    return np.stack(images), kept
+
+
+#: Pillow modes of single-channel images (gray, 1-bit, 16/32-bit integer, float).
+GRAY_MODES = frozenset({"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "P;gray"})
+
+
+def native_channels(paths: list[Path]) -> int:
+    """1 if every readable file of ``paths`` is a gray image (Pillow header only), else 3.
+
+    Unreadable files are left to the decode, which names them.
+    """
+    for path in paths:
+        try:
+            with Image.open(path) as pil:
+                mode = pil.mode
+        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+            continue
+        if mode not in GRAY_MODES:
+            return 3
+    return 1

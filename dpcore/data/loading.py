@@ -42,7 +42,7 @@ from dpcore.data.loaders import get_loader
 from dpcore.data.loaders.base import Decoded, DecodeRequest
 from dpcore.data.loaders.groups import resolve_groups_csv
 from dpcore.data.paths import resolve_data_root, resolve_source
-from dpcore.data.registry import MEDMNIST_PREFIX, DatasetInfo, get_info
+from dpcore.data.registry import DatasetInfo, get_info
 from dpcore.data.splits import subset_indices
 from dpcore.errors import ConfigError, DataError
 
@@ -63,7 +63,8 @@ def load_dataset(
             ``~/.dpcompare/data``.
         cache: read and write the decoded-array cache (see :mod:`dpcore.data.cache`).
         normalize: return images as ``float32`` in [0, 1] instead of ``uint8`` 0..255.
-        **options: loader options, e.g. ``resample='lanczos'``, ``val='train'`` (MedMNIST),
+        **options: loader options (over ``spec.options``), e.g. ``resample='lanczos'``,
+            ``val='train'`` (MedMNIST),
             ``vocab_size=20000, max_length=128`` (imdb), ``group_column='site'`` (aptos);
             ``dpcompare datasets --json`` and ``DATASETS[name].options`` list them.
 
@@ -77,7 +78,7 @@ def load_dataset(
         ConfigError: an unknown loader option or an image option on a text data set.
     """
     info = get_info(spec.name)
-    opts = _resolve_options(info, options)
+    opts = _resolve_options(info, {**spec.options, **options})
     if info.task == "text" and (spec.image_size is not None or spec.channels is not None):
         raise ConfigError(
             f"data.image_size={spec.image_size!r} / data.channels={spec.channels!r} do not "
@@ -111,7 +112,7 @@ def load_dataset(
             "limits": [spec.train_limit, spec.test_limit],
             "options": opts,
         })
-        cache_name = "medmnist" if info.name.startswith(MEDMNIST_PREFIX) else info.name
+        cache_name = info.prefix or info.name
         location = cache_file(cache_dir(root), cache_name, key)
         ds = read_cached(location, key)
     if ds is None:

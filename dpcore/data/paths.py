@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dpcore.data.registry import MEDMNIST_PREFIX, DatasetInfo
+from dpcore.data.registry import DatasetInfo
 from dpcore.errors import DataError
 
 DATA_DIR_ENV = "DPCOMPARE_DATA_DIR"
@@ -74,16 +74,17 @@ def resolve_source(
     Raises:
         DataError: naming the expected path(s) and how to get the data.
     """
-    if info.name.startswith(MEDMNIST_PREFIX):
+    if info.prefix is not None:
         given = Path(info.candidates[0]).expanduser()
         if given.exists():
             return given, None, None
         root = resolve_data_root(data_dir)
         if not given.is_absolute() and (root / given).exists():
             return root / given, None, root
+        what = "a MedMNIST npz" if info.prefix == "medmnist" else "a folder of class folders"
         raise DataError(
-            f"{info.name}: file {given} not found (also looked at {root / given}); valid: "
-            "the path of a MedMNIST npz"
+            f"{info.name}: {given} not found (also looked at {root / given}); valid: "
+            f"the path of {what}"
         )
     if spec_path:
         path = Path(spec_path).expanduser()

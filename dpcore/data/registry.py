@@ -17,7 +17,7 @@ Data root layout (the same as the bundled ``shared/data``)::
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,9 @@ from dpcore.errors import DataError
 
 #: Prefix of names that load any MedMNIST-format npz by path (``medmnist:/data/x.npz``).
 MEDMNIST_PREFIX = "medmnist:"
+
+#: Prefix of names that load any folder of class sub-folders by path (``imagefolder:/scans``).
+IMAGEFOLDER_PREFIX = "imagefolder:"
 
 #: Loader options every image data set accepts (see dpcore.data.images).
 IMAGE_OPTIONS: dict[str, Any] = {"resample": "bilinear"}
@@ -55,6 +58,9 @@ class DatasetInfo:
         uses_split_seed: True if the loader draws a seeded train/test split.
         native_channels: channel count of the source images (``None`` for text).
         candidate_notes: a note per candidate path, copied into ``Dataset.extra['note']``.
+        prefix: for an entry made from a ``PREFIX:PATH`` name (``medmnist``, ``imagefolder``),
+            the prefix without its colon; its only candidate is PATH (absolute, or relative to
+            the working folder or the data root). ``None`` for registered names.
     """
 
     name: str
@@ -69,6 +75,7 @@ class DatasetInfo:
     uses_split_seed: bool = False
     native_channels: int | None = None
     candidate_notes: Mapping[str, str] = field(default_factory=dict)
+    prefix: str | None = None
 
     @property
     def n_classes(self) -> int:
@@ -266,23 +273,62 @@ def medmnist_info(path: str) -> DatasetInfo:
         documented_sizes=(0, 0),
         loader="medmnist",
         options={**IMAGE_OPTIONS, "val": "ignore", "n_classes": None},
+        prefix="medmnist",
     )
 
 
+#: Options of ``imagefolder:PATH`` (see :mod:`dpcore.data.loaders.imagefolder`).
+IMAGEFOLDER_OPTIONS: dict[str, Any] = {
+    **IMAGE_OPTIONS, "test_fraction": 0.2, "val": "train", "skip_unreadable": False,
+}
+
+
+def imagefolder_info(path: str) -> DatasetInfo:
+    """The registry entry for ``imagefolder:PATH`` (classes are the sorted folder names)."""
+    return DatasetInfo(
+        name=f"{IMAGEFOLDER_PREFIX}{path}",
+        task="image",
+        class_names=(),
+        description="a folder of class sub-folders given by path (PATH/CLASS/* with a seeded "
+        "stratified split, or PATH/{train,test}/CLASS/*)",
+        candidates=(path,),
+        how_to_get="give a folder holding one sub-folder of PNG/JPEG/BMP/TIFF images per "
+        "class (PATH/CLASS/*), or PATH/train/CLASS/* and PATH/test/CLASS/*",
+        documented_sizes=(0, 0),
+        loader="imagefolder",
+        options=dict(IMAGEFOLDER_OPTIONS),
+        uses_split_seed=True,
+        prefix="imagefolder",
+    )
+
+
+#: ``PREFIX:PATH`` data set names: prefix -> the registry entry of a path (registration, so
+#: a new by-path format is one line here).
+PATH_PREFIXES: dict[str, Callable[[str], DatasetInfo]] = {
+    MEDMNIST_PREFIX: medmnist_info,
+    IMAGEFOLDER_PREFIX: imagefolder_info,
+}
+_PATH_EXAMPLES = {MEDMNIST_PREFIX: "/data/x.npz", IMAGEFOLDER_PREFIX: "/data/scans"}
+
+
 def get_info(name: str) -> DatasetInfo:
-    """The registry entry of ``name`` (or a ``medmnist:PATH`` entry).
+    """The registry entry of ``name`` (or of a ``medmnist:PATH`` / ``imagefolder:PATH`` name).
 
     Raises:
         DataError: for an unknown name, listing the valid ones.
     """
-    if isinstance(name, str) and name.startswith(MEDMNIST_PREFIX):
-        path = name[len(MEDMNIST_PREFIX):]
-        if not path:
-            raise DataError("data set name 'medmnist:' needs a path, e.g. medmnist:/data/x.npz")
-        return medmnist_info(path)
+    if isinstance(name, str):
+        for prefix, make in PATH_PREFIXES.items():
+            if name.startswith(prefix):
+                path = name[len(prefix):]
+                if not path:
+                    raise DataError(f"data set name {prefix!r} needs a path, e.g. "
+                                    f"{prefix}{_PATH_EXAMPLES[prefix]}")
+                return make(path)
     try:
         return DATASETS[name]
     except (KeyError, TypeError):
         raise DataError(
-            f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or medmnist:PATH"
+            f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or "
+            f"{', or '.join(p + 'PATH' for p in PATH_PREFIXES)}"
         ) from None

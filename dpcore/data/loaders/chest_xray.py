@@ -1,7 +1,10 @@
 """``chest_xray``: the Kaggle layout ``ROOT/{train,val,test}/{NORMAL,PNEUMONIA}/*.jpeg``.
 
-The Kaggle ``val`` folder (16 images) is merged into train; ``test`` is the official test set.
-Images are decoded to gray (``L``) unless ``data.channels=3``; their sizes differ, so
+A thin preset of ``imagefolder:`` (:mod:`dpcore.data.loaders.imagefolder`): the given-split
+layout with the class folders fixed to NORMAL, PNEUMONIA (both required, labels 0, 1; an
+empty one is allowed), the Kaggle ``val`` folder (16 images) merged into train, ``test`` the
+official test set. Images are decoded to gray (``L``) unless ``data.channels=3`` (the registry
+sets the native channels; the folder's RGB JPEGs are converted); their sizes differ, so
 ``data.image_size`` must be set (a folder of mixed sizes without it is an error). Files are
 read train first, then val (each by class, then file name). Optional ``groups_csv``: a
 ``file,group`` CSV.
@@ -11,8 +14,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dpcore.data.loaders.base import Decoded, DecodeRequest, check_split, require_dir
-from dpcore.data.loaders.folders import class_folder_files, decode_labelled_files
+from dpcore.data.loaders.base import Decoded, DecodeRequest, require_dir
+from dpcore.data.loaders.imagefolder import FolderLayout, decode_layout, scan
 from dpcore.data.registry import DatasetInfo
 
 CLASS_DIRS = ("NORMAL", "PNEUMONIA")
@@ -22,31 +25,24 @@ _LAYOUT = (
 )
 
 
-def _split_files(root: Path) -> dict[str, list[tuple[Path, int]]]:
+def _layout(root: Path) -> FolderLayout:
     require_dir(root, "the chest_xray folder", _LAYOUT)
-    out: dict[str, list[tuple[Path, int]]] = {}
     for split in ("train", "test"):
-        folder = require_dir(root / split, f"the {split}/ folder", _LAYOUT)
-        out[split] = class_folder_files(folder, CLASS_DIRS, required=True)
-    val = root / "val"
-    out["train"] += class_folder_files(val, CLASS_DIRS, required=False) if val.is_dir() else []
-    return out
+        require_dir(root / split, f"the {split}/ folder", _LAYOUT)
+    return scan(root, "train", CLASS_DIRS)
 
 
 def source_files(path: Path | None, info: DatasetInfo) -> list[Path]:
     assert path is not None
-    return [p for files in _split_files(path).values() for p, _ in files]
+    return [p for files in _layout(path).files.values() for p, _ in files]
 
 
 def decode(path: Path | None, request: DecodeRequest) -> Decoded:
     assert path is not None
-    files = _split_files(path)
-    for split in ("train", "test"):
-        check_split(files[split], files[split], str(path / split), split)
-    return decode_labelled_files(
-        path, files, request, extra={"val": "Kaggle val/ folder merged into train"}
-    )
+    return decode_layout(path, _layout(path), request,
+                         {"val": "Kaggle val/ folder merged into train"},
+                         channels=request.target_channels)
 
 
 def split_sizes(path: Path, info: DatasetInfo) -> dict[str, int]:
-    return {split: len(files) for split, files in _split_files(path).items()}
+    return {split: len(files) for split, files in _layout(path).files.items()}

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcore.data.images import decode_image_files
+from dpcore.data.images import decode_image_files_kept
 from dpcore.data.loaders.base import Decoded, DecodeRequest
 from dpcore.data.loaders.groups import encode_groups, groups_from_csv
 from dpcore.errors import DataError
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 
 def image_files(folder: Path) -> list[Path]:
-    """PNG/JPEG files directly in ``folder`` (any suffix case), sorted by name."""
+    """PNG/JPEG/BMP/TIFF files directly in ``folder`` (any suffix case), sorted by name."""
     return sorted(p for p in folder.iterdir()
                   if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
 
@@ -49,6 +49,9 @@ def decode_labelled_files(
     request: DecodeRequest,
     extra: dict[str, str] | None = None,
     groups: list[str] | None = None,
+    *,
+    channels: int | None = None,
+    skip_unreadable: bool = False,
 ) -> Decoded:
     """Decode the ``train`` and ``test`` file lists and attach labels and optional groups.
 
@@ -56,17 +59,29 @@ def decode_labelled_files(
     file names. Groups come from ``groups`` (one name per file, train files first) or, if that
     is ``None``, from the ``groups_csv`` loader option (a ``file,group`` CSV); they are read
     before any image is decoded so that a bad group file fails fast.
+
+    ``channels`` overrides ``request.target_channels``; with ``skip_unreadable`` a file that
+    does not decode is left out (its example dropped from its split) and named in
+    ``extra["skipped"]`` instead of raising.
     """
     train, test = files["train"], files["test"]
     paths = [p for p, _ in train] + [p for p, _ in test]
     groups_csv = request.options.get("groups_csv")
     if groups is None and groups_csv:
         groups = groups_from_csv(groups_csv, root, paths)
-    x = decode_image_files(paths, request.target_channels, request.image_size, request.resample)
-    y = np.array([label for _, label in train + test], dtype=np.int64)
-    n = len(train)
-    decoded = Decoded(x_train=x[:n], y_train=y[:n], x_test=x[n:], y_test=y[n:],
-                      extra=dict(extra or {}))
+    x, kept = decode_image_files_kept(paths, channels or request.target_channels,
+                                      request.image_size, request.resample,
+                                      skip_unreadable=skip_unreadable)
+    y = np.array([label for _, label in train + test], dtype=np.int64)[kept]
+    n = int(kept[:len(train)].sum())
+    extra = dict(extra or {})
+    if not kept.all():
+        bad = [str(p) for p, k in zip(paths, kept, strict=True) if not k]
+        extra["skipped"] = (f"{len(bad)} unreadable file(s) skipped (skip_unreadable): "
+                            + ", ".join(bad[:5]) + (", ..." if len(bad) > 5 else ""))
+    if groups is not None:
+        groups = [g for g, k in zip(groups, kept, strict=True) if k]
+    decoded = Decoded(x_train=x[:n], y_train=y[:n], x_test=x[n:], y_test=y[n:], extra=extra)
     if groups is not None:
         codes, names = encode_groups(groups)
         decoded.groups_train, decoded.groups_test = codes[:n], codes[n:]
