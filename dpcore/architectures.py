@@ -25,148 +25,40 @@ without loading TensorFlow or PyTorch.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from dpcore.activations import ActivationSpec
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
+from dpcore.layers import (
+    GROUPNORM_EPSILON,
+    LAYER_TYPES,
+    Activation,
+    Conv1D,
+    Conv2D,
+    Dense,
+    Embedding,
+    Flatten,
+    GlobalAvgPool2D,
+    GlobalMaxPool1D,
+    GroupNorm,
+    Layer,
+    MaxPool2D,
+    Residual,
+    Scattering2D,
+    parse_layers,
+    resolve_layers,
+)
 
-GROUPNORM_EPSILON = 1e-5
 MAX_GROUPS = 32
+
+CUSTOM_MODEL = "custom"
+"""``model.name`` of a model declared in the config (``model.layers``)."""
 
 Shape = tuple[int, ...]
 
 
-# --------------------------------------------------------------------------- layer descriptions
-@dataclass(frozen=True)
-class Conv2D:
-    """2-D convolution on ``(H, W, C)`` maps; kernel ``kernel x kernel``, TF-style padding."""
-
-    name: str
-    filters: int
-    kernel: int
-    stride: int = 1
-    padding: str = "same"
-    use_bias: bool = True
-
-
-@dataclass(frozen=True)
-class Conv1D:
-    """1-D convolution on ``(L, C)`` sequences; TF-style padding."""
-
-    name: str
-    filters: int
-    kernel: int
-    stride: int = 1
-    padding: str = "valid"
-    use_bias: bool = True
-
-
-@dataclass(frozen=True)
-class GroupNorm:
-    """Group normalisation over the channel axis.
-
-    With ``affine`` (the default) it has learned per-channel gamma and beta; without, it only
-    standardises each group of each example (no weights), as Tramer & Boneh's ScatterNet
-    models do (``nn.GroupNorm(..., affine=False)``).
-    """
-
-    name: str
-    groups: int
-    epsilon: float = GROUPNORM_EPSILON
-    affine: bool = True
-
-
-@dataclass(frozen=True)
-class Scattering2D:
-    """A fixed (never trained) 2-D wavelet scattering transform (Bruna & Mallat, 2013).
-
-    Computed by kymatio (``kymatio.torch.Scattering2D`` / ``kymatio.tensorflow.Scattering2D``,
-    the same filters and algorithm in both frameworks) on each input channel separately:
-    ``(H, W, C) -> (H // 2**J, W // 2**J, C * K)`` with ``K = scattering_channels(J, L)``
-    coefficients per input channel (81 for J=2, L=8: order 0, then 16 of order 1, then 64 of
-    order 2, in kymatio's order). Output channel ``c * K + k`` is coefficient ``k`` of input
-    channel ``c`` in both frameworks. It has no weights: it is not clipped, noised or
-    trained, and gradients never need to flow through it (it is the first layer).
-    """
-
-    name: str
-    J: int = 2
-    L: int = 8
-
-
-@dataclass(frozen=True)
-class Activation:
-    """The architecture's activation function (relu, tanh or tempered sigmoid)."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class MaxPool2D:
-    """Max-pooling, ``valid`` padding (no padding)."""
-
-    name: str
-    pool: int
-    stride: int
-
-
-@dataclass(frozen=True)
-class Flatten:
-    """Flatten to ``(features,)`` in channels-last order."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class GlobalAvgPool2D:
-    """Mean over H and W: ``(H, W, C) -> (C,)``."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class GlobalMaxPool1D:
-    """Max over the sequence: ``(L, C) -> (C,)``."""
-
-    name: str
-
-
-@dataclass(frozen=True)
-class Dense:
-    """Fully connected layer ``(in,) -> (units,)``; no activation of its own."""
-
-    name: str
-    units: int
-    use_bias: bool = True
-
-
-@dataclass(frozen=True)
-class Embedding:
-    """Token embedding ``(L,) int -> (L, dim)``."""
-
-    name: str
-    vocab_size: int
-    dim: int
-
-
-@dataclass(frozen=True)
-class Residual:
-    """``body(x) + shortcut(x)`` (identity shortcut when ``shortcut`` is empty).
-
-    ``name`` names the sum (the block's output before any following activation).
-    """
-
-    name: str
-    body: tuple[Layer, ...]
-    shortcut: tuple[Layer, ...] = ()
-
-
-Layer = (
-    Conv2D | Conv1D | GroupNorm | Activation | MaxPool2D | Flatten | GlobalAvgPool2D
-    | GlobalMaxPool1D | Dense | Embedding | Residual | Scattering2D
-)
 CONV_TYPES = (Conv2D, Conv1D)
 """Layer types Grad-CAM may target (the last one is the default target)."""
 
@@ -682,6 +574,22 @@ MODEL_NAMES: tuple[str, ...] = (*IMAGE_ARCHITECTURES, *TEXT_ARCHITECTURES)
 """The registry names both backends' ``MODELS`` must expose, in this order."""
 
 
+__all__ = [
+    "CONV_TYPES", "CUSTOM_MODEL", "GROUPNORM_EPSILON", "IMAGE_ARCHITECTURES", "LAYER_TYPES",
+    "MODEL_NAMES", "TEXT_ARCHITECTURES", "Activation", "Architecture", "Conv1D", "Conv2D",
+    "Dense", "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool1D", "GroupNorm", "Layer",
+    "MaxPool2D", "Residual", "Scattering2D", "architecture", "check_layer_names",
+    "conv_output_size", "custom_layers", "group_count", "parse_layers", "same_padding",
+    "scattering_channels",
+]
+
+
+def custom_layers(spec: ModelSpec, n_classes: int, vocab_size: int | None
+                  ) -> tuple[Layer, ...]:
+    """The layers of a ``custom`` model (``spec.layers``), resolved for the data."""
+    return resolve_layers(parse_layers(spec.layers), n_classes, vocab_size)
+
+
 def architecture(
     spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int,
     vocab_size: int | None = None,
@@ -699,14 +607,17 @@ def architecture(
             ``vocab_size`` for ``textcnn``, or an input too small for the network.
     """
     name = spec.name
-    if name not in MODEL_NAMES:
-        raise ConfigError(f"model.name={name!r} is not known; valid: {', '.join(MODEL_NAMES)}")
+    if name not in MODEL_NAMES and name != CUSTOM_MODEL:
+        raise ConfigError(f"model.name={name!r} is not known; valid: {', '.join(MODEL_NAMES)}, "
+                          f"or {CUSTOM_MODEL} with model.layers")
     shape = tuple(input_shape)
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
         raise ConfigError(f"input_shape={shape!r} must be positive integers")
     if isinstance(n_classes, bool) or not isinstance(n_classes, int) or n_classes < 1:
         raise ConfigError(f"n_classes={n_classes!r} is not valid; valid: an integer >= 1")
-    if name in TEXT_ARCHITECTURES:
+    if name == CUSTOM_MODEL:
+        layers = custom_layers(spec, n_classes, vocab_size)
+    elif name in TEXT_ARCHITECTURES:
         if len(shape) != 1:
             raise ConfigError(
                 f"model {name!r} takes token ids: input_shape must be (L,), got {shape}"
@@ -724,4 +635,15 @@ def architecture(
         layers = IMAGE_ARCHITECTURES[name](spec, shape, n_classes)
     arch = Architecture(name, shape, n_classes, ActivationSpec.from_model_spec(spec), layers)
     arch.trace()  # validates sizes and names now, with a clear message
+    check_layer_names(arch, spec.freeze, "model.freeze")
+    check_layer_names(arch, spec.pretrained_skip, "model.pretrained_skip")
     return arch
+
+
+def check_layer_names(arch: Architecture, names: Iterable[str], key: str) -> None:
+    """ConfigError naming the first of ``names`` that is not a layer of ``arch`` with weights."""
+    with_weights = arch.weight_kinds()
+    for name in names:
+        if name not in with_weights:
+            raise ConfigError(f"{key}: {name!r} is not a layer with weights of model "
+                              f"{arch.name!r}; valid: {', '.join(with_weights)}")

@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from dpcore.errors import ConfigError, PrivacyConfigError, PrivacyWarning
+from dpcore.layers import BATCHNORM_REASON, parse_layers
 
 CONFIG_VERSION = 1
 
@@ -57,11 +58,7 @@ _NORMALISATION_REASON = (
     "dividing by it leaks membership and breaks the sensitivity the accountant assumes; this "
     "normalisation is fixed, not an option"
 )
-_BATCHNORM_REASON = (
-    "the model's normalisation layers are fixed to GroupNorm, not an option: BatchNorm mixes "
-    "the examples of a batch, so one example's gradient depends on the others and "
-    "per-example clipping no longer bounds its influence; the reported epsilon would be false"
-)
+_BATCHNORM_REASON = BATCHNORM_REASON
 
 #: ``privacy.sampling`` values refused with the privacy reason (compared lower-case, ``-`` as
 #: ``_``). Any other unknown value is simply "not known".
@@ -191,6 +188,9 @@ class DataSpec:
         ldp_params: that mechanism's parameters (e.g. ``{"scale": 1.0}``).
         train_limit: use only this many training examples (a seeded subset), ``None`` for all.
         test_limit: use only this many test examples (a seeded subset), ``None`` for all.
+        options: loader options (``dpcompare datasets --json`` lists each data set's, e.g.
+            ``test_fraction`` and ``skip_unreadable`` of ``imagefolder:PATH``); unknown ones
+            are refused when the data set is loaded. Left out of the config hash when empty.
     """
 
     name: str = "mnist5k"
@@ -202,10 +202,15 @@ class DataSpec:
     ldp_params: dict[str, float] = field(default_factory=dict)
     train_limit: int | None = None
     test_limit: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"data.name={self.name!r} must be a non-empty data set name")
+        if not isinstance(self.options, dict) or not all(isinstance(k, str)
+                                                         for k in self.options):
+            raise ConfigError(f"data.options={self.options!r} is not valid; valid: a mapping "
+                              "of loader option names to values")
         _integer_field(self, "image_size", "data.image_size", low=1,
                        valid="an integer >= 1 or null")
         _integer_field(self, "split_seed", "data.split_seed", low=0, valid="an integer >= 0")
@@ -235,6 +240,20 @@ class ModelSpec:
         tempered_inverse_temperature: T in the formula above.
         tempered_offset: o in the formula above.
         width: multiplier of every layer's channel count (1.0 = the published width).
+        layers: for ``name: custom`` only, the network as a list of layer mappings
+            (``{type: Conv2D, name: conv1, filters: 16, kernel: 3}``, ...; see
+            :func:`dpcore.architectures.parse_layers`), built identically by both backends.
+        pretrained: a weights file to start training from: the bench's neutral ``.npz``
+            (:func:`dpcore.weights.save_weights`) or a PyTorch ``state_dict`` (``.pt``/``.pth``;
+            :mod:`dpcore.pretrained`). The config hash sees the file's SHA-256, not its path.
+        pretrained_skip: layers that keep their seeded initialisation instead of the file's
+            weights (a head for another number of classes, torchvision's 7x7 stem).
+        freeze: names of layers that are not trained: they get no update and their
+            parameters are left out of the per-example clipping norm (DP fine-tuning of the
+            rest, e.g. the head).
+
+    ``layers``, ``pretrained``, ``pretrained_skip`` and ``freeze`` are left out of the config
+    hash while unset, so every named model's hash is what it was before they existed.
     """
 
     name: str = "cnn4"
@@ -243,10 +262,40 @@ class ModelSpec:
     tempered_inverse_temperature: float = 2.0
     tempered_offset: float = 1.0
     width: float = 1.0
+    layers: list[dict[str, Any]] | None = None
+    pretrained: str | None = None
+    pretrained_skip: tuple[str, ...] = ()
+    freeze: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"model.name={self.name!r} must be a non-empty model name")
+        if (self.name == "custom") != (self.layers is not None):
+            raise ConfigError(
+                f"model.name={self.name!r} with model.layers="
+                f"{'set' if self.layers is not None else 'unset'}; valid: name 'custom' with "
+                "a list of layers, or a named model without layers"
+            )
+        if self.layers is not None:
+            object.__setattr__(self, "layers", [dict(d) if isinstance(d, dict) else d
+                                                for d in self.layers]
+                               if isinstance(self.layers, list | tuple) else self.layers)
+            parse_layers(self.layers)  # one-line ConfigError naming the bad layer
+        if self.pretrained is not None and (not isinstance(self.pretrained, str)
+                                            or not self.pretrained):
+            raise ConfigError(f"model.pretrained={self.pretrained!r} is not valid; valid: the "
+                              "path of a weights file (.npz or a PyTorch state_dict .pt)")
+        for key in ("freeze", "pretrained_skip"):
+            names = getattr(self, key)
+            if isinstance(names, list):
+                names = tuple(names)
+                object.__setattr__(self, key, names)
+            if not isinstance(names, tuple) or not all(isinstance(n, str) and n for n in names):
+                raise ConfigError(f"model.{key}={names!r} is not valid; valid: a list of layer "
+                                  "names")
+        if self.pretrained_skip and self.pretrained is None:
+            raise ConfigError(f"model.pretrained_skip={list(self.pretrained_skip)!r} needs "
+                              "model.pretrained (a weights file)")
         _check_choice("model.activation", self.activation, ACTIVATIONS)
         _check_range("model.width", self.width, low=0, low_open=True, finite=True,
                      valid="a finite number > 0")
@@ -591,6 +640,44 @@ _SECTIONS: dict[str, type] = {
 # config hash) while they hold their defaults: configs written before they existed keep their
 # hash, so stored runs stay valid.
 _OPTIONAL_SECTIONS = ("factors", "augment")
+# Fields of the always-written sections that are likewise left out while at their defaults.
+_OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
+    "data": ("options",),
+    "model": ("layers", "pretrained", "pretrained_skip", "freeze"),
+}
+
+
+def _without_defaults(name: str, section: dict[str, Any]) -> dict[str, Any]:
+    """``section`` without the :data:`_OPTIONAL_FIELDS` of ``name`` that hold their default."""
+    defaults = {f.name: (f.default_factory() if f.default_factory is not dataclasses.MISSING
+                         else f.default) for f in fields(_SECTIONS[name])}
+    return {k: v for k, v in section.items()
+            if k not in _OPTIONAL_FIELDS.get(name, ()) or v != defaults[k]}
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, cached by (resolved path, size, mtime).
+
+    Raises:
+        ConfigError: naming the file if it cannot be read.
+    """
+    path = Path(path).expanduser()
+    try:
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        if key not in _FILE_HASHES:
+            digest = hashlib.sha256()
+            with path.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            _FILE_HASHES[key] = digest.hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"model.pretrained={str(path)!r} cannot be read ({exc.strerror}); "
+                          "valid: an existing weights file") from exc
+    return _FILE_HASHES[key]
+
+
+_FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
 @dataclass(frozen=True)
@@ -631,7 +718,7 @@ class RunConfig:
         for name in _SECTIONS:
             if name in _OPTIONAL_SECTIONS:
                 continue
-            out[name] = dataclasses.asdict(getattr(self, name))
+            out[name] = _without_defaults(name, dataclasses.asdict(getattr(self, name)))
         out["seed"] = self.seed
         for name in _OPTIONAL_SECTIONS:
             changed = getattr(self, name).non_default()
@@ -705,8 +792,15 @@ class RunConfig:
 
     @property
     def config_hash(self) -> str:
-        """First 16 hex digits of the SHA-256 of the canonical JSON form (stable across runs)."""
-        canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """First 16 hex digits of the SHA-256 of the canonical JSON form (stable across runs).
+
+        A ``model.pretrained`` file enters as ``sha256:<hex>`` of its bytes, not its path:
+        the same weights anywhere give the same hash (ConfigError if it cannot be read).
+        """
+        raw = self.to_dict()
+        if self.model.pretrained is not None:
+            raw["model"]["pretrained"] = f"sha256:{file_sha256(self.model.pretrained)}"
+        canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
@@ -814,6 +908,13 @@ def check_combination(config: RunConfig) -> None:
             )
     if config.recipe != "library":
         return
+    model_extras = [f"model.{key}" for key in ("pretrained", "freeze")
+                    if getattr(config.model, key)]
+    if model_extras:
+        raise ConfigError(
+            f"{model_extras[0]} applies to recipe=harmonised only: recipe=library builds and "
+            "trains each library's tutorial model from its own initialisation; valid under "
+            "recipe=library: no model.pretrained, no model.freeze")
     augment = config.augment.non_default()
     if augment:
         key, value = next(iter(augment.items()))
