@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.accounting import PrivacyPlan, plan_privacy
+from dpcore.architectures import architecture
 from dpcore.augment import check_augment_data
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
@@ -58,7 +59,7 @@ from dpcore.trainloop import (
     run_training,
     step_mechanism,
 )
-from dpcore.weights import Weights, init_weights, weight_shapes
+from dpcore.weights import Weights, init_weights
 
 
 def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Dataset:
@@ -157,13 +158,24 @@ def apply_data_factors(config: RunConfig, dataset: Dataset) -> Dataset:
 
 
 def factor_initial_weights(config: RunConfig, dataset: Dataset) -> Weights | None:
-    """Initial weights that ``factors.init`` asks for, or None for the backend's default
-    (the neutral seeded initialisation, Keras' scheme)."""
-    if config.factors.init == "neutral":
+    """Initial weights that ``factors.init`` and ``model.pretrained`` ask for, or None for
+    the backend's default (the neutral seeded initialisation, Keras' scheme).
+
+    With ``model.pretrained`` the weights are the file's (:mod:`dpcore.pretrained`), the
+    layers of ``model.pretrained_skip`` keeping the seeded initialisation of ``factors.init``.
+    """
+    if config.factors.init == "neutral" and config.model.pretrained is None:
         return None
-    shapes = weight_shapes(config.model, dataset.input_shape, dataset.n_classes,
-                           dataset.vocabulary_size)
-    return init_weights(shapes, config.seed, scheme=config.factors.init)
+    arch = architecture(config.model, dataset.input_shape, dataset.n_classes,
+                        dataset.vocabulary_size)
+    scheme = "keras" if config.factors.init == "neutral" else config.factors.init
+    initial = init_weights(arch.weight_shapes(), config.seed, scheme=scheme)
+    if config.model.pretrained is None:
+        return initial
+    from dpcore.pretrained import pretrained_weights
+
+    return pretrained_weights(config.model.pretrained, arch, initial,
+                              config.model.pretrained_skip)
 
 
 _PLANS: dict[tuple[str, int, str], PrivacyPlan] = {}

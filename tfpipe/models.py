@@ -14,7 +14,7 @@ so TF Privacy's vectorised per-example gradients work.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -193,7 +193,19 @@ def build_model(
     model = from_architecture(arch)
     if seed is not None:
         set_weights(model, init_weights(arch.weight_shapes(), seed))
+    freeze_layers(model, spec.freeze)
     return model
+
+
+def freeze_layers(model: keras.Model, names: Iterable[str]) -> None:
+    """Mark the named layers not trainable (``model.freeze``).
+
+    Their variables leave ``model.trainable_variables``, which is all the DP step engines
+    differentiate, clip and update (:mod:`tfpipe.engine`, :mod:`tfpipe.fast`): a frozen layer
+    gets no update and its parameters are not part of the per-example clipping norm.
+    """
+    for name in names:
+        get_layer(model, name).trainable = False
 
 
 def _builder(name: str) -> Callable[..., keras.Model]:
@@ -301,5 +313,6 @@ def get_layer(model: keras.Model, name: str) -> keras.layers.Layer:
 
 __all__ = [
     "MODELS", "Scattering", "TemperedSigmoid", "activation_layer", "build_model",
-    "from_architecture", "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
+    "freeze_layers", "from_architecture", "get_layer", "get_weights", "gradcam_layer_name",
+    "set_weights",
 ]

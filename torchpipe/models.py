@@ -19,7 +19,7 @@ Opacus ``GradSampleModule``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 import numpy as np
 import torch
@@ -258,7 +258,20 @@ def build_model(
     model = from_architecture(arch)
     if seed is not None:
         set_weights(model, init_weights(arch.weight_shapes(), seed))
+    freeze_layers(model, spec.freeze)
     return model
+
+
+def freeze_layers(model: nn.Module, names: Iterable[str]) -> None:
+    """Turn off ``requires_grad`` of the named layers' parameters (``model.freeze``).
+
+    Opacus (``GradSampleModule``, ``DPOptimizer``) and the fast engine (:mod:`torchpipe.fast`)
+    compute, clip and update only parameters that require gradients: a frozen layer gets no
+    update and its parameters are not part of the per-example clipping norm.
+    """
+    for name in names:
+        for param in get_layer(model, name).parameters():
+            param.requires_grad_(False)
 
 
 def _builder(name: str) -> Callable[..., ZooModel]:
@@ -385,5 +398,6 @@ def get_layer(model: nn.Module, name: str) -> nn.Module:
 
 __all__ = [
     "MODELS", "Scattering", "TemperedSigmoid", "ZooModel", "activation_module", "build_model",
-    "from_architecture", "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
+    "freeze_layers", "from_architecture", "get_layer", "get_weights", "gradcam_layer_name",
+    "set_weights",
 ]
