@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from dpcore.trained import TrainedModel
 
 __all__ = [
-    "Store", "as_config", "calibrate", "compare", "datasets", "epsilon",
+    "Store", "as_config", "calibrate", "compare", "datasets", "download", "epsilon",
     "faithfulness", "gradcam", "history", "load_data", "load_grid", "load_model",
     "predict_proba", "report", "results", "train", "with_train_defaults",
 ]
@@ -625,20 +625,24 @@ def predict_proba(model: TrainedModel, x: np.ndarray) -> np.ndarray:
 
 
 def gradcam(model: TrainedModel, x: np.ndarray,
-            class_idx: np.ndarray | int | None = None) -> np.ndarray:
+            class_idx: np.ndarray | int | None = None, *, layer: str | None = None
+            ) -> np.ndarray:
     """Grad-CAM maps float32 [N, H, W] in [0, 1] of a loaded image model, on its last
-    convolution (the same layer in both frameworks).
+    convolution or the named layer (the same layer in both frameworks).
 
     Args:
         model: from :func:`load_model`.
         x: images [N, H, W, C] of the model's input shape, ``uint8`` or float in [0, 1].
         class_idx: the class explained per image: None for the predicted one, an int for all,
             or an int array [N].
+        layer: the layer explained (a layer name of the model, e.g. of a custom model's
+            ``model.layers``); None: the last convolution.
 
     Raises:
-        ConfigError: a text model, images of the wrong shape, a class out of range.
+        ConfigError: a text model, images of the wrong shape, a class out of range, a layer
+            the model lacks.
     """
-    return load_backend(model.backend).gradcam(model, x, class_idx)
+    return load_backend(model.backend).gradcam(model, x, class_idx, layer=layer)
 
 
 def load_data(config: RunConfig | Mapping[str, Any] | str | Path,
@@ -656,6 +660,32 @@ def load_data(config: RunConfig | Mapping[str, Any] | str | Path,
     from dpcore.pipeline import prepare_dataset
 
     return prepare_dataset(as_config(config), data_dir)
+
+
+def download(name: str, data_dir: str | Path | None = None, *, base_url: str | None = None,
+             progress: bool = False) -> list[Path]:
+    """Fetch a registered data set (``dpcompare datasets --download NAME``): its published
+    files, MD5-verified, placed where the registry looks under the data root (created when
+    it is the default one); resumable; nothing partial is ever left under a final name
+    (see :mod:`dpcore.data.download`).
+
+    Args:
+        name: ``mnist``, ``pneumoniamnist``, ``retinamnist`` or ``imdb``.
+        data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
+        base_url: a mirror serving the files by name (default ``$DPCOMPARE_DOWNLOAD_URL``).
+        progress: a progress bar on a terminal.
+
+    Returns:
+        The placed files (or unpacked folder).
+
+    Raises:
+        DataError: unknown name, HTTP error, broken transfer (resume by calling again),
+            checksum mismatch.
+    """
+    from dpcore.data import resolve_data_root
+    from dpcore.data.download import download as fetch
+
+    return fetch(name, resolve_data_root(data_dir), base_url=base_url, progress=progress)
 
 
 def datasets(data_dir: str | Path | None = None) -> pd.DataFrame:
