@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.architectures import IMAGE_ARCHITECTURES
+from dpcore.architectures import IMAGE_ARCHITECTURES, explainable
 from dpcore.backend import load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
@@ -206,7 +206,7 @@ def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int
                   ) -> tuple[dict[str, Any] | None, str | None]:
     """(metrics, None), or (None, why skipped) for images outside [0, 1], or (None, None)
     for models the metrics do not apply to."""
-    if dataset.task != "image" or trained.config.model.name not in CONV_MODELS:
+    if dataset.task != "image" or not explainable(trained.config.model):
         return None, None
     from dpcore.data import as_float01
     from dpcore.metrics import faithfulness_metrics, seeded_subset

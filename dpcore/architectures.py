@@ -579,9 +579,20 @@ __all__ = [
     "MODEL_NAMES", "TEXT_ARCHITECTURES", "Activation", "Architecture", "Conv1D", "Conv2D",
     "Dense", "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool1D", "GroupNorm", "Layer",
     "MaxPool2D", "Residual", "Scattering2D", "architecture", "check_layer_names",
-    "conv_output_size", "custom_layers", "group_count", "parse_layers", "same_padding",
-    "scattering_channels",
+    "conv_output_size", "custom_layers", "explainable", "group_count", "parse_layers",
+    "same_padding", "scattering_channels",
 ]
+
+
+def explainable(spec: ModelSpec) -> bool:
+    """True if Grad-CAM applies to ``spec``'s model: a registered image architecture, or a
+    custom model with a convolution or a scattering (a spatial map to explain)."""
+    if spec.name in IMAGE_ARCHITECTURES:
+        return True
+    if spec.name != CUSTOM_MODEL or spec.layers is None:
+        return False
+    return any(isinstance(layer, (*CONV_TYPES, Scattering2D))
+               for layer in _walk(parse_layers(spec.layers)))
 
 
 def custom_layers(spec: ModelSpec, n_classes: int, vocab_size: int | None

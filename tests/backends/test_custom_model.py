@@ -115,3 +115,17 @@ def test_layers_enter_the_hash_and_named_models_keep_theirs() -> None:
     wider["model"]["layers"][0]["filters"] = 12
     assert RunConfig.from_dict(wider).config_hash != a.config_hash
     assert RunConfig.from_dict(a.to_dict()).config_hash == a.config_hash
+
+
+def test_example_runs_from_the_cli_with_grad_cam_faithfulness(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from compare.cli.main import main
+    from dpcore.results import read_result
+
+    code = main(["train", "--backend", "torch", "--config", str(EXAMPLE), "--steps", "2",
+                 "--faithfulness-subset", "8", "--quiet", "--out", str(tmp_path)])
+    assert code == 0, capsys.readouterr().err
+    (run,) = (tmp_path / "runs").glob("*-torch")
+    result = read_result(run / "result.json")
+    assert result is not None and result.config["model"]["name"] == "custom"
+    assert result.faithfulness is not None and result.faithfulness["n"] == 8
