@@ -129,3 +129,21 @@ def test_example_runs_from_the_cli_with_grad_cam_faithfulness(
     result = read_result(run / "result.json")
     assert result is not None and result.config["model"]["name"] == "custom"
     assert result.faithfulness is not None and result.faithfulness["n"] == 8
+
+
+def test_a_custom_text_model_is_the_same_function_in_both_backends() -> None:
+    spec = ModelSpec(name="custom", layers=[
+        {"type": "Embedding", "name": "emb", "dim": 8},  # vocab_size: the data set's
+        {"type": "Conv1D", "name": "conv", "filters": 6, "kernel": 3, "padding": "same"},
+        {"type": "Activation", "name": "act"},
+        {"type": "GlobalMaxPool1D", "name": "pool"},
+        {"type": "Dense", "name": "out"},
+    ])
+    keras_model = tfm.build_model(spec, (12,), 2, seed=3, vocab_size=50)
+    torch_model = ptm.build_model(spec, (12,), 2, seed=3, vocab_size=50)
+    tokens = np.random.default_rng(0).integers(0, 50, (5, 12)).astype(np.int32)
+    np.testing.assert_allclose(load_backend("tf").predict_proba(keras_model, tokens),
+                               load_backend("torch").predict_proba(torch_model, tokens),
+                               atol=1e-6)
+    with pytest.raises(ConfigError, match=r"layer 'emb' \(Embedding\) needs vocab_size"):
+        tfm.build_model(spec, (12,), 2)
