@@ -2,9 +2,11 @@
 
 Each architecture (``cnn4``, ``resnet18``, ``vgg11``, ``vgg16``, ``alexnet``, ``scatter-linear``,
 ``scatter-cnn``, ``textcnn``) is a tuple of layer descriptions (:class:`Conv2D`,
-:class:`GroupNorm`, :class:`Residual`, :class:`Scattering2D`, ...).
-``tfpipe.models`` and ``torchpipe.models`` each interpret this one description, so the two
-frameworks cannot drift apart: same layers, same names, same padding, same weight shapes.
+:class:`GroupNorm`, :class:`Residual`, :class:`Scattering2D`, ...; defined in
+:mod:`dpcore.layers`, re-exported here). A ``custom`` model is the same kind of tuple, parsed
+from the config's ``model.layers`` (:func:`dpcore.layers.parse_layers`). ``tfpipe.models``
+and ``torchpipe.models`` each interpret this one description, so the two frameworks cannot
+drift apart: same layers, same names, same padding, same weight shapes.
 
 Conventions (the contract of both backends):
 
