@@ -77,4 +77,8 @@ def format_table(rows: list[dict[str, Any]]) -> str:
         cells = [c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)]
         out.append("  ".join([*cells, r[-1]]))
     out.append("(sizes in parentheses are the documented ones; the files were not found)")
+    from dpcore.data.download import DOWNLOADS
+
+    out.append("by path: imagefolder:PATH (a folder of class folders), medmnist:PATH (an npz); "
+               f"--download NAME fetches {', '.join(DOWNLOADS)}")
     return "\n".join(out)
