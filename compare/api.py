@@ -670,7 +670,7 @@ def download(name: str, data_dir: str | Path | None = None, *, base_url: str | N
     (see :mod:`dpcore.data.download`).
 
     Args:
-        name: ``mnist``, ``pneumoniamnist``, ``retinamnist`` or ``imdb``.
+        name: ``mnist``, ``pneumoniamnist``, ``retinamnist`` or ``imdb-full``.
         data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
         base_url: a mirror serving the files by name (default ``$DPCOMPARE_DOWNLOAD_URL``).
         progress: a progress bar on a terminal.

@@ -23,9 +23,9 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--download", metavar="NAME",
-        help="fetch data set NAME (mnist, pneumoniamnist, retinamnist, imdb) into the data "
-        "root: published files, MD5-checked, resumable, nothing partial left under a final "
-        "name",
+        help="fetch data set NAME (mnist, pneumoniamnist, retinamnist, imdb-full) into the "
+        "data root: published files, MD5-checked, resumable, nothing partial left under a "
+        "final name",
     )
     parser.add_argument(
         "--download-url", metavar="URL", default=None,

@@ -105,9 +105,10 @@ DOWNLOADS: dict[str, Download] = {
             ("t10k-images-idx3-ubyte.gz", "9fb629c4189551a2d022fa330f9573f3"),
             ("t10k-labels-idx1-ubyte.gz", "ec29112dd5afa0611ce80d1b7f02629c"),
         )), "torchvision.datasets.MNIST.resources (mirror of yann.lecun.com/exdb/mnist)"),
-        Download("imdb", (RemoteFile(
+        Download("imdb-full", (RemoteFile(
             "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
-            "7c2ac02c03563afcf9b574c7e56c153a", "imdb/aclImdb_v1.tar.gz", "tar.gz", "aclImdb"),),
+            "7c2ac02c03563afcf9b574c7e56c153a", "imdb-full/aclImdb_v1.tar.gz", "tar.gz",
+            "aclImdb"),),
             "Maas et al. 2011, ai.stanford.edu/~amaas/data/sentiment; MD5 of torchtext's IMDB"),
     )
 }
