@@ -17,6 +17,7 @@ Functions:
 * :func:`train` — ``dpcompare train``; :func:`compare` — ``dpcompare compare``;
 * :func:`results`, :func:`history`, :func:`faithfulness` — tidy pandas tables of a results
   folder (columns: :mod:`compare.tidy`); :func:`report` — ``dpcompare report``;
+  :func:`rebuild_report` — ``dpcompare report --records`` (a report from its committed records);
 * :func:`load_model`, :func:`predict_proba`, :func:`gradcam`, :func:`load_data`,
   :func:`datasets` — use a stored model, its data, and list the data sets.
 
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Store", "as_config", "calibrate", "compare", "datasets", "download", "epsilon",
     "faithfulness", "gradcam", "history", "load_data", "load_grid", "load_model",
-    "predict_proba", "report", "results", "train", "with_train_defaults",
+    "predict_proba", "rebuild_report", "report", "results", "train", "with_train_defaults",
 ]
 
 #: Noise distributions of :func:`epsilon` / :func:`calibrate`, by their CLI names.
@@ -419,7 +420,10 @@ def compare(
     """Run a grid identically on both backends, resumably (``dpcompare compare``).
 
     Runs already finished in ``out`` (same config hash and backend) are skipped, interrupted
-    ones redone. A run that fails is recorded with status ``failed`` and the grid goes on:
+    ones redone; so are runs whose final record is committed in the report folder or in any
+    folder beside it (``reports/*/records``, :mod:`compare.records`): a grid longer than a
+    working session continues from what was committed, on any machine, and the report uses
+    that record. A run that fails is recorded with status ``failed`` and the grid goes on:
     check ``store.outcome.failed`` or the ``status`` column of :func:`results`.
 
     Args:
@@ -437,7 +441,9 @@ def compare(
             only; default: the grid's, else fast where the model supports it).
         data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
         report: False writes no report; True writes it to ``reports/<grid name>``; a path
-            writes it there (``report.md``, CSV tables, PNG plots).
+            writes it there (``report.md``, CSV tables, PNG plots, and ``records/``: the
+            compact run records and montage arrays the folder can be rebuilt from with
+            :func:`rebuild_report`).
         progress: print one line per run and a summary (False: silent).
         command: the command the report header names (default this call, spelled out).
         ray_address: with ``executor="ray"``: the cluster to join (``HOST:PORT``,
@@ -482,8 +488,13 @@ def compare(
         command = f"compare.api.compare({source}, out={str(out)!r})"
     log: Log = print if progress else (lambda _msg: None)
     started = time.perf_counter()
+    from compare.records import record_folders_beside
+
+    # Runs committed in this report's records or any report beside it count as finished.
+    records_from = record_folders_beside(
+        report_dir if report_dir is not None else Path("reports") / grid.name)
     outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
-                       executor=runner, train=train)
+                       executor=runner, train=train, records_from=records_from)
     untrained = (f", {len(outcome.not_trained)} not stored and not trained (train=False)"
                  if outcome.not_trained else "")
     log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
@@ -501,7 +512,7 @@ def compare(
                     for cell, backend in grid.runs()},
             montage_grid=grid.name,
         )
-        log(f"report: {write_report(out, report_dir, context)}")
+        log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
     return Store(out, grid=grid, outcome=outcome)
 
 
@@ -554,9 +565,11 @@ def faithfulness(out: str | Path) -> pd.DataFrame:
 
 
 def report(out: str | Path, dest: str | Path, *, title: str = "dpcompare report",
-           command: str | None = None) -> Path:
+           command: str | None = None, latex: bool = False) -> Path:
     """Write ``report.md`` + CSV tables + PNG plots of the runs in ``out`` to the folder
-    ``dest`` (``dpcompare report``); returns the path of ``report.md``.
+    ``dest`` (``dpcompare report``), with the records it can be rebuilt from (``records/``);
+    returns the path of ``report.md``. ``latex``: also the booktabs ``.tex`` tables
+    (:func:`compare.latex.write_latex_tables`).
 
     Raises:
         DataError: ``out`` holds no runs.
@@ -568,7 +581,39 @@ def report(out: str | Path, dest: str | Path, *, title: str = "dpcompare report"
     tidy.load_results(out)  # raises DataError naming ``out`` when it holds no runs
     _writable_folder(dest, "dest")
     command = command or f"compare.api.report({str(out)!r}, {str(dest)!r})"
-    return write_report(Path(out), dest, ReportContext(command=command, title=title))
+    path = write_report(Path(out), dest, ReportContext(command=command, title=title))
+    if latex:
+        from compare.latex import write_latex_tables
+
+        write_latex_tables(dest)
+    return path
+
+
+def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
+                   latex: bool = False) -> Path:
+    """Rebuild a report folder (report.md, CSV tables, PNG plots, montages, records) from the
+    run records committed in it (``report_dir/records``), with no training, no model, no
+    store and no checkpoint (``dpcompare report --records``); returns the path of
+    ``report.md``. ``dest`` defaults to ``report_dir`` (rebuilt in place). Only the
+    header's written time differs from the folder the records were written with, unless the
+    report code changed. ``latex``: also the booktabs ``.tex`` tables.
+
+    Raises:
+        DataError: ``report_dir`` holds no readable records.
+        ConfigError: ``dest`` cannot be a writable folder (nothing is written).
+    """
+    from compare.records import read_records
+    from compare.report import rebuild_report as rebuild
+
+    read_records(report_dir)  # raises DataError naming the folder before anything is written
+    target = Path(dest) if dest is not None else Path(report_dir)
+    _writable_folder(target, "dest")
+    path = rebuild(report_dir, target)
+    if latex:
+        from compare.latex import write_latex_tables
+
+        write_latex_tables(target)
+    return path
 
 
 # --- models and data -------------------------------------------------------------------------

@@ -9,6 +9,11 @@ gets one more tile before its overlay, showing those inputs. Every overlay tile 
 the model's predicted class and its confidence; the first row also carries the column title,
 wrapped to the tile width. Drawn with matplotlib's object API on the Agg canvas (no pyplot
 state), written atomically.
+
+The arrays a montage is drawn from are kept as :class:`MontageData` (one compressed npz per
+montage, :func:`save_montage_data` / :func:`load_montage_data`, float16 pictures): the grid
+runner computes them from the checkpoints and :func:`draw_montage` draws them, and a report
+rebuilt from its committed records draws the same PNG from the same file, with no model.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +30,9 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from compare.figdigest import note_figure
 from dpcore.errors import ConfigError
-from dpcore.io import atomic_path
+from dpcore.io import atomic_path, read_npz, write_npz
 
 COLUMN_KEYS = ("title", "backend", "maps", "pred_class", "confidence")
 #: Sub-folder of a results store that holds the montages, one folder per grid.
@@ -120,6 +127,7 @@ def saliency_montage(
         fig.suptitle(title, fontsize=10)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
+    note_figure(fig, path)
     return Path(path)
 
 
@@ -200,7 +208,9 @@ def _show(ax: Axes, image: np.ndarray, saliency: np.ndarray | None = None) -> No
     ax.set_yticks([])
 
 
-__all__ = ["COLUMN_KEYS", "saliency_montage"]
+__all__ = ["COLUMN_KEYS", "MONTAGE_DATA_SUFFIX", "MontageData", "draw_montage",
+           "grid_montage_folder", "load_montage_data", "safe_file_name", "saliency_montage",
+           "save_montage_data"]
 
 
 def safe_file_name(text: str) -> str:
@@ -217,3 +227,102 @@ def grid_montage_folder(store_root: str | Path, grid_name: str) -> Path:
     data set and model, so one grid's montage must never stand in another grid's report.
     """
     return Path(store_root) / MONTAGES_FOLDER / safe_file_name(grid_name)
+
+
+#: File suffix of the stored arrays of a montage (the PNG's name with this suffix).
+MONTAGE_DATA_SUFFIX = ".npz"
+#: Data type of the stored pictures (images, inputs, maps in [0, 1]: float16 keeps about
+#: three significant digits, far finer than the 256 grey levels or the colour map shown).
+PICTURE_DTYPE = np.float16
+
+
+@dataclass(frozen=True)
+class MontageData:
+    """Everything one montage PNG is drawn from (the arguments of :func:`saliency_montage`).
+
+    Attributes:
+        name: the PNG's file name in a report's ``montages/`` folder (e.g. ``mnist-cnn4.png``).
+        images: the clean sample images [N, H, W, C] in [0, 1].
+        columns: one dict per model as :func:`saliency_montage` takes them, plus ``run_id``
+            (the run it explains; "" when unknown).
+        class_names: name of each class index.
+        title: the figure title (None: none).
+    """
+
+    name: str
+    images: np.ndarray
+    columns: tuple[dict[str, Any], ...]
+    class_names: tuple[str, ...]
+    title: str | None = None
+
+    def quantised(self) -> MontageData:
+        """The same montage with its pictures rounded to :data:`PICTURE_DTYPE` (what is
+        stored): drawing from it gives the PNG a rebuild from the stored file gives."""
+        images = np.asarray(self.images).astype(PICTURE_DTYPE)
+        columns = []
+        for col in self.columns:
+            inputs = col.get("inputs")
+            own = inputs is not None and not np.array_equal(np.asarray(inputs), self.images)
+            columns.append({
+                "title": str(col["title"]), "backend": str(col["backend"]),
+                "run_id": str(col.get("run_id", "")),
+                "maps": np.asarray(col["maps"]).astype(PICTURE_DTYPE),
+                "pred_class": np.asarray(col["pred_class"]).astype(np.int64),
+                "confidence": np.asarray(col["confidence"]).astype(np.float32),
+                "inputs": np.asarray(inputs).astype(PICTURE_DTYPE) if own else None})
+        return MontageData(self.name, images, tuple(columns),
+                           tuple(str(c) for c in self.class_names), self.title)
+
+
+def draw_montage(path: str | Path, data: MontageData) -> Path:
+    """Draw ``data`` (quantised as stored, so that every path draws the same picture) into
+    the PNG ``path``; the one drawing path of the grid runner and of a rebuilt report."""
+    data = data.quantised()
+    columns = [{**col, "inputs": col["inputs"] if col["inputs"] is not None else data.images}
+               for col in data.columns]
+    return saliency_montage(path, data.images, columns, data.class_names, title=data.title)
+
+
+def save_montage_data(path: str | Path, data: MontageData) -> Path:
+    """Write ``data`` (quantised) as one compressed npz (:func:`dpcore.io.write_npz`;
+    byte-identical for the same arrays); returns the path."""
+    data = data.quantised()
+    arrays: dict[str, np.ndarray] = {"images": data.images}
+    meta_columns = []
+    for i, col in enumerate(data.columns):
+        arrays[f"c{i}_maps"] = col["maps"]
+        arrays[f"c{i}_pred_class"] = col["pred_class"]
+        arrays[f"c{i}_confidence"] = col["confidence"]
+        if col["inputs"] is not None:
+            arrays[f"c{i}_inputs"] = col["inputs"]
+        meta_columns.append({"title": col["title"], "backend": col["backend"],
+                             "run_id": col["run_id"], "own_inputs": col["inputs"] is not None})
+    write_npz(path, arrays, {"name": data.name, "title": data.title,
+                             "class_names": list(data.class_names), "columns": meta_columns},
+              compressed=True)
+    return Path(path)
+
+
+def load_montage_data(path: str | Path) -> MontageData:
+    """The montage stored at ``path`` by :func:`save_montage_data`.
+
+    Raises:
+        ConfigError: the file is missing, damaged or lacks a member (its path is named).
+    """
+    read = read_npz(path)
+    if read is None:
+        raise ConfigError(f"montage data {path} is missing or damaged; rebuild it with "
+                          "`dpcompare compare` (which draws montages from the checkpoints)")
+    arrays, meta = read
+    try:
+        columns = tuple(
+            {"title": col["title"], "backend": col["backend"], "run_id": col["run_id"],
+             "maps": arrays[f"c{i}_maps"], "pred_class": arrays[f"c{i}_pred_class"],
+             "confidence": arrays[f"c{i}_confidence"],
+             "inputs": arrays[f"c{i}_inputs"] if col["own_inputs"] else None}
+            for i, col in enumerate(meta["columns"]))
+        return MontageData(str(meta["name"]), arrays["images"], columns,
+                           tuple(meta["class_names"]), meta["title"])
+    except KeyError as exc:
+        raise ConfigError(f"montage data {path} lacks {exc}; rebuild it with "
+                          "`dpcompare compare`") from exc

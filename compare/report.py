@@ -10,8 +10,10 @@ and keeps the entry points other code calls (:class:`ReportContext`, :func:`writ
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from compare.montage import MontageData, draw_montage
 from compare.reporting import plots
 from compare.reporting.attribution_section import attribution_section
 from compare.reporting.claims_section import claims_section
@@ -42,6 +45,7 @@ from compare.reporting.stats import (
     paired_backend_table,
 )
 from compare.reporting.tables import markdown_table
+from dpcore.errors import DpCompareError
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
 
 
@@ -188,9 +192,10 @@ def _header(context: ReportContext, results: Sequence[RunResult], frame: pd.Data
         data_used = frame.groupby("dataset").agg(
             n_train=("n_train", "first"), n_test=("n_test", "first"),
             fingerprint=("data_fingerprint", "first"))
+        sources = _data_sources(results)
         for name, row in data_used.iterrows():
             lines.append(f"- data: `{name}`: {int(row.n_train)} train / {int(row.n_test)} test "
-                         f"examples (fingerprint {row.fingerprint})")
+                         f"examples (fingerprint {row.fingerprint})" + sources.get(str(name), ""))
         counts = frame["status"].value_counts().to_dict()
         missing = (len(context.run_ids) - len({r.run_id for r in results})
                    if context.run_ids is not None else 0)
@@ -202,6 +207,31 @@ def _header(context: ReportContext, results: Sequence[RunResult], frame: pd.Data
     if context.description:
         lines += ["", " ".join(context.description.split())]
     return lines + [""]
+
+
+def _data_sources(results: Sequence[RunResult]) -> dict[str, str]:
+    """Data set name -> ", from `LOCATION`; provenance: ..." for the header: where the runs
+    read it (relative to the data root, never a folder of this machine) and where the file
+    comes from (the registry's provenance), from the first run of each data set."""
+    from dpcore.data import data_provenance, portable_location
+
+    out: dict[str, str] = {}
+    for r in results:
+        name = str(r.config["data"]["name"])
+        if name in out:
+            continue
+        text = ""
+        source = r.dataset.get("source")
+        if source:
+            text += f", read from `{portable_location(name, str(source))}`"
+        note = (r.dataset.get("extra") or {}).get("note")
+        if note:
+            text += f" ({note})"
+        provenance = data_provenance(name)
+        if provenance:
+            text += f"; provenance: {provenance}"
+        out[name] = text
+    return out
 
 
 def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[str]:
@@ -305,8 +335,8 @@ FAITHFULNESS_COLUMNS_NOTE = (
 
 
 def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
-                          summary: pd.DataFrame, store_root: Path, out: Path,
-                          montage_grid: str | None) -> list[str]:
+                          summary: pd.DataFrame, out: Path,
+                          montages: Sequence[MontageData]) -> list[str]:
     lines: list[str] = []
     if any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
         lines += ["## Grad-CAM faithfulness", "",
@@ -354,32 +384,46 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
                       markdown_table(collapsed.rename(columns=rename),
                                      [rename.get(c, c) for c in faith_cols] + ["collapsed"]),
                       ""]
-    montages = report_montages(store_root, montage_grid)
     if montages:
         (out / "montages").mkdir(exist_ok=True)
         lines += ["### Saliency montages", "",
                   "Each model is explained on the test images it is evaluated on (local-DP "
                   "runs: their privatised images, shown beside the clean ones).", ""]
-        for name, montage in montages:
-            atomic_write_bytes(out / "montages" / name, montage.read_bytes())
-            lines += [f"![{Path(name).stem}](montages/{name})", ""]
+        for data in montages:
+            draw_montage(out / "montages" / data.name, data)
+            lines += [f"![{Path(data.name).stem}](montages/{data.name})", ""]
     return lines
 
 
-def report_montages(store_root: Path, grid_name: str | None) -> list[tuple[str, Path]]:
-    """(file name in the report, montage file) of the montages a report shows.
+def report_montages(store_root: Path, grid_name: str | None) -> list[MontageData]:
+    """The montages a report of the store ``store_root`` shows, as the arrays the runner
+    stored (:func:`compare.montage.save_montage_data`), each named as its PNG in the report.
 
     With ``grid_name``: that grid's montages only (a store shared by several grids holds a
     montage per grid for the same data set and model, with different columns). Without: every
-    grid's montage in the store, each named after its grid.
+    grid's montage in the store, each named after its grid. A damaged file is skipped with a
+    warning (``dpcompare compare`` redraws it from the checkpoints).
     """
-    from compare.montage import MONTAGES_FOLDER, grid_montage_folder
+    from compare.montage import (
+        MONTAGE_DATA_SUFFIX,
+        MONTAGES_FOLDER,
+        grid_montage_folder,
+        load_montage_data,
+    )
 
     if grid_name is not None:
-        return [(p.name, p) for p in sorted(grid_montage_folder(store_root, grid_name)
-                                            .glob("*.png"))]
-    return [(f"{p.parent.name}-{p.name}", p)
-            for p in sorted((store_root / MONTAGES_FOLDER).glob("*/*.png"))]
+        found = [(f"{p.stem}.png", p) for p in sorted(grid_montage_folder(store_root, grid_name)
+                                                      .glob(f"*{MONTAGE_DATA_SUFFIX}"))]
+    else:
+        found = [(f"{p.parent.name}-{p.stem}.png", p) for p in sorted(
+            (store_root / MONTAGES_FOLDER).glob(f"*/*{MONTAGE_DATA_SUFFIX}"))]
+    montages = []
+    for name, path in found:
+        try:
+            montages.append(dataclasses.replace(load_montage_data(path), name=name))
+        except DpCompareError as exc:
+            warnings.warn(f"montage skipped: {exc}", stacklevel=2)
+    return montages
 
 
 def front_end_sentence(mismatches: pd.DataFrame) -> str:
@@ -516,24 +560,91 @@ def _single_grid_name(results: Sequence[RunResult]) -> str | None:
 
 
 def write_report(
-    store_root: str | Path, out_dir: str | Path, context: ReportContext
+    store_root: str | Path, out_dir: str | Path, context: ReportContext, *,
+    records: Mapping[str, RunResult] | None = None,
 ) -> Path:
-    """Write report.md, CSV tables and PNG plots for every run in ``store_root``.
+    """Write report.md, CSV tables, PNG plots and the run records (``records/``, see
+    :mod:`compare.records`) for every run in ``store_root``.
 
-    Returns the path of ``report.md``. Montages written by the runner (one folder per grid
-    under ``montages/`` of the store, :func:`report_montages`) are copied next to the report
-    and linked; a store written before montages had a folder per grid shows its montages once
-    ``dpcompare compare`` has redrawn them.
+    Returns the path of ``report.md``. ``records`` (run id -> RunResult, e.g. the committed
+    records a grid resumed from, :func:`compare.records.committed_records`) are reported
+    with the store's runs; for a run in both, the record is the one reported (one record per
+    run id across reports). Montages are drawn from the arrays the runner stored (one folder
+    per grid under ``montages/`` of the store, :func:`report_montages`); a store written
+    before montage arrays existed shows its montages once ``dpcompare compare`` has redrawn
+    them.
     """
-    store = ResultsStore(store_root)
-    results = store.list_runs()
+    runs = {r.run_id: r for r in ResultsStore(store_root).list_runs()}
+    runs.update(records or {})
+    results = [runs[key] for key in sorted(runs)]
     if context.run_ids is not None:
         results = [r for r in results if r.run_id in context.run_ids]
-    from compare.grid import in_axis_order, with_grid_labels
+    grid_name = context.montage_grid or _single_grid_name(results)
+    montages = report_montages(Path(store_root), grid_name)
+    return render_report(results, dataclasses.replace(context, montage_grid=grid_name),
+                         out_dir, montages)
 
-    results = in_axis_order(with_grid_labels(results, context.labels), context.axis_order)
+
+def rebuild_report(report_dir: str | Path, out_dir: str | Path | None = None) -> Path:
+    """Rebuild the report folder ``report_dir`` (report.md, CSVs, PNGs, montages, records)
+    from its records alone (:func:`compare.records.read_records`): no training, no model, no
+    store. ``out_dir`` defaults to ``report_dir`` itself. Returns the path of report.md.
+
+    Raises:
+        DataError: ``report_dir`` holds no (readable) records.
+    """
+    from compare.records import read_records
+
+    records = read_records(report_dir)
+    return render_report(records.results, records.context, out_dir or report_dir,
+                         records.montages, resolved=True)
+
+
+def resolve_context(results: Sequence[RunResult], context: ReportContext
+                    ) -> tuple[list[RunResult], ReportContext]:
+    """``results`` named and ordered as the reported grid names them, and ``context`` with
+    everything a rebuild needs fixed: the axis order and published figures (looked up from
+    the bundled preset when not given), the command with no folder of this machine. What a
+    report's records hold, so that rebuilding it consults no preset file and no store."""
+    from compare.grid import bundled_grid_of, in_axis_order, with_grid_labels
+    from compare.records import portable_text
+
+    axis_order = tuple(context.axis_order)
+    if not axis_order:
+        grid = bundled_grid_of(results)
+        axis_order = () if grid is None else tuple(grid.axis_names)
+    results = in_axis_order(with_grid_labels(results, context.labels), axis_order)
+    published = tuple(context.published) or preset_published(results)
+    return results, dataclasses.replace(context, command=portable_text(context.command),
+                                        labels=None, axis_order=axis_order,
+                                        published=published)
+
+
+def render_report(results: Sequence[RunResult], context: ReportContext, out_dir: str | Path,
+                  montages: Sequence[MontageData] = (), *, resolved: bool = False) -> Path:
+    """Write the report of ``results`` into ``out_dir``: report.md, CSVs, PNGs, montages
+    drawn from ``montages``, and the records it can be rebuilt from (with the digest of every
+    figure's plotted data, :mod:`compare.figdigest`). A pure function of its arguments but
+    for the header's written time. ``resolved``: ``results`` and ``context`` are already as
+    :func:`resolve_context` returns them (a rebuild from records).
+    """
+    from compare.figdigest import collecting
+    from compare.records import write_records
+
+    if not resolved:
+        results, context = resolve_context(results, context)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with collecting(out) as figures:
+        path = _write_files(results, context, out, montages)
+    write_records(out, results, context, montages, figures)
+    return path
+
+
+def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path,
+                 montages: Sequence[MontageData]) -> Path:
+    """report.md and the tables and figures of ``results`` into ``out`` (see
+    :func:`render_report`)."""
     frame = results_frame(results)
     lines = _header(context, results, frame)
     report_path = out / "report.md"
@@ -551,7 +662,7 @@ def write_report(
         atomic_write_bytes(report_path, ("\n".join(lines) + "\n").encode("utf-8"))
         return report_path
     paired = paired_backend_table(frame)
-    published = context.published or preset_published(results)
+    published = context.published
     lines += ["## Headline", "", " ".join(headline(frame, paired)), ""]
     lines += published_section(published, frame)
     lines += findings_section(published, out)
@@ -573,8 +684,7 @@ def write_report(
     lines += [markdown_table(dp_rows, eps_cols), ""]
     frame[eps_cols].to_csv(out / "epsilon.csv", index=False)
 
-    lines += _faithfulness_section(results, frame, summary, Path(store_root), out,
-                                   context.montage_grid or _single_grid_name(results))
+    lines += _faithfulness_section(results, frame, summary, out, montages)
     lines += _time_section(frame, out)
     lines += _per_class_section(results, frame, summary, out)
     lines += _ldp_and_audit(frame)
@@ -597,6 +707,7 @@ def command_line() -> str:
     return "dpcompare " + " ".join(args)
 
 
-__all__ = ["ReportContext", "command_line", "engines_used", "front_end_mismatches",
+__all__ = ["ReportContext", "command_line", "rebuild_report", "render_report",
+           "report_montages", "resolve_context", "engines_used", "front_end_mismatches",
            "front_end_sentence", "markdown_table", "per_class_frame", "results_frame",
            "seeds_phrase", "summary_table", "time_ratio_table", "write_report"]

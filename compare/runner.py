@@ -20,16 +20,23 @@ For every (cell, backend) of a :class:`~compare.grid.Grid`:
   privacy reason before its first step (:func:`dpcore.privacy_checks.check_dp_model`), never
   stored as finished.
 
-After the grid, a saliency montage per (data set, model) group is drawn from the stored
-checkpoints (so it is complete after a resume too) into the grid's own montage folder
-(:func:`compare.montage.grid_montage_folder`), and the report is written.
+A run whose final record is committed in a report folder (``records_from``, see
+:mod:`compare.records`: same config hash and backend, status finished or diverged) also counts
+as finished: it is not retrained, even on a machine without the store that trained it, and the
+report uses that record.
+
+After the grid, a saliency montage per (data set, model) group is computed from the stored
+checkpoints (so it is complete after a resume too; a run known only from its committed record
+contributes its committed montage column) and kept as arrays plus a PNG in the grid's own
+montage folder (:func:`compare.montage.grid_montage_folder`); the report draws its montages
+from those arrays.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -72,6 +79,8 @@ class GridOutcome:
     #: unfinished runs left untrained (``run_grid(train=False)``)
     not_trained: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
+    #: run id -> the committed record a skipped run was taken from (``records_from``)
+    records: dict[str, RunResult] = field(default_factory=dict)
 
 
 def montage_column_title(setting: str, result: RunResult) -> str:
@@ -92,6 +101,7 @@ def run_grid(
     grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,
     progress: bool = True, log: Callable[[str], None] = print,
     executor: Executor | None = None, train: bool = True,
+    records_from: Sequence[str | Path] = (),
 ) -> GridOutcome:
     """Run every (cell, backend) not yet finished in ``out_dir``; returns what happened.
 
@@ -99,10 +109,13 @@ def run_grid(
     in this process); it is prepared before anything is written (a bad executor setting is a
     DpCompareError with nothing written) and closed at the end. ``train=False`` runs nothing
     (the unfinished runs are listed in ``outcome.not_trained``) and only redraws the montages
-    of the stored runs, for an interim report of a long grid.
+    of the stored runs, for an interim report of a long grid. ``records_from``: report folders
+    whose committed final records count as finished runs (first folder wins; see
+    :func:`compare.records.committed_records`); those runs are listed in ``outcome.records``.
     """
     from compare.executors import GridJob, LocalExecutor, RunTracker
     from compare.executors.base import progress_shown
+    from compare.records import committed_records
 
     executor = executor or LocalExecutor()
     if train:  # nothing to execute otherwise: no cluster is started
@@ -118,8 +131,14 @@ def run_grid(
                              show=progress_shown(progress),
                              on_result=lambda rid, result: _count(outcome, rid, result))
         pending = []
+        committed = committed_records(records_from)
         for cell, backend in runs:
             rid = run_id(cell.config.config_hash, backend)
+            if rid in committed:  # one record per run id, shared by every report
+                outcome.records[rid] = committed[rid]
+                outcome.skipped.append(rid)
+                tracker.skipped()
+                continue
             stored = store.load(cell.config.config_hash, backend)  # unreadable: warns, None
             if stored is not None and stored.status in FINAL_STATUSES:
                 outcome.skipped.append(rid)
@@ -142,7 +161,8 @@ def run_grid(
         if train:
             executor.close()
     if grid.evaluation.get("montage_images", 0):
-        write_montages(grid, store, datasets, log=log)
+        write_montages(grid, store, datasets, log=log, records=outcome.records,
+                       records_from=records_from)
     outcome.wall_seconds = time.perf_counter() - start
     return outcome
 
@@ -157,13 +177,31 @@ def _count(outcome: GridOutcome, rid: str, result: RunResult) -> None:
 
 
 def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
-                   *, log: Callable[[str], None] = print) -> list[Path]:
+                   *, log: Callable[[str], None] = print,
+                   records: Mapping[str, RunResult] | None = None,
+                   records_from: Sequence[str | Path] = ()) -> list[Path]:
     """One saliency montage per (data set, model): rows = sample test images, columns = the
-    input then the Grad-CAM overlay of every setting (first seed), one block per backend."""
-    from compare.montage import grid_montage_folder, safe_file_name, saliency_montage
+    input then the Grad-CAM overlay of every setting (first seed), one block per backend.
+
+    Each montage is kept in the grid's montage folder of the store as its arrays
+    (``NAME.npz``, :func:`compare.montage.save_montage_data`, what a report draws) and as the
+    PNG drawn from them. A run without a checkpoint here but with a committed record
+    (``records``) takes its column from the committed montage arrays of ``records_from``
+    when they show the same images. Returns the PNG paths.
+    """
+    from compare.montage import (
+        MontageData,
+        draw_montage,
+        grid_montage_folder,
+        safe_file_name,
+        save_montage_data,
+    )
+    from compare.records import committed_montage_columns
     from dpcore.data import as_float01
     from dpcore.metrics import seeded_subset
 
+    records = records or {}
+    committed = committed_montage_columns(records_from) if records else {}
     groups: dict[tuple[str, str], list[tuple[GridCell, str]]] = {}
     first_seed = min((c.config.seed for c in grid.cells), default=0)
     for cell, backend in grid.runs():
@@ -174,11 +212,24 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
     written = []
     n_images = int(grid.evaluation.get("montage_images", 4))
     for (data_name, model_name), members in groups.items():
-        columns = []
+        # (None, column) of a run explained here, (the images it showed, column) of a column
+        # taken from committed montage arrays; in the grid's order
+        entries: list[tuple[np.ndarray | None, dict]] = []
         images = clean = None  # the first run's test images; those of a run without local DP
         class_names: tuple[str, ...] = ()
         for cell, backend in sorted(members, key=lambda m: m[1]):
+            rid = run_id(cell.config.config_hash, backend)
             result = store.load(cell.config.config_hash, backend)
+            if rid in records:
+                result = records[rid]
+                if rid in committed:
+                    data, column = committed[rid]
+                    entries.append((data.images, {
+                        **column, "title": montage_column_title(cell.setting, result),
+                        "inputs": column["inputs"] if column["inputs"] is not None
+                        else data.images}))
+                    class_names = class_names or tuple(data.class_names)
+                continue
             if result is None or result.status != "finished" or not result.checkpoint:
                 continue
             try:
@@ -201,15 +252,28 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
             except DpCompareError as exc:
                 log(f"montage {data_name}/{model_name}: skipped {backend}: {exc}")
                 continue
-            columns.append({"title": montage_column_title(cell.setting, result),
-                            "backend": backend, "inputs": x, "maps": maps, "pred_class": pred,
-                            "confidence": proba[np.arange(len(pred)), pred]})
-        if images is None or not columns:
+            entries.append((None, {"title": montage_column_title(cell.setting, result),
+                                   "backend": backend, "run_id": rid, "inputs": x, "maps": maps,
+                                   "pred_class": pred,
+                                   "confidence": proba[np.arange(len(pred)), pred]}))
+        base = clean if clean is not None else images
+        columns = []
+        for shown, column in entries:  # committed columns only where they show these images
+            if shown is not None and base is None:
+                base = shown
+            if shown is None or np.array_equal(np.asarray(shown, np.float16),
+                                               np.asarray(base, np.float16)):
+                columns.append(column)
+            else:
+                log(f"montage {data_name}/{model_name}: committed column of "
+                    f"{column['run_id']} shows other images; left out")
+        if base is None or not columns:
             continue
-        path = (grid_montage_folder(store.root, grid.name)
-                / f"{safe_file_name(f'{data_name}-{model_name}')}.png")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        saliency_montage(path, clean if clean is not None else images, columns, class_names,
-                         title=f"Grad-CAM, {data_name} / {model_name}")
-        written.append(path)
+        name = safe_file_name(f"{data_name}-{model_name}")
+        folder = grid_montage_folder(store.root, grid.name)
+        folder.mkdir(parents=True, exist_ok=True)
+        data = MontageData(f"{name}.png", base, tuple(columns), class_names,
+                           title=f"Grad-CAM, {data_name} / {model_name}")
+        save_montage_data(folder / f"{name}.npz", data)
+        written.append(draw_montage(folder / f"{name}.png", data))
     return written

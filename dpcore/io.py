@@ -115,14 +115,16 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 
 def write_npz(path: str | Path, arrays: Mapping[str, np.ndarray],
-              meta: Mapping[str, Any]) -> None:
-    """Write ``arrays`` plus ``meta`` (JSON) as one uncompressed npz, atomically, reproducibly.
+              meta: Mapping[str, Any], *, compressed: bool = False) -> None:
+    """Write ``arrays`` plus ``meta`` (JSON) as one npz, atomically, reproducibly.
 
     Args:
         path: destination; its folder is created if missing.
         arrays: name -> array (numeric or unicode dtypes: saved without pickle). The name
             :data:`META_KEY` is reserved.
         meta: JSON-able metadata (passed through :func:`json_safe`).
+        compressed: deflate the members (for small files committed to the repository, e.g.
+            a report's montage arrays); default stored uncompressed (fast to read).
 
     Raises:
         ValueError: if an array is named :data:`META_KEY`.
@@ -132,12 +134,13 @@ def write_npz(path: str | Path, arrays: Mapping[str, np.ndarray],
     members = dict(arrays)
     members[META_KEY] = np.array(json.dumps(json_safe(dict(meta)), sort_keys=True,
                                             allow_nan=False))
+    method = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
     with atomic_path(path) as tmp, zipfile.ZipFile(
-        tmp, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True
+        tmp, mode="w", compression=method, allowZip64=True
     ) as archive:
         for name in sorted(members):
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_DATE_TIME)
-            info.compress_type = zipfile.ZIP_STORED
+            info.compress_type = method
             info.external_attr = 0o644 << 16
             with archive.open(info, mode="w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(members[name]),

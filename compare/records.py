@@ -1,0 +1,236 @@
+"""The compact run records a report folder holds, so that the report is a pure function of them.
+
+Layout of ``REPORT/records/`` (written by every report writer, read by
+``dpcompare report --records``)::
+
+    records.jsonl.gz       one RunResult dict per line (no checkpoint), sorted by run id,
+                           with the labels the report names each run by; gzip with mtime 0
+    context.json           what the header and the sections need besides the runs: the
+                           command, wall time, title, description, notes, published figures,
+                           the grid's run ids and axis order
+    figures.json           PNG path in the report -> digest of its plotted data
+                           (:mod:`compare.figdigest`)
+    montages/NAME.npz      the arrays of montage ``montages/NAME.png`` (:class:`MontageData`)
+
+Every file is written deterministically: the same records give byte-identical files, so an
+unchanged report leaves git clean. Text that would name a folder of this machine (a data file's
+location, a path inside an error message) is made portable first (:func:`portable_text`).
+
+Records also let a grid resume on another machine: :func:`committed_records` collects the
+final records of every report folder beside a report (``reports/*/records``), keyed by run id,
+and the runner counts those runs as finished. One run id therefore has one record shared by
+every report that shows it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import io
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from compare.montage import MONTAGE_DATA_SUFFIX, MontageData, load_montage_data, save_montage_data
+from dpcore.errors import DataError
+from dpcore.io import atomic_write_bytes, json_safe, json_text
+from dpcore.results import RunResult
+
+if TYPE_CHECKING:
+    from compare.report import ReportContext
+
+__all__ = [
+    "CONTEXT_FILE", "FIGURES_FILE", "FINAL_STATUSES", "RECORDS_FILE", "RECORDS_FOLDER",
+    "ReportRecords", "committed_records", "folder_bytes", "has_records", "portable_text",
+    "read_records", "record_folders_beside", "records_bytes", "write_records",
+    "committed_montage_columns",
+]
+
+RECORDS_FOLDER = "records"
+RECORDS_FILE = "records.jsonl.gz"
+CONTEXT_FILE = "context.json"
+FIGURES_FILE = "figures.json"
+MONTAGES_FOLDER = "montages"
+#: Version of the records layout (in ``context.json``).
+RECORDS_VERSION = 1
+#: Statuses of a record that count as a finished run (as the runner's store rule).
+FINAL_STATUSES = ("finished", "diverged")
+#: How a portable text names the data root (the variable that points the bench at it).
+DATA_ROOT_NAME = "$DPCOMPARE_DATA_DIR"
+
+
+@dataclass(frozen=True)
+class ReportRecords:
+    """What a report is rebuilt from: its runs, its context, its montages, and the digests of
+    the figures it was written with."""
+
+    results: tuple[RunResult, ...]
+    context: ReportContext
+    montages: tuple[MontageData, ...]
+    figures: Mapping[str, str]
+
+
+def portable_text(text: str, data_root: str | Path | None = None) -> str:
+    """``text`` with the folders of this machine replaced: the data root (``data_root``, else
+    ``$DPCOMPARE_DATA_DIR``) by ``$DPCOMPARE_DATA_DIR``, the current folder by nothing
+    (paths become relative), the home folder by ``~``."""
+    roots = [(data_root or os.environ.get("DPCOMPARE_DATA_DIR"), DATA_ROOT_NAME),
+             (Path.cwd(), "."), (Path.home(), "~")]
+    for root, name in roots:
+        if not root:
+            continue
+        for form in {str(Path(root)), str(Path(root).resolve())}:
+            if len(form) > 1:  # never replace "/"
+                text = text.replace(form + "/", "" if name == "." else name + "/")
+                text = text.replace(form, name)
+    return text
+
+
+def records_bytes(results: Sequence[RunResult]) -> bytes:
+    """The ``records.jsonl.gz`` bytes of ``results``: one compact JSON line per run (no
+    checkpoint, portable text), sorted by run id, gzip with mtime 0 and no file name."""
+    lines = []
+    for result in sorted(results, key=lambda r: r.run_id):
+        raw = dataclasses.replace(result, checkpoint=None).to_dict()
+        # No sort_keys: the order of a run's labels is the grid's axis order.
+        lines.append(portable_text(json.dumps(raw, allow_nan=False, separators=(",", ":"))))
+    buffer = io.BytesIO()
+    with gzip.GzipFile(filename="", mode="wb", fileobj=buffer, mtime=0, compresslevel=9) as gz:
+        gz.write(("\n".join(lines) + "\n").encode("utf-8") if lines else b"")
+    return buffer.getvalue()
+
+
+def write_records(report_dir: str | Path, results: Sequence[RunResult],
+                  context: ReportContext, montages: Sequence[MontageData],
+                  figures: Mapping[str, str]) -> Path:
+    """Write ``REPORT/records/`` (see the module docstring); returns the folder.
+
+    Stale montage files of an earlier version of the report are removed.
+    """
+    folder = Path(report_dir) / RECORDS_FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(folder / RECORDS_FILE, records_bytes(results))
+    # No sort_keys: the published entries keep the preset's order, which the report follows.
+    context_text = json.dumps(json_safe(_context_dict(context)), indent=2, allow_nan=False)
+    atomic_write_bytes(folder / CONTEXT_FILE, (portable_text(context_text) + "\n").encode())
+    atomic_write_bytes(folder / FIGURES_FILE, json_text(dict(figures)).encode("utf-8"))
+    keep = set()
+    for data in montages:
+        path = folder / MONTAGES_FOLDER / (Path(data.name).stem + MONTAGE_DATA_SUFFIX)
+        path.parent.mkdir(exist_ok=True)
+        save_montage_data(path, data)
+        keep.add(path.name)
+    for stale in sorted((folder / MONTAGES_FOLDER).glob(f"*{MONTAGE_DATA_SUFFIX}")):
+        if stale.name not in keep:
+            stale.unlink()
+    return folder
+
+
+def has_records(report_dir: str | Path) -> bool:
+    """True when ``report_dir`` holds records (its ``records/records.jsonl.gz``)."""
+    return (Path(report_dir) / RECORDS_FOLDER / RECORDS_FILE).is_file()
+
+
+def read_records(report_dir: str | Path) -> ReportRecords:
+    """The records of the report folder ``report_dir``.
+
+    Raises:
+        DataError: the folder holds no records, or a file of them is unreadable (named).
+    """
+    folder = Path(report_dir) / RECORDS_FOLDER
+    if not has_records(report_dir):
+        raise DataError(f"{report_dir} holds no run records (expected {folder / RECORDS_FILE}, "
+                        "written by `dpcompare compare --report` or `dpcompare report`)")
+    results = _read_results(folder / RECORDS_FILE)
+    try:
+        context = _context_from(json.loads((folder / CONTEXT_FILE).read_text("utf-8")))
+        figures = json.loads((folder / FIGURES_FILE).read_text("utf-8"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataError(f"{folder}: unreadable {CONTEXT_FILE} or {FIGURES_FILE} ({exc}); "
+                        "rewrite the report with `dpcompare compare --report`") from exc
+    montages = tuple(load_montage_data(p) for p in
+                     sorted((folder / MONTAGES_FOLDER).glob(f"*{MONTAGE_DATA_SUFFIX}")))
+    return ReportRecords(tuple(results), context, montages, figures)
+
+
+def _read_results(path: Path) -> list[RunResult]:
+    from dpcore.errors import DpCompareError
+
+    results: list[RunResult] = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip():
+                    results.append(RunResult.from_dict(json.loads(line)))
+    except (OSError, EOFError, ValueError, DpCompareError, TypeError) as exc:
+        raise DataError(f"{path}: unreadable run record after {len(results)} readable ones "
+                        f"({exc}); the records must be rewritten by the command that wrote the "
+                        "report") from exc
+    return results
+
+
+def committed_records(report_dirs: Iterable[str | Path]) -> dict[str, RunResult]:
+    """Run id -> the final record (status finished or diverged) of that run in the first of
+    ``report_dirs`` that holds one (folders without records are skipped)."""
+    known: dict[str, RunResult] = {}
+    for folder in report_dirs:
+        if not has_records(folder):
+            continue
+        for result in _read_results(Path(folder) / RECORDS_FOLDER / RECORDS_FILE):
+            if result.status in FINAL_STATUSES:
+                known.setdefault(result.run_id, result)
+    return known
+
+
+def record_folders_beside(report_dir: str | Path) -> list[Path]:
+    """``report_dir`` first, then every other folder beside it (``reports/*``) by name: the
+    order :func:`committed_records` looks for a run's record in."""
+    own = Path(report_dir)
+    others = sorted(p for p in own.parent.glob("*") if p.is_dir() and p.resolve() != own.resolve())
+    return [own, *others]
+
+
+def committed_montage_columns(report_dirs: Iterable[str | Path]
+                              ) -> dict[str, tuple[MontageData, dict[str, Any]]]:
+    """Run id -> (the montage, its column of that run) in the committed montage arrays of
+    ``report_dirs`` (first folder wins): how a grid resumed from records still draws the
+    montage columns of runs whose checkpoints are not on this machine."""
+    columns: dict[str, tuple[MontageData, dict[str, Any]]] = {}
+    for folder in report_dirs:
+        for path in sorted((Path(folder) / RECORDS_FOLDER / MONTAGES_FOLDER)
+                           .glob(f"*{MONTAGE_DATA_SUFFIX}")):
+            data = load_montage_data(path)
+            for column in data.columns:
+                if column.get("run_id"):
+                    columns.setdefault(str(column["run_id"]), (data, column))
+    return columns
+
+
+def folder_bytes(folder: str | Path) -> int:
+    """Total size in bytes of the files under ``folder``."""
+    return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
+
+
+def _context_dict(context: ReportContext) -> dict[str, Any]:
+    raw = dataclasses.asdict(context)
+    raw["run_ids"] = None if context.run_ids is None else sorted(context.run_ids)
+    raw["labels"] = None if context.labels is None else {
+        k: dict(v) for k, v in sorted(context.labels.items())}
+    raw["records_version"] = RECORDS_VERSION
+    return raw
+
+
+def _context_from(raw: Mapping[str, Any]) -> ReportContext:
+    from compare.report import ReportContext
+
+    fields = {f.name for f in dataclasses.fields(ReportContext)}
+    values = {k: v for k, v in raw.items() if k in fields}
+    if values.get("run_ids") is not None:
+        values["run_ids"] = frozenset(values["run_ids"])
+    values["published"] = tuple(values.get("published") or ())
+    values["axis_order"] = tuple(values.get("axis_order") or ())
+    return ReportContext(**values)
+
