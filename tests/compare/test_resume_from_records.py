@@ -1,0 +1,64 @@
+"""A grid resumes from the records committed in report folders: on a machine without the old
+store, only the runs without a record train, and the report (and its montage) still shows
+every run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+from compare import api
+from compare.montage import load_montage_data
+from compare.records import has_records, read_records
+
+TINY = {
+    "name": "tiny",
+    "base": {
+        "data": {"name": "digits", "image_size": 16},
+        "model": {"name": "cnn4"},
+        "train": {"steps": 4, "batch_size": 64, "lr": 0.5},
+    },
+    "axes": {
+        "privacy": [
+            {"label": "eps=2", "privacy": {"mechanism": "dpsgd-gaussian", "target_epsilon": 2.0}},
+            {"label": "non-private", "privacy": {"mechanism": "none"}},
+        ]
+    },
+    "backends": ["tf", "torch"],
+    "evaluation": {"faithfulness": False, "montage_images": 2},
+}
+
+
+def test_only_runs_without_a_committed_record_train(tmp_path: Path) -> None:
+    report = tmp_path / "reports" / "tiny"
+    first = api.compare(TINY, out=tmp_path / "store", backends=["torch"], report=report,
+                        progress=False)
+    assert len(first.outcome.ran) == 2 and has_records(report)
+    torch_ids = set(first.outcome.ran)
+    shutil.rmtree(tmp_path / "store")  # a new machine: the store (and checkpoints) are gone
+
+    second = api.compare(TINY, out=tmp_path / "new-store", report=report, progress=False)
+    assert set(second.outcome.skipped) == torch_ids  # from the committed records
+    assert set(second.outcome.records) == torch_ids
+    assert len(second.outcome.ran) == 2 and not torch_ids & set(second.outcome.ran)
+    runs = pd.read_csv(report / "runs.csv")
+    assert len(runs) == 4 and set(runs["backend"]) == {"tf", "torch"}
+    assert len(read_records(report).results) == 4
+    # the montage keeps the torch columns, taken from the committed montage arrays
+    montage = load_montage_data(report / "records" / "montages" / "digits-cnn4.npz")
+    assert sorted(c["backend"] for c in montage.columns) == ["tf", "tf", "torch", "torch"]
+    assert {c["run_id"] for c in montage.columns if c["backend"] == "torch"} == torch_ids
+
+
+def test_a_record_in_another_report_folder_counts_too(tmp_path: Path) -> None:
+    """One record per run id across reports: a grid sharing a run with another committed
+    report takes that report's record instead of training its own."""
+    api.compare(TINY, out=tmp_path / "store", backends=["torch"],
+                report=tmp_path / "reports" / "tiny", progress=False)
+    shared = {**TINY, "name": "tiny-shared", "evaluation": {"faithfulness": False,
+                                                            "montage_images": 0}}
+    again = api.compare(shared, out=tmp_path / "other-store", backends=["torch"],
+                        report=tmp_path / "reports" / "tiny-shared", progress=False)
+    assert not again.outcome.ran and len(again.outcome.records) == 2
