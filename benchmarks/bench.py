@@ -124,6 +124,7 @@ class CaseData:
 def load_data(name: str, quick: bool, data_dir: str | None) -> CaseData:
     """The named data set's training arrays from the data root, else seeded random data of
     its shape (the description says which)."""
+    from dpcore.data import portable_location
     from dpcore.data.loading import load_dataset
 
     documented = {"mnist": (MNIST_N, 10), "pneumoniamnist": (4708, 2), "imdb": (25000, 2)}
@@ -137,7 +138,8 @@ def load_data(name: str, quick: bool, data_dir: str | None) -> CaseData:
         if quick:
             x, y = x[:4096], y[:4096]
         return CaseData(x, y, ds.task, ds.n_classes, n if name != "mnist" else MNIST_N,
-                        f"real {name} ({n} training examples from {ds.source})",
+                        f"real {name} ({n} training examples from "
+                        f"{portable_location(name, ds.source)})",  # no folder of this machine
                         getattr(ds, "vocabulary_size", None))
     n, classes = documented[name]
     rng = np.random.default_rng(0)

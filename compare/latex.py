@@ -65,6 +65,9 @@ def write_latex_tables(report_dir: str | Path) -> list[Path]:
         table = pd.read_csv(folder / csv)
         if table.empty:
             continue
+        if name == "privacy.tex":  # one row per DP-SGD setting and backend (first seed)
+            table = table[table["noise_multiplier"].fillna(0) > 0]
+            table = table.drop_duplicates(["setting", "backend"])
         if columns:
             keep = [c for c in columns if c in table]
             table = table[keep].rename(columns=columns)
@@ -104,9 +107,10 @@ def published_table(report_dir: Path) -> pd.DataFrame:
 
 
 def to_booktabs(table: pd.DataFrame, caption: str, label: str) -> str:
-    """``table`` as a booktabs ``table`` environment (text escaped, numbers to 4 significant
-    digits, missing values as "--")."""
+    """``table`` as a booktabs ``table`` environment (text escaped, numbers to 4 decimals,
+    missing values as "--", "±" and "∞" as math so that pdflatex needs no Unicode setup)."""
     styler = table.style.hide(axis="index").format(precision=4, na_rep="--", escape="latex")
     styler = styler.format_index(escape="latex", axis=1)
-    return styler.to_latex(hrules=True, caption=caption, label=label, position="htbp",
+    text = styler.to_latex(hrules=True, caption=caption, label=label, position="htbp",
                            position_float="centering", column_format="l" * len(table.columns))
+    return text.replace("±", r"$\pm$").replace("∞", r"$\infty$")

@@ -31,14 +31,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def command(args: argparse.Namespace) -> str:
-    """The command that reproduces this run (for the report's header)."""
+    """The command that reproduces this run (for the report's header), naming no folder of
+    this machine (:func:`compare.records.portable_text`: paths relative to the current
+    folder, the data root as ``$DPCOMPARE_DATA_DIR``)."""
+    from compare.records import portable_text
+
     parts = ["dpcompare bench", *(["--quick"] if args.quick else []),
              *([f"--cases {shlex.quote(args.cases)}"] if args.cases else []),
              *(["--no-sweep"] if args.no_sweep else []),
              *(["--json"] if args.json else []), f"--out {shlex.quote(str(args.out))}"]
     if args.data_dir:
         parts.append(f"--data-dir {shlex.quote(str(args.data_dir))}")
-    return " ".join(parts)
+    return portable_text(" ".join(parts), args.data_dir)
 
 
 def run(args: argparse.Namespace) -> int:

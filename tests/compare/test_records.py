@@ -157,3 +157,32 @@ def test_committed_records_first_folder_wins_and_only_final_runs_count(tmp_path:
 def test_reading_a_folder_without_records_names_it(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=str(tmp_path)):
         rec.read_records(tmp_path)
+
+
+def test_cli_rebuilds_several_folders_and_skips_those_without_records(
+        written: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
+    from compare.cli.main import main
+
+    copy = tmp_path / "reports" / "tiny"
+    shutil.copytree(written, copy)
+    (copy / "report.md").unlink()
+    (tmp_path / "reports" / "benchmarks").mkdir()  # not a grid report: no records
+    assert main(["report", "--records", str(copy), str(tmp_path / "reports" / "benchmarks"),
+                 "--latex"]) == 0
+    out = capsys.readouterr().out
+    assert "skipped" in out and "benchmarks" in out
+    assert rec.report_differences(written, copy) == []  # report.md back; latex/ ignored
+    assert (copy / "latex" / "accuracy.tex").is_file()
+
+
+def test_cli_report_needs_a_store_or_records(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from compare.cli.main import main
+
+    assert main(["report", "--out", str(tmp_path / "x")]) == 2
+    assert "--records" in capsys.readouterr().err
+    assert main(["report", "--records", str(tmp_path)]) == 2  # one folder without records
+    assert "holds no run records" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
