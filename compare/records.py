@@ -32,15 +32,13 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from compare.montage import MONTAGE_DATA_SUFFIX, MontageData, load_montage_data, save_montage_data
+from compare.report_context import ReportContext
 from dpcore.errors import DataError
 from dpcore.io import atomic_write_bytes, json_safe, json_text
 from dpcore.results import RunResult
-
-if TYPE_CHECKING:
-    from compare.report import ReportContext
 
 __all__ = [
     "CONTEXT_FILE", "FIGURES_FILE", "FINAL_STATUSES", "RECORDS_FILE", "RECORDS_FOLDER",
@@ -225,8 +223,6 @@ def _context_dict(context: ReportContext) -> dict[str, Any]:
 
 
 def _context_from(raw: Mapping[str, Any]) -> ReportContext:
-    from compare.report import ReportContext
-
     fields = {f.name for f in dataclasses.fields(ReportContext)}
     values = {k: v for k, v in raw.items() if k in fields}
     if values.get("run_ids") is not None:

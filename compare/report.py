@@ -15,7 +15,6 @@ import math
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from compare.montage import MontageData, draw_montage
+from compare.report_context import ReportContext  # re-exported: callers import it from here
 from compare.reporting import plots
 from compare.reporting.attribution_section import attribution_section
 from compare.reporting.claims_section import claims_section
@@ -47,31 +47,6 @@ from compare.reporting.stats import (
 from compare.reporting.tables import markdown_table
 from dpcore.errors import DpCompareError
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
-
-
-@dataclass(frozen=True)
-class ReportContext:
-    """What the header says: the command that made the report and the wall time it took."""
-
-    command: str
-    wall_seconds: float | None = None
-    title: str = "dpcompare report"
-    description: str = ""
-    notes: str = ""
-    published: tuple[dict[str, Any], ...] = ()
-    #: When set, only these run ids are reported (``compare`` passes its grid's runs, so that
-    #: stale runs of an earlier version of the grid in the same folder are left out).
-    run_ids: frozenset[str] | None = None
-    #: The grid's axes in the preset's order (see :func:`compare.grid.in_axis_order`); empty:
-    #: the bundled preset's order when the runs name one, else as stored.
-    axis_order: tuple[str, ...] = ()
-    #: Run id -> the reported grid's labels of that run (see
-    #: :func:`compare.grid.with_grid_labels`); None: the labels as stored.
-    labels: Mapping[str, Mapping[str, str]] | None = None
-    #: The grid whose montages the report shows (its folder,
-    #: :func:`compare.montage.grid_montage_folder`); None: the grid that wrote the runs when
-    #: they all come from one, else every grid's montages in the store.
-    montage_grid: str | None = None
 
 
 def seeds_phrase(counts: pd.Series) -> str:

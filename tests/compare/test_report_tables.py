@@ -88,8 +88,7 @@ def test_the_faithfulness_table_shows_the_unmasked_score_that_bounds_it(tmp_path
     runs = [fake_result(backend=b, seed=s, faithfulness=dict(faith))
             for b in ("tf", "torch") for s in (0, 1)]
     frame = results_frame(runs)
-    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path,
-                                           tmp_path, None))
+    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path, ()))
     header = next(line for line in text.splitlines() if line.startswith("| setting"))
     columns = [c.strip() for c in _cells(header)]
     assert columns.index("average_drop") < columns.index("original_score") < \

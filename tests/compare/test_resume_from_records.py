@@ -12,23 +12,10 @@ import pandas as pd
 from compare import api
 from compare.montage import load_montage_data
 from compare.records import has_records, read_records
+from tests.compare.test_runner import TINY as RUNNER_TINY
 
-TINY = {
-    "name": "tiny",
-    "base": {
-        "data": {"name": "digits", "image_size": 16},
-        "model": {"name": "cnn4"},
-        "train": {"steps": 4, "batch_size": 64, "lr": 0.5},
-    },
-    "axes": {
-        "privacy": [
-            {"label": "eps=2", "privacy": {"mechanism": "dpsgd-gaussian", "target_epsilon": 2.0}},
-            {"label": "non-private", "privacy": {"mechanism": "none"}},
-        ]
-    },
-    "backends": ["tf", "torch"],
-    "evaluation": {"faithfulness": False, "montage_images": 2},
-}
+#: test_runner's tiny grid (digits 16x16, 4 steps, eps=2 and non-private) with a montage.
+TINY = {**RUNNER_TINY, "evaluation": {"faithfulness": False, "montage_images": 2}}
 
 
 def test_only_runs_without_a_committed_record_train(tmp_path: Path) -> None:
