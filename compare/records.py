@@ -36,6 +36,7 @@ from typing import Any
 
 from compare.montage import MONTAGE_DATA_SUFFIX, MontageData, load_montage_data, save_montage_data
 from compare.report_context import ReportContext
+from dpcore.data import portable_location
 from dpcore.errors import DataError
 from dpcore.io import atomic_write_bytes, json_safe, json_text
 from dpcore.results import RunResult
@@ -90,10 +91,15 @@ def portable_text(text: str, data_root: str | Path | None = None) -> str:
 
 def records_bytes(results: Sequence[RunResult]) -> bytes:
     """The ``records.jsonl.gz`` bytes of ``results``: one compact JSON line per run (no
-    checkpoint, portable text), sorted by run id, gzip with mtime 0 and no file name."""
+    checkpoint; the data source relative to the data root,
+    :func:`dpcore.data.portable_location`; other text through :func:`portable_text`), sorted
+    by run id, gzip with mtime 0 and no file name."""
     lines = []
     for result in sorted(results, key=lambda r: r.run_id):
         raw = dataclasses.replace(result, checkpoint=None).to_dict()
+        source = raw.get("dataset", {}).get("source")
+        if source:  # relative to the data root whichever way the root was given
+            raw["dataset"]["source"] = portable_location(raw["dataset"]["name"], str(source))
         # No sort_keys: the order of a run's labels is the grid's axis order.
         lines.append(portable_text(json.dumps(raw, allow_nan=False, separators=(",", ":"))))
     buffer = io.BytesIO()

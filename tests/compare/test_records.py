@@ -71,6 +71,9 @@ def test_records_are_sorted_compact_deterministic_and_without_checkpoints() -> N
     ids = [json.loads(line)["run_id"] for line in lines]
     assert ids == sorted(ids) and len(ids) == len(runs)
     assert all(json.loads(line)["checkpoint"] is None for line in lines)
+    runs[0].dataset.update(name="mnist", source="/some/machine/data/mnist")
+    line = gzip.decompress(rec.records_bytes(runs[:1])).decode()
+    assert json.loads(line)["dataset"]["source"] == "$DPCOMPARE_DATA_DIR/mnist"
 
 
 def test_portable_text_and_location_name_no_folder_of_this_machine(
