@@ -420,10 +420,11 @@ def compare(
     """Run a grid identically on both backends, resumably (``dpcompare compare``).
 
     Runs already finished in ``out`` (same config hash and backend) are skipped, interrupted
-    ones redone; so are runs whose final record is committed in the report folder (without a
-    report: ``reports/<grid name>``) or in any folder beside it (``reports/*/records``,
-    :mod:`compare.records`): a grid longer than a working session continues from what was
-    committed, on any machine, and the report uses that record. A run that fails is recorded with status ``failed`` and the grid goes on:
+    ones redone. Runs whose final record is committed in the report folder (without a report:
+    ``reports/<grid name>``) or in any folder beside it (``reports/*/records``,
+    :mod:`compare.records`) are skipped too: a grid longer than a working session continues
+    from what was committed, on any machine, and the report uses that record. A run that
+    fails is recorded with status ``failed`` and the grid goes on:
     check ``store.outcome.failed`` or the ``status`` column of :func:`results`.
 
     Args:
