@@ -36,10 +36,13 @@ from compare.reporting.headline import headline
 from compare.reporting.published_section import published_section
 from compare.reporting.stats import (
     AGREEMENT_TOLERANCE,
+    INTERVAL_NAMES,
+    MIN_SEEDS,
     Interval,
+    bootstrap_interval,
     format_interval,
-    mean_interval,
     paired_backend_table,
+    wilson_interval,
 )
 from compare.reporting.tables import markdown_table
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
@@ -71,25 +74,43 @@ class ReportContext:
 
 
 def seeds_phrase(counts: pd.Series) -> str:
-    """How a table's figures were aggregated: "mean ± 95% CI over 3 seeds", "one seed", or
-    "mean ± 95% CI over the seeds in column `seeds`" when the counts differ."""
+    """How a table's figures were aggregated, naming the interval: "mean [95% percentile
+    bootstrap interval] over 3 seeds", "one seed: accuracy with its 95% Wilson interval over
+    the test set", or the same for the seeds in column `seeds` when the counts differ."""
     values = sorted(set(int(c) for c in counts.dropna()))
+    boot, wilson = INTERVAL_NAMES["bootstrap"], INTERVAL_NAMES["wilson"]
+    one = (f"one seed: test accuracy with its {wilson} over the test set, other metrics "
+           "no interval")
     if values == [1]:
-        return "one seed: no interval"
+        return one
     if len(values) == 1:
-        return f"mean ± 95% CI (t) over {values[0]} seeds"
-    return "mean ± 95% CI (t) over the seeds in column `seeds` (one seed: no interval)"
+        return f"mean [{boot}] over {values[0]} seeds"
+    return f"mean [{boot}] over the seeds in column `seeds`; {one}"
+
+
+#: What the error bars of the seed-aggregated figures are (:mod:`compare.reporting.plots`).
+ERROR_BARS = f"mean, {INTERVAL_NAMES['bootstrap']} over seeds"
+
+#: How a summary column's cells read: the mean and its interval (see :func:`seeds_phrase`).
+INTERVAL_COLUMN = "(mean [95% interval])"
+
+#: Metrics whose interval over seeds is the percentile bootstrap (all of the summary's:
+#: bounded means stay in their range, and the constant epsilon of a setting gets a point).
+SUMMARY_METRICS = ("accuracy", "auc", "accuracy_gap", "recall_gap", "auc_gap", "epsilon",
+                   "noise_multiplier")
 
 
 def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (setting, backend) of the finished runs: seeds, collapsed runs, and for each metric
-    its mean, 95% t interval bounds (``_low``/``_high``, NaN with one seed) and a formatted
-    ``_text`` ("0.912 ± 0.004" or "0.912 (1 seed)")."""
+    its mean, interval bounds (``_low``/``_high``) and a formatted ``_text``
+    ("0.912 [0.905, 0.918]"). The interval is the 95% percentile bootstrap over seeds
+    (:func:`~compare.reporting.stats.bootstrap_interval`: never outside the metric's range);
+    a setting with one seed gets the 95% Wilson interval of its test accuracy over its test
+    set (:func:`~compare.reporting.stats.wilson_interval`) and no interval for the rest."""
     if frame.empty:
         return frame
     finished = frame[frame["status"] == "finished"]
-    metrics = ["accuracy", "auc", "accuracy_gap", "recall_gap", "auc_gap", "epsilon",
-               "noise_multiplier", *FAITHFULNESS_KEYS]
+    metrics = [*SUMMARY_METRICS, *FAITHFULNESS_KEYS]
     metrics = [m for m in metrics if m in finished and finished[m].notna().any()]
     rows = []
     for (setting, backend), group in finished.groupby(["setting", "backend"], sort=False):
@@ -98,9 +119,13 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
                                "mechanism": group["mechanism"].iloc[0],
                                "collapsed": int(group["collapsed"].sum())}
         for metric in metrics:
-            interval = mean_interval(group[metric].to_numpy(float))
+            interval = bootstrap_interval(group[metric].to_numpy(float))
             if metric == "epsilon" and np.isinf(group[metric]).all():
                 interval = Interval(math.inf, math.nan, math.nan, len(group))  # non-private
+            n_test = group["n_test"].iloc[0] if "n_test" in group else math.nan
+            if (metric == "accuracy" and interval.n == 1 and not pd.isna(n_test)
+                    and int(n_test) > 0):
+                interval = wilson_interval(interval.mean, int(n_test))
             row[f"{metric}_mean"] = interval.mean
             row[f"{metric}_low"] = interval.low
             row[f"{metric}_high"] = interval.high
@@ -207,7 +232,7 @@ def _header(context: ReportContext, results: Sequence[RunResult], frame: pd.Data
 def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[str]:
     lines = [f"## Accuracy and AUC ({seeds_phrase(summary['seeds'])})", ""]
     if plots.plot_by_setting(frame, "accuracy", out / "accuracy_by_setting.png",
-                             "test accuracy (mean, 95% CI over seeds)"):
+                             f"test accuracy ({ERROR_BARS})"):
         lines += ["Every setting, one panel per data set and grid axis (x = collapsed run; "
                   "dotted: majority-class rate):", "",
                   "![accuracy by setting](accuracy_by_setting.png)", ""]
@@ -220,23 +245,27 @@ def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> 
         if plots.plot_metric_vs_swept(frame, "auc", out / "auc_vs_epsilon.png", "test AUC"):
             lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
         elif plots.plot_by_setting(frame, "auc", out / "auc_by_setting.png",
-                                   "test AUC (mean, 95% CI over seeds)"):
+                                   f"test AUC ({ERROR_BARS})"):
             lines += ["![AUC by setting](auc_by_setting.png)", ""]
     table = summary.assign(collapsed=summary["collapsed"].map(
         lambda n: f"collapsed ({n})" if n else ""))
+    names = {"accuracy_text": f"accuracy {INTERVAL_COLUMN}", "auc_text": f"auc {INTERVAL_COLUMN}",
+             "epsilon_mean": "epsilon"}
     cols = ["setting", "backend", "seeds", "accuracy_text", "auc_text", "epsilon_mean",
             "collapsed"]
-    lines += [markdown_table(table.rename(columns={"accuracy_text": "accuracy",
-                                                   "auc_text": "auc",
-                                                   "epsilon_mean": "epsilon"}),
-                             [c.replace("_text", "").replace("epsilon_mean", "epsilon")
-                              for c in cols]), ""]
+    lines += [markdown_table(table.rename(columns=names), [names.get(c, c) for c in cols]), ""]
     bad = frame[frame["collapsed"]]
     if not bad.empty:
-        lines += ["Collapsed runs (predictions almost all one class, or accuracy within 1 "
-                  "point of the majority-class rate or below it):", "",
-                  markdown_table(bad, ["setting", "backend", "seed", "accuracy",
-                                       "majority_rate", "collapse_reason"]), ""]
+        bad = bad.assign(**{"accuracy [95% Wilson]": [
+            format_interval(wilson_interval(float(a), int(n)))
+            if not (pd.isna(a) or pd.isna(n) or int(n) < 1) else "–"
+            for a, n in zip(bad["accuracy"], bad["n_test"], strict=True)]})
+        lines += ["Collapsed runs (predictions almost all one class, or at chance: test "
+                  "accuracy not above the majority-class rate by a one-sided binomial test at "
+                  "5% on the run's test set; the accuracy's 95% Wilson interval beside it):",
+                  "", markdown_table(bad, ["setting", "backend", "seed",
+                                           "accuracy [95% Wilson]", "majority_rate",
+                                           "collapse_reason"]), ""]
     if (frame["mechanism"] == "ldp").any():
         lines += ["`epsilon` is the central DP-SGD epsilon: local-DP runs train without DP-SGD "
                   "(∞ here); their per-value and per-image epsilons are in the Local DP section.",
@@ -268,16 +297,20 @@ def _backend_section(paired: pd.DataFrame, out: Path,
     paired.to_csv(out / "backends_paired.csv", index=False)
     shown = paired.assign(**{
         "mean difference (points)": 100 * paired["mean_difference"],
-        "95% CI low": 100 * paired["ci_low"], "95% CI high": 100 * paired["ci_high"]})
+        "95% t interval low": 100 * paired["ci_low"],
+        "95% t interval high": 100 * paired["ci_high"]})
     return ["## Backends paired by seed", "",
             "Opacus (torch) minus TF Privacy (tf) test accuracy, in percentage points, paired "
             "by seed (the same seed gives both backends the same batches and initial weights). "
-            "Interval: 95% t interval of the mean difference; test: scipy's paired t test; "
+            "Interval: 95% t interval of the mean difference (a difference is not bounded "
+            "like a mean accuracy); test: scipy's paired t test; "
             f"verdict 'agree' only when the interval lies inside ±{100 * AGREEMENT_TOLERANCE:g}"
-            " point, 'differ' when it excludes 0.", "",
+            " point and neither backend has a collapsed run, 'differ' when it excludes 0; "
+            f"a verdict from fewer than {MIN_SEEDS} seeds is 'preliminary'.", "",
             *figure,
-            markdown_table(shown, ["setting", "pairs", "mean difference (points)", "95% CI low",
-                                   "95% CI high", "p_value", "verdict", "collapsed"]), "",
+            markdown_table(shown, ["setting", "pairs", "mean difference (points)",
+                                   "95% t interval low", "95% t interval high", "p_value",
+                                   "verdict", "collapsed"]), "",
             *([NOISE_PAIRING_NOTE, ""] if paired["noised"].any() else [])]
 
 
@@ -321,7 +354,7 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
             if plots.plot_metric_vs_swept(frame, key, out / f"{key}_vs_epsilon.png", label):
                 lines += [f"![{label}]({key}_vs_epsilon.png)", ""]
             elif plots.plot_by_setting(frame, key, out / f"{key}_by_setting.png",
-                                       f"{label}, mean and 95% CI over seeds"):
+                                       f"{label}, {ERROR_BARS}"):
                 lines += [f"![{label}]({key}_by_setting.png)", ""]
         curves = curves_frame(results)
         if not curves.empty:

@@ -94,7 +94,7 @@ def test_the_faithfulness_table_shows_the_unmasked_score_that_bounds_it(tmp_path
     columns = [c.strip() for c in _cells(header)]
     assert columns.index("average_drop") < columns.index("original_score") < \
         columns.index("masked_score")
-    assert "0.991 ± 0.000" in text and FAITHFULNESS_COLUMNS_NOTE in text
+    assert "0.991 [0.991, 0.991]" in text and FAITHFULNESS_COLUMNS_NOTE in text
 
 
 def _front_end_runs() -> list:
