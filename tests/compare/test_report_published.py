@@ -74,7 +74,7 @@ def test_every_preset_reproducing_a_paper_names_its_table() -> None:
                  "imdb-library-benchmark", "imdb-library-benchmark-15",
                  "medical-ldp-vs-dpsgd", "medical-ldp-vs-dpsgd-cnn4",
                  "medical-ldp-vs-dpsgd-resnet18-short",
-                 "interpretability-vs-epsilon", "interpretability-clip-sweep"):
+                 "interpretability-vs-epsilon-tuned", "interpretability-clip-sweep"):
         grid = expand_grid(load_preset(name))
         assert grid.published, name
         assert all(entry.get("deviations") for entry in grid.published), name

@@ -1,0 +1,66 @@
+"""Seeds of the bundled presets (issue 31): at least 5 wherever the grid finishes here in under
+3 hours, and raising the seeds never changes the config hash of a run already committed."""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+import pytest
+
+from compare.grid import expand_grid, load_preset, preset_names
+
+REPO = Path(__file__).resolve().parents[2]
+#: The budget below which a preset must run at least MIN_SEEDS seeds (seconds of training).
+BUDGET_SECONDS = 3 * 3600
+MIN_SEEDS = 5
+RETIRED = ("interpretability-vs-epsilon", "pneumonia-cnn4")
+
+
+def _committed(preset: str) -> tuple[set[str], set[int]] | None:
+    """(config hashes, seeds) of the runs in the preset's committed report, or None."""
+    path = REPO / "reports" / preset / "runs.csv"
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    return {r["config_hash"] for r in rows}, {int(float(r["seed"])) for r in rows}
+
+
+def _training_seconds(preset: str) -> float | None:
+    """The committed report's "training time summed over the N stored runs: S s"."""
+    path = REPO / "reports" / preset / "report.md"
+    if not path.is_file():
+        return None
+    match = re.search(r"training time summed over the \d+ stored runs: (\d+) s",
+                      path.read_text(encoding="utf-8"))
+    return float(match.group(1)) if match else None
+
+
+@pytest.mark.parametrize("preset", [p for p in preset_names() if _committed(p)])
+def test_raising_the_seeds_keeps_the_committed_runs_hashes(preset: str) -> None:
+    hashes, seeds = _committed(preset)  # type: ignore[misc]
+    grid = expand_grid(load_preset(preset))
+    old = {c.config.config_hash for c in grid.cells if c.config.seed in seeds}
+    assert old == hashes
+    assert {c.config.seed for c in grid.cells} >= seeds
+
+
+@pytest.mark.parametrize("preset", [p for p in preset_names() if _training_seconds(p)])
+def test_every_preset_that_fits_in_three_hours_runs_five_seeds(preset: str) -> None:
+    """Its committed training time, scaled from the committed seeds to 5, under 3 hours:
+    then the preset runs at least 5 seeds (longer ones keep theirs: README says which)."""
+    seconds = _training_seconds(preset)
+    _, committed_seeds = _committed(preset)  # type: ignore[misc]
+    at_five = seconds * MIN_SEEDS / len(committed_seeds)  # type: ignore[operator]
+    preset_seeds = {c.config.seed for c in expand_grid(load_preset(preset)).cells}
+    if at_five < BUDGET_SECONDS:
+        assert len(preset_seeds) >= MIN_SEEDS, f"{preset}: about {at_five / 3600:.1f} h at 5"
+
+
+def test_retired_presets_and_their_reports_are_gone() -> None:
+    for name in RETIRED:
+        assert name not in preset_names()
+        assert not (REPO / "reports" / name).exists()
+        assert f"Retired: `{name}`" in (REPO / "README.md").read_text(encoding="utf-8")
