@@ -26,6 +26,7 @@ from compare.reporting.claims_section import claims_section
 from compare.reporting.findings_section import findings_section
 from compare.reporting.frames import (
     FAITHFULNESS_KEYS,
+    SANITY_KEYS,
     curves_frame,
     front_end_mismatches,
     history_frame,
@@ -45,6 +46,7 @@ from compare.reporting.stats import (
     wilson_interval,
 )
 from compare.reporting.tables import markdown_table
+from dpcore.metrics.sanity import FAIL_SPEARMAN
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
 
 
@@ -110,7 +112,7 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return frame
     finished = frame[frame["status"] == "finished"]
-    metrics = [*SUMMARY_METRICS, *FAITHFULNESS_KEYS]
+    metrics = [*SUMMARY_METRICS, *FAITHFULNESS_KEYS, *SANITY_KEYS]
     metrics = [m for m in metrics if m in finished and finished[m].notna().any()]
     rows = []
     for (setting, backend), group in finished.groupby(["setting", "backend"], sort=False):
@@ -118,6 +120,8 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
                                "panel": group["panel"].iloc[0],
                                "mechanism": group["mechanism"].iloc[0],
                                "collapsed": int(group["collapsed"].sum())}
+        if "randomisation_check" in group:
+            row.update(randomisation_summary(group["randomisation_check"]))
         for metric in metrics:
             interval = bootstrap_interval(group[metric].to_numpy(float))
             if metric == "epsilon" and np.isinf(group[metric]).all():
@@ -129,10 +133,28 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
             row[f"{metric}_mean"] = interval.mean
             row[f"{metric}_low"] = interval.low
             row[f"{metric}_high"] = interval.high
-            digits = 2 if metric in ("average_drop", "increase_in_confidence") else 3
+            digits = 2 if metric in PERCENT_METRICS else 3
             row[f"{metric}_text"] = format_interval(interval, digits) if interval.n else "–"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: Metrics in percent (two decimals in the tables).
+PERCENT_METRICS = ("average_drop", "increase_in_confidence", "calibrated_average_drop",
+                   "calibrated_increase_in_confidence")
+
+
+def randomisation_summary(verdicts: pd.Series) -> dict[str, Any]:
+    """A setting's model-randomisation checks over its seeds (``"passes"`` / ``"fails"`` /
+    ``""`` per run): ``randomisation_fails`` (runs that fail) and ``randomisation`` (text:
+    ``"passes (3 of 3)"``, ``"fails (1 of 3)"``, or ``"–"`` when no run has the check)."""
+    checked = verdicts[verdicts.isin(["passes", "fails"])]
+    fails = int((checked == "fails").sum())
+    if checked.empty:
+        return {"randomisation_fails": 0, "randomisation": "–"}
+    text = (f"fails ({fails} of {len(checked)})" if fails
+            else f"passes ({len(checked)} of {len(checked)})")
+    return {"randomisation_fails": fails, "randomisation": text}
 
 
 def time_ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -371,22 +393,7 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
                 lines += ["Deletion and insertion curves (mean over the faithfulness subset "
                           "and seeds; solid tf, dashed torch):", "",
                           "![deletion and insertion curves](deletion_insertion.png)", ""]
-        faith_cols = ["setting", "backend", "seeds",
-                      *[f"{k}_text" for k in FAITHFULNESS_KEYS if f"{k}_text" in summary]]
-        rename = {f"{k}_text": k for k in FAITHFULNESS_KEYS}
-        healthy = summary[summary["collapsed"] == 0]
-        lines += [f"Faithfulness ({seeds_phrase(summary['seeds'])}), runs that did not collapse:",
-                  "", markdown_table(healthy.rename(columns=rename),
-                                     [rename.get(c, c) for c in faith_cols]), ""]
-        if "original_score_text" in summary:
-            lines += [FAITHFULNESS_COLUMNS_NOTE, ""]
-        collapsed = summary[summary["collapsed"] > 0]
-        if not collapsed.empty:
-            lines += ["Collapsed settings (at least one seed collapsed; faithfulness of a "
-                      "constant or chance-level model, not comparable):", "",
-                      markdown_table(collapsed.rename(columns=rename),
-                                     [rename.get(c, c) for c in faith_cols] + ["collapsed"]),
-                      ""]
+        lines += faithfulness_tables(summary)
     montages = report_montages(store_root, montage_grid)
     if montages:
         (out / "montages").mkdir(exist_ok=True)
@@ -396,6 +403,73 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
         for name, montage in montages:
             atomic_write_bytes(out / "montages" / name, montage.read_bytes())
             lines += [f"![{Path(name).stem}](montages/{name})", ""]
+    return lines
+
+
+#: How the randomisation column of the faithfulness tables is read.
+RANDOMISATION_NOTE = (
+    "`randomisation`: the model-randomisation sanity check (Adebayo et al. 2018) of each "
+    "seed's Grad-CAM maps: the explained layer and every layer above it re-initialised "
+    "(seeded), the maps compared by Spearman rank correlation (median over the images; "
+    "`randomisation_spearman`) and SSIM (`randomisation_ssim`); an explanation whose maps keep "
+    f"a median Spearman above {FAIL_SPEARMAN:g} did not change with the model and *fails the "
+    "randomisation check*: its faithfulness figures are tabled apart and not read as "
+    "interpretability.")
+#: How the calibrated table is read.
+CALIBRATED_NOTE = (
+    "Temperature scaling (Guo et al. 2017): one temperature T per run, fitted by minimising the "
+    "NLL on the test images outside the faithfulness subset (disjoint from the explained "
+    "images; a small test set: half of the subset, the figures on the other half), divides "
+    "the logits; it changes no predicted class, only the confidence, so an over-confident "
+    "model (T > 1) no longer saturates Average Drop and Increase in Confidence. Both figures "
+    "are shown: as the model outputs them and after scaling.")
+
+
+def faithfulness_tables(summary: pd.DataFrame) -> list[str]:
+    """The faithfulness tables of the summary: settings whose runs neither collapsed nor
+    failed the randomisation check; those with a run that fails the check (not read as
+    interpretability); the collapsed ones; then raw against temperature-scaled Average Drop
+    and Increase in Confidence with the fitted T. Every table has the ``randomisation``
+    column and names its interval (:func:`seeds_phrase`)."""
+    keys = [*FAITHFULNESS_KEYS, *SANITY_KEYS]
+    rename = {f"{k}_text": k for k in keys}
+    has_check = "randomisation" in summary
+    faith_cols = ["setting", "backend", "seeds",
+                  *[k for k in FAITHFULNESS_KEYS if f"{k}_text" in summary],
+                  *(["randomisation"] if has_check else [])]
+    table = summary.rename(columns=rename)
+    fails = (table["randomisation_fails"] > 0) if has_check else table["collapsed"] < 0
+    collapsed = table["collapsed"] > 0
+    phrase = seeds_phrase(summary["seeds"])
+    lines = [f"Faithfulness ({phrase}), runs that did not collapse"
+             + (" and whose explanations pass the randomisation check:" if has_check else ":"),
+             "", markdown_table(table[~collapsed & ~fails], faith_cols), ""]
+    if "original_score_text" in summary:
+        lines += [FAITHFULNESS_COLUMNS_NOTE, ""]
+    if has_check:
+        lines += [RANDOMISATION_NOTE, ""]
+    if fails[~collapsed].any():
+        lines += [f"**Explanations that fail the randomisation check** ({phrase}; at least one "
+                  "seed fails; the maps do not depend on the learned weights, so these figures "
+                  "are not interpretability):", "",
+                  markdown_table(table[~collapsed & fails],
+                                 [*faith_cols, "randomisation_spearman",
+                                  "randomisation_ssim"]), ""]
+    if collapsed.any():
+        lines += ["Collapsed settings (at least one seed collapsed; faithfulness of a "
+                  "constant or chance-level model, not comparable):", "",
+                  markdown_table(table[collapsed], [*faith_cols, "collapsed"]), ""]
+    calibrated = [k for k in ("temperature", "average_drop", "calibrated_average_drop",
+                              "increase_in_confidence", "calibrated_increase_in_confidence",
+                              "randomisation_spearman", "randomisation_ssim")
+                  if f"{k}_text" in summary]
+    if "calibrated_average_drop" in calibrated:
+        lines += [f"Faithfulness as output and after temperature scaling, with the "
+                  f"randomisation check's similarities ({phrase}):", "",
+                  markdown_table(table, ["setting", "backend", "seeds", *calibrated,
+                                         *(["randomisation"] if has_check else []),
+                                         "collapsed"]), "",
+                  CALIBRATED_NOTE, ""]
     return lines
 
 
