@@ -34,6 +34,7 @@ from compare.reporting.frames import (
     results_frame,
 )
 from compare.reporting.headline import headline
+from compare.reporting.ldp_eval import ldp_evaluation_section
 from compare.reporting.published_section import published_section
 from compare.reporting.stats import (
     AGREEMENT_TOLERANCE,
@@ -292,6 +293,7 @@ def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> 
         lines += ["`epsilon` is the central DP-SGD epsilon: local-DP runs train without DP-SGD "
                   "(∞ here); their per-value and per-image epsilons are in the Local DP section.",
                   ""]
+        lines += ldp_evaluation_section(frame)
     return lines
 
 

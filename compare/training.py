@@ -10,7 +10,8 @@ through the same steps, in this order:
    model is checked once more (defence in depth: nothing refused is ever stored as finished);
 2. for a finished run: Grad-CAM faithfulness on a fixed seeded test subset (image conv models;
    the reason is recorded where it is skipped) with the model-randomisation sanity check of
-   its maps and its figures after temperature scaling, then the empirical audit if asked;
+   its maps and its figures after temperature scaling; a local-DP run's test metrics on clean
+   and on privatised test images; then the empirical audit if asked;
 3. the checkpoint is written, then the RunResult (both atomically) with its path relative to
    the store root.
 
@@ -130,6 +131,9 @@ def train_and_record(
         if result.status == "finished" and evaluation.faithfulness_subset > 0:
             record_faithfulness(result, backend, trained, dataset,
                                 evaluation.faithfulness_subset, seed=0)
+        if result.status == "finished" and dataset.ldp_test_images is not None:
+            result.metrics["ldp_test_inputs"] = ldp_test_metrics(backend, trained, dataset,
+                                                                 config.data.ldp_test_inputs)
         if result.status == "finished" and evaluation.audit:
             from compare.audit import audit_trained
 
@@ -180,6 +184,24 @@ def store_interrupted(
     return store.save(incomplete_record(
         config, backend, dataset, status="interrupted", error=INTERRUPTED_MESSAGE,
         started=started, labels=labels, grid_name=grid_name))
+
+
+def ldp_test_metrics(backend: str, trained: Any, dataset: Dataset, headline: str
+                     ) -> dict[str, Any]:
+    """A local-DP run's test metrics on its test images both ways (``dataset``'s
+    ``ldp_test_images``): ``{"headline": "clean" | "privatised", "clean": {...},
+    "privatised": {...}}``, each with ``n``, ``accuracy``, ``auc`` and ``per_class``
+    (:func:`dpcore.metrics.classification_summary`). ``headline`` names the set the run's
+    own ``metrics`` use (``data.ldp_test_inputs``)."""
+    from dpcore.metrics import classification_summary
+
+    api = load_backend(backend)
+    out: dict[str, Any] = {"headline": headline}
+    for name, images in (dataset.ldp_test_images or {}).items():
+        summary = classification_summary(api.predict_proba(trained.model, images),
+                                         dataset.y_test, dataset.class_names)
+        out[name] = {key: summary[key] for key in ("n", "accuracy", "auc", "per_class")}
+    return out
 
 
 # ------------------------------------------------------------------------ Grad-CAM faithfulness

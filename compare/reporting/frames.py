@@ -7,7 +7,10 @@ the backends). Besides the stored fields each run row gets:
   and model when the grid has no other axis); plots draw one panel per value, never pooled;
 * ``point``: the label along the swept axis (the last axis of the grid, e.g. ``privacy`` or
   ``clip``), the position of the run within its panel;
-* ``collapsed`` / ``collapse_reason`` / ``majority_rate``: :mod:`compare.reporting.collapse`.
+* ``collapsed`` / ``collapse_reason`` / ``majority_rate``: :mod:`compare.reporting.collapse`;
+* ``ldp_test_inputs`` (the test images of a local-DP run's headline metrics, ``clean`` or
+  ``privatised``; "" otherwise) and ``accuracy_clean_test`` / ``accuracy_privatised_test``
+  (its test accuracy on each; NaN for other runs and records stored before both were kept).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ SANITY_KEYS = {"randomisation_spearman": ("randomisation_check", "spearman_media
 TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
                 "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
-                "peak_memory_scope", "front_end", "randomisation_check")
+                "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs")
 
 
 def front_end(result: RunResult) -> str:
@@ -220,6 +223,10 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         for column, (entry, key) in SANITY_KEYS.items():
             row[column] = ((r.faithfulness or {}).get(entry) or {}).get(key)
         row["randomisation_check"] = randomisation_verdict(r)
+        ldp_eval = r.metrics.get("ldp_test_inputs") or {}
+        row["ldp_test_inputs"] = ldp_eval.get("headline", "")
+        for name in ("clean", "privatised"):
+            row[f"accuracy_{name}_test"] = (ldp_eval.get(name) or {}).get("accuracy")
         if r.audit:
             row["attack_auc"] = r.audit.get("attack_auc")
             row["attack_advantage"] = r.audit.get("advantage")
