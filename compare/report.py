@@ -400,8 +400,9 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
     if montages:
         (out / "montages").mkdir(exist_ok=True)
         lines += ["### Saliency montages", "",
-                  "Each model is explained on the test images it is evaluated on (local-DP "
-                  "runs: their privatised images, shown beside the clean ones).", ""]
+                  "Each model is explained on the test images its headline metrics use "
+                  "(local-DP runs with `data.ldp_test_inputs: privatised`: their privatised "
+                  "images, shown beside the clean ones).", ""]
         for name, montage in montages:
             atomic_write_bytes(out / "montages" / name, montage.read_bytes())
             lines += [f"![{Path(name).stem}](montages/{name})", ""]
