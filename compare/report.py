@@ -29,6 +29,7 @@ from compare.reporting.claims_section import claims_section
 from compare.reporting.findings_section import findings_section
 from compare.reporting.frames import (
     FAITHFULNESS_KEYS,
+    SANITY_KEYS,
     curves_frame,
     front_end_mismatches,
     history_frame,
@@ -36,39 +37,62 @@ from compare.reporting.frames import (
     results_frame,
 )
 from compare.reporting.headline import headline
+from compare.reporting.ldp_eval import ldp_evaluation_section
 from compare.reporting.published_section import published_section
 from compare.reporting.stats import (
     AGREEMENT_TOLERANCE,
+    INTERVAL_NAMES,
+    MIN_SEEDS,
     Interval,
+    bootstrap_interval,
     format_interval,
-    mean_interval,
     paired_backend_table,
+    wilson_interval,
 )
 from compare.reporting.tables import markdown_table
 from dpcore.errors import DpCompareError
+from dpcore.metrics.sanity import FAIL_SPEARMAN
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
 
 
 def seeds_phrase(counts: pd.Series) -> str:
-    """How a table's figures were aggregated: "mean ± 95% CI over 3 seeds", "one seed", or
-    "mean ± 95% CI over the seeds in column `seeds`" when the counts differ."""
+    """How a table's figures were aggregated, naming the interval: "mean [95% percentile
+    bootstrap interval] over 3 seeds", "one seed: accuracy with its 95% Wilson interval over
+    the test set", or the same for the seeds in column `seeds` when the counts differ."""
     values = sorted(set(int(c) for c in counts.dropna()))
+    boot, wilson = INTERVAL_NAMES["bootstrap"], INTERVAL_NAMES["wilson"]
+    one = (f"one seed: test accuracy with its {wilson} over the test set, other metrics "
+           "no interval")
     if values == [1]:
-        return "one seed: no interval"
+        return one
     if len(values) == 1:
-        return f"mean ± 95% CI (t) over {values[0]} seeds"
-    return "mean ± 95% CI (t) over the seeds in column `seeds` (one seed: no interval)"
+        return f"mean [{boot}] over {values[0]} seeds"
+    return f"mean [{boot}] over the seeds in column `seeds`; {one}"
+
+
+#: What the error bars of the seed-aggregated figures are (:mod:`compare.reporting.plots`).
+ERROR_BARS = f"mean, {INTERVAL_NAMES['bootstrap']} over seeds"
+
+#: How a summary column's cells read: the mean and its interval (see :func:`seeds_phrase`).
+INTERVAL_COLUMN = "(mean [95% interval])"
+
+#: Metrics whose interval over seeds is the percentile bootstrap (all of the summary's:
+#: bounded means stay in their range, and the constant epsilon of a setting gets a point).
+SUMMARY_METRICS = ("accuracy", "auc", "accuracy_gap", "recall_gap", "auc_gap", "epsilon",
+                   "noise_multiplier")
 
 
 def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (setting, backend) of the finished runs: seeds, collapsed runs, and for each metric
-    its mean, 95% t interval bounds (``_low``/``_high``, NaN with one seed) and a formatted
-    ``_text`` ("0.912 ± 0.004" or "0.912 (1 seed)")."""
+    its mean, interval bounds (``_low``/``_high``) and a formatted ``_text``
+    ("0.912 [0.905, 0.918]"). The interval is the 95% percentile bootstrap over seeds
+    (:func:`~compare.reporting.stats.bootstrap_interval`: never outside the metric's range);
+    a setting with one seed gets the 95% Wilson interval of its test accuracy over its test
+    set (:func:`~compare.reporting.stats.wilson_interval`) and no interval for the rest."""
     if frame.empty:
         return frame
     finished = frame[frame["status"] == "finished"]
-    metrics = ["accuracy", "auc", "accuracy_gap", "recall_gap", "auc_gap", "epsilon",
-               "noise_multiplier", *FAITHFULNESS_KEYS]
+    metrics = [*SUMMARY_METRICS, *FAITHFULNESS_KEYS, *SANITY_KEYS]
     metrics = [m for m in metrics if m in finished and finished[m].notna().any()]
     rows = []
     for (setting, backend), group in finished.groupby(["setting", "backend"], sort=False):
@@ -76,17 +100,41 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
                                "panel": group["panel"].iloc[0],
                                "mechanism": group["mechanism"].iloc[0],
                                "collapsed": int(group["collapsed"].sum())}
+        if "randomisation_check" in group:
+            row.update(randomisation_summary(group["randomisation_check"]))
         for metric in metrics:
-            interval = mean_interval(group[metric].to_numpy(float))
+            interval = bootstrap_interval(group[metric].to_numpy(float))
             if metric == "epsilon" and np.isinf(group[metric]).all():
                 interval = Interval(math.inf, math.nan, math.nan, len(group))  # non-private
+            n_test = group["n_test"].iloc[0] if "n_test" in group else math.nan
+            if (metric == "accuracy" and interval.n == 1 and not pd.isna(n_test)
+                    and int(n_test) > 0):
+                interval = wilson_interval(interval.mean, int(n_test))
             row[f"{metric}_mean"] = interval.mean
             row[f"{metric}_low"] = interval.low
             row[f"{metric}_high"] = interval.high
-            digits = 2 if metric in ("average_drop", "increase_in_confidence") else 3
+            digits = 2 if metric in PERCENT_METRICS else 3
             row[f"{metric}_text"] = format_interval(interval, digits) if interval.n else "–"
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: Metrics in percent (two decimals in the tables).
+PERCENT_METRICS = ("average_drop", "increase_in_confidence", "calibrated_average_drop",
+                   "calibrated_increase_in_confidence")
+
+
+def randomisation_summary(verdicts: pd.Series) -> dict[str, Any]:
+    """A setting's model-randomisation checks over its seeds (``"passes"`` / ``"fails"`` /
+    ``""`` per run): ``randomisation_fails`` (runs that fail) and ``randomisation`` (text:
+    ``"passes (3 of 3)"``, ``"fails (1 of 3)"``, or ``"–"`` when no run has the check)."""
+    checked = verdicts[verdicts.isin(["passes", "fails"])]
+    fails = int((checked == "fails").sum())
+    if checked.empty:
+        return {"randomisation_fails": 0, "randomisation": "–"}
+    text = (f"fails ({fails} of {len(checked)})" if fails
+            else f"passes ({len(checked)} of {len(checked)})")
+    return {"randomisation_fails": fails, "randomisation": text}
 
 
 def time_ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -212,7 +260,7 @@ def _data_sources(results: Sequence[RunResult]) -> dict[str, str]:
 def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> list[str]:
     lines = [f"## Accuracy and AUC ({seeds_phrase(summary['seeds'])})", ""]
     if plots.plot_by_setting(frame, "accuracy", out / "accuracy_by_setting.png",
-                             "test accuracy (mean, 95% CI over seeds)"):
+                             f"test accuracy ({ERROR_BARS})"):
         lines += ["Every setting, one panel per data set and grid axis (x = collapsed run; "
                   "dotted: majority-class rate):", "",
                   "![accuracy by setting](accuracy_by_setting.png)", ""]
@@ -225,27 +273,32 @@ def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> 
         if plots.plot_metric_vs_swept(frame, "auc", out / "auc_vs_epsilon.png", "test AUC"):
             lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
         elif plots.plot_by_setting(frame, "auc", out / "auc_by_setting.png",
-                                   "test AUC (mean, 95% CI over seeds)"):
+                                   f"test AUC ({ERROR_BARS})"):
             lines += ["![AUC by setting](auc_by_setting.png)", ""]
     table = summary.assign(collapsed=summary["collapsed"].map(
         lambda n: f"collapsed ({n})" if n else ""))
+    names = {"accuracy_text": f"accuracy {INTERVAL_COLUMN}", "auc_text": f"auc {INTERVAL_COLUMN}",
+             "epsilon_mean": "epsilon"}
     cols = ["setting", "backend", "seeds", "accuracy_text", "auc_text", "epsilon_mean",
             "collapsed"]
-    lines += [markdown_table(table.rename(columns={"accuracy_text": "accuracy",
-                                                   "auc_text": "auc",
-                                                   "epsilon_mean": "epsilon"}),
-                             [c.replace("_text", "").replace("epsilon_mean", "epsilon")
-                              for c in cols]), ""]
+    lines += [markdown_table(table.rename(columns=names), [names.get(c, c) for c in cols]), ""]
     bad = frame[frame["collapsed"]]
     if not bad.empty:
-        lines += ["Collapsed runs (predictions almost all one class, or accuracy within 1 "
-                  "point of the majority-class rate or below it):", "",
-                  markdown_table(bad, ["setting", "backend", "seed", "accuracy",
-                                       "majority_rate", "collapse_reason"]), ""]
+        bad = bad.assign(**{"accuracy [95% Wilson]": [
+            format_interval(wilson_interval(float(a), int(n)))
+            if not (pd.isna(a) or pd.isna(n) or int(n) < 1) else "–"
+            for a, n in zip(bad["accuracy"], bad["n_test"], strict=True)]})
+        lines += ["Collapsed runs (predictions almost all one class, or at chance: test "
+                  "accuracy not above the majority-class rate by a one-sided binomial test at "
+                  "5% on the run's test set; the accuracy's 95% Wilson interval beside it):",
+                  "", markdown_table(bad, ["setting", "backend", "seed",
+                                           "accuracy [95% Wilson]", "majority_rate",
+                                           "collapse_reason"]), ""]
     if (frame["mechanism"] == "ldp").any():
         lines += ["`epsilon` is the central DP-SGD epsilon: local-DP runs train without DP-SGD "
                   "(∞ here); their per-value and per-image epsilons are in the Local DP section.",
                   ""]
+        lines += ldp_evaluation_section(frame)
     return lines
 
 
@@ -273,16 +326,20 @@ def _backend_section(paired: pd.DataFrame, out: Path,
     paired.to_csv(out / "backends_paired.csv", index=False)
     shown = paired.assign(**{
         "mean difference (points)": 100 * paired["mean_difference"],
-        "95% CI low": 100 * paired["ci_low"], "95% CI high": 100 * paired["ci_high"]})
+        "95% t interval low": 100 * paired["ci_low"],
+        "95% t interval high": 100 * paired["ci_high"]})
     return ["## Backends paired by seed", "",
             "Opacus (torch) minus TF Privacy (tf) test accuracy, in percentage points, paired "
             "by seed (the same seed gives both backends the same batches and initial weights). "
-            "Interval: 95% t interval of the mean difference; test: scipy's paired t test; "
+            "Interval: 95% t interval of the mean difference (a difference is not bounded "
+            "like a mean accuracy); test: scipy's paired t test; "
             f"verdict 'agree' only when the interval lies inside ±{100 * AGREEMENT_TOLERANCE:g}"
-            " point, 'differ' when it excludes 0.", "",
+            " point and neither backend has a collapsed run, 'differ' when it excludes 0; "
+            f"a verdict from fewer than {MIN_SEEDS} seeds is 'preliminary'.", "",
             *figure,
-            markdown_table(shown, ["setting", "pairs", "mean difference (points)", "95% CI low",
-                                   "95% CI high", "p_value", "verdict", "collapsed"]), "",
+            markdown_table(shown, ["setting", "pairs", "mean difference (points)",
+                                   "95% t interval low", "95% t interval high", "p_value",
+                                   "verdict", "collapsed"]), "",
             *([NOISE_PAIRING_NOTE, ""] if paired["noised"].any() else [])]
 
 
@@ -326,7 +383,7 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
             if plots.plot_metric_vs_swept(frame, key, out / f"{key}_vs_epsilon.png", label):
                 lines += [f"![{label}]({key}_vs_epsilon.png)", ""]
             elif plots.plot_by_setting(frame, key, out / f"{key}_by_setting.png",
-                                       f"{label}, mean and 95% CI over seeds"):
+                                       f"{label}, {ERROR_BARS}"):
                 lines += [f"![{label}]({key}_by_setting.png)", ""]
         curves = curves_frame(results)
         if not curves.empty:
@@ -343,32 +400,84 @@ def _faithfulness_section(results: Sequence[RunResult], frame: pd.DataFrame,
                 lines += ["Deletion and insertion curves (mean over the faithfulness subset "
                           "and seeds; solid tf, dashed torch):", "",
                           "![deletion and insertion curves](deletion_insertion.png)", ""]
-        faith_cols = ["setting", "backend", "seeds",
-                      *[f"{k}_text" for k in FAITHFULNESS_KEYS if f"{k}_text" in summary]]
-        rename = {f"{k}_text": k for k in FAITHFULNESS_KEYS}
-        healthy = summary[summary["collapsed"] == 0]
-        lines += [f"Faithfulness ({seeds_phrase(summary['seeds'])}), runs that did not collapse:",
-                  "", markdown_table(healthy.rename(columns=rename),
-                                     [rename.get(c, c) for c in faith_cols]), ""]
-        if "original_score_text" in summary:
-            lines += [FAITHFULNESS_COLUMNS_NOTE, ""]
-        collapsed = summary[summary["collapsed"] > 0]
-        if not collapsed.empty:
-            lines += ["Collapsed settings (at least one seed collapsed; faithfulness of a "
-                      "constant or chance-level model, not comparable):", "",
-                      markdown_table(collapsed.rename(columns=rename),
-                                     [rename.get(c, c) for c in faith_cols] + ["collapsed"]),
-                      ""]
+        lines += faithfulness_tables(summary)
     if montages:
         (out / "montages").mkdir(exist_ok=True)
         lines += ["### Saliency montages", "",
-                  "Each model is explained on the test images it is evaluated on (local-DP "
-                  "runs: their privatised images, shown beside the clean ones).", ""]
+                  "Each model is explained on the test images its headline metrics use "
+                  "(local-DP runs with `data.ldp_test_inputs: privatised`: their privatised "
+                  "images, shown beside the clean ones).", ""]
         for data in montages:
             draw_montage(out / "montages" / data.name, data)
             lines += [f"![{Path(data.name).stem}](montages/{data.name})", ""]
     return lines
 
+
+#: How the randomisation column of the faithfulness tables is read.
+RANDOMISATION_NOTE = (
+    "`randomisation`: the model-randomisation sanity check (Adebayo et al. 2018) of each "
+    "seed's Grad-CAM maps: the explained layer and every layer above it re-initialised "
+    "(seeded), the maps compared by Spearman rank correlation (median over the images; "
+    "`randomisation_spearman`) and SSIM (`randomisation_ssim`); an explanation whose maps keep "
+    f"a median Spearman above {FAIL_SPEARMAN:g} did not change with the model and *fails the "
+    "randomisation check*: its faithfulness figures are tabled apart and not read as "
+    "interpretability.")
+#: How the calibrated table is read.
+CALIBRATED_NOTE = (
+    "Temperature scaling (Guo et al. 2017): one temperature T per run, fitted by minimising the "
+    "NLL on the test images outside the faithfulness subset (disjoint from the explained "
+    "images; a small test set: half of the subset, the figures on the other half), divides "
+    "the logits; it changes no predicted class, only the confidence, so an over-confident "
+    "model (T > 1) no longer saturates Average Drop and Increase in Confidence. Both figures "
+    "are shown: as the model outputs them and after scaling.")
+
+
+def faithfulness_tables(summary: pd.DataFrame) -> list[str]:
+    """The faithfulness tables of the summary: settings whose runs neither collapsed nor
+    failed the randomisation check; those with a run that fails the check (not read as
+    interpretability); the collapsed ones; then raw against temperature-scaled Average Drop
+    and Increase in Confidence with the fitted T. Every table has the ``randomisation``
+    column and names its interval (:func:`seeds_phrase`)."""
+    keys = [*FAITHFULNESS_KEYS, *SANITY_KEYS]
+    rename = {f"{k}_text": k for k in keys}
+    has_check = "randomisation" in summary
+    faith_cols = ["setting", "backend", "seeds",
+                  *[k for k in FAITHFULNESS_KEYS if f"{k}_text" in summary],
+                  *(["randomisation"] if has_check else [])]
+    table = summary.rename(columns=rename)
+    fails = (table["randomisation_fails"] > 0) if has_check else table["collapsed"] < 0
+    collapsed = table["collapsed"] > 0
+    phrase = seeds_phrase(summary["seeds"])
+    lines = [f"Faithfulness ({phrase}), runs that did not collapse"
+             + (" and whose explanations pass the randomisation check:" if has_check else ":"),
+             "", markdown_table(table[~collapsed & ~fails], faith_cols), ""]
+    if "original_score_text" in summary:
+        lines += [FAITHFULNESS_COLUMNS_NOTE, ""]
+    if has_check:
+        lines += [RANDOMISATION_NOTE, ""]
+    if fails[~collapsed].any():
+        lines += [f"**Explanations that fail the randomisation check** ({phrase}; at least one "
+                  "seed fails; the maps do not depend on the learned weights, so these figures "
+                  "are not interpretability):", "",
+                  markdown_table(table[~collapsed & fails],
+                                 [*faith_cols, "randomisation_spearman",
+                                  "randomisation_ssim"]), ""]
+    if collapsed.any():
+        lines += ["Collapsed settings (at least one seed collapsed; faithfulness of a "
+                  "constant or chance-level model, not comparable):", "",
+                  markdown_table(table[collapsed], [*faith_cols, "collapsed"]), ""]
+    calibrated = [k for k in ("temperature", "average_drop", "calibrated_average_drop",
+                              "increase_in_confidence", "calibrated_increase_in_confidence",
+                              "randomisation_spearman", "randomisation_ssim")
+                  if f"{k}_text" in summary]
+    if "calibrated_average_drop" in calibrated:
+        lines += [f"Faithfulness as output and after temperature scaling, with the "
+                  f"randomisation check's similarities ({phrase}):", "",
+                  markdown_table(table, ["setting", "backend", "seeds", *calibrated,
+                                         *(["randomisation"] if has_check else []),
+                                         "collapsed"]), "",
+                  CALIBRATED_NOTE, ""]
+    return lines
 
 def report_montages(store_root: Path, grid_name: str | None) -> list[MontageData]:
     """The montages a report of the store ``store_root`` shows, as the arrays the runner

@@ -9,7 +9,9 @@ through the same steps, in this order:
    :func:`dpcore.pipeline.fit` (:func:`dpcore.privacy_checks.check_dp_model`), and the trained
    model is checked once more (defence in depth: nothing refused is ever stored as finished);
 2. for a finished run: Grad-CAM faithfulness on a fixed seeded test subset (image conv models;
-   the reason is recorded where it is skipped), then the empirical audit if asked;
+   the reason is recorded where it is skipped) with the model-randomisation sanity check of
+   its maps and its figures after temperature scaling; a local-DP run's test metrics on clean
+   and on privatised test images; then the empirical audit if asked;
 3. the checkpoint is written, then the RunResult (both atomically) with its path relative to
    the store root.
 
@@ -31,6 +33,7 @@ from dpcore.backend import load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import DpCompareError
+from dpcore.metrics.sanity import RANDOMISATION_SEED
 from dpcore.results import ResultsStore, RunResult, library_versions, run_id, utc_now
 from dpcore.trained import CHECKPOINT_FILE
 from dpcore.trainloop import EpochCallback
@@ -128,6 +131,9 @@ def train_and_record(
         if result.status == "finished" and evaluation.faithfulness_subset > 0:
             record_faithfulness(result, backend, trained, dataset,
                                 evaluation.faithfulness_subset, seed=0)
+        if result.status == "finished" and dataset.ldp_test_images is not None:
+            result.metrics["ldp_test_inputs"] = ldp_test_metrics(backend, trained, dataset,
+                                                                 config.data.ldp_test_inputs)
         if result.status == "finished" and evaluation.audit:
             from compare.audit import audit_trained
 
@@ -180,6 +186,24 @@ def store_interrupted(
         started=started, labels=labels, grid_name=grid_name))
 
 
+def ldp_test_metrics(backend: str, trained: Any, dataset: Dataset, headline: str
+                     ) -> dict[str, Any]:
+    """A local-DP run's test metrics on its test images both ways (``dataset``'s
+    ``ldp_test_images``): ``{"headline": "clean" | "privatised", "clean": {...},
+    "privatised": {...}}``, each with ``n``, ``accuracy``, ``auc`` and ``per_class``
+    (:func:`dpcore.metrics.classification_summary`). ``headline`` names the set the run's
+    own ``metrics`` use (``data.ldp_test_inputs``)."""
+    from dpcore.metrics import classification_summary
+
+    api = load_backend(backend)
+    out: dict[str, Any] = {"headline": headline}
+    for name, images in (dataset.ldp_test_images or {}).items():
+        summary = classification_summary(api.predict_proba(trained.model, images),
+                                         dataset.y_test, dataset.class_names)
+        out[name] = {key: summary[key] for key in ("n", "accuracy", "auc", "per_class")}
+    return out
+
+
 # ------------------------------------------------------------------------ Grad-CAM faithfulness
 def faithfulness_of(
     backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
@@ -225,7 +249,94 @@ def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int
         labels=dataset.y_test[idx], curves=True,
     )
     metrics["subset_seed"] = seed
+    metrics["randomisation_check"] = randomisation_check_of(backend, trained, x, target,
+                                                            saliency)
+    metrics["calibrated"] = calibrated_faithfulness_of(backend, trained, dataset, idx, x,
+                                                       saliency, target, seed)
     return metrics, None
+
+
+def randomisation_check_of(backend: str, trained: Any, x: np.ndarray, target: np.ndarray,
+                           saliency: np.ndarray, seed: int = RANDOMISATION_SEED
+                           ) -> dict[str, Any]:
+    """The model-randomisation sanity check (:mod:`dpcore.metrics.sanity`) of ``trained``'s
+    Grad-CAM maps ``saliency`` of ``x`` for the classes ``target``.
+
+    The same architecture is built by the backend, loaded with ``trained``'s weights in the
+    neutral layout where the explained layer (the Grad-CAM layer) and every weighted layer
+    above it are re-initialised with ``seed``, and explained by the backend's ``gradcam`` on
+    the same images and classes. One code path for both backends (the backend contract)."""
+    from dpcore.architectures import architecture
+    from dpcore.metrics.sanity import cascade_layers, randomisation_check, randomised_weights
+
+    api = load_backend(backend)
+    arch = architecture(trained.config.model, trained.input_shape, trained.n_classes,
+                        trained.vocab_size)
+    layers = cascade_layers([layer.name for layer in arch.walk()], list(arch.weight_kinds()),
+                            arch.gradcam_layer())
+    model = api.build_model(trained.config.model, trained.input_shape, trained.n_classes,
+                            vocab_size=trained.vocab_size)
+    api.set_weights(model, randomised_weights(trained.weights, layers, seed))
+    random_maps = api.gradcam(model, x, target)
+    return randomisation_check(saliency, random_maps, layers=layers, seed=seed)
+
+
+#: Fewest test images outside the faithfulness subset that temperature scaling is fitted on;
+#: with fewer, the subset itself is split in two (fit on one half, measure on the other).
+MIN_CALIBRATION_IMAGES = 100
+
+
+def calibrated_faithfulness_of(backend: str, trained: Any, dataset: Dataset, idx: np.ndarray,
+                               x: np.ndarray, saliency: np.ndarray, target: np.ndarray,
+                               seed: int) -> dict[str, Any]:
+    """Average Drop and Increase in Confidence after temperature scaling (Guo et al. 2017),
+    fitted on test images disjoint from the ones they are measured on.
+
+    The split: the test images *outside* the faithfulness subset ``idx`` (disjoint from the
+    measured images; a validation split would have to be held out before training, changing
+    every stored run, and T, one scalar that changes no prediction's class, is fitted on no
+    image the model trained on). When fewer than :data:`MIN_CALIBRATION_IMAGES` remain (a
+    small test set), the subset is split by a seeded permutation: T is fitted on one half and
+    the calibrated figures are measured on the other (``n`` says how many). The result says
+    which in ``fit_on``, with ``n_fit``, the NLL before and after (nats) and ``temperature``.
+    """
+    from dpcore.data import as_float01
+    from dpcore.metrics import mask_inputs, predict_in_batches
+    from dpcore.metrics.calibration import (
+        calibrated_faithfulness,
+        fit_temperature,
+        negative_log_likelihood,
+    )
+
+    api = load_backend(backend)
+
+    def predict(batch: np.ndarray) -> np.ndarray:
+        return api.predict_proba(trained.model, batch)
+
+    rest = np.setdiff1d(np.arange(len(dataset.x_test)), idx)
+    measured = np.arange(len(idx))
+    if rest.size >= MIN_CALIBRATION_IMAGES:
+        fit_x, fit_y = as_float01(dataset.x_test[rest]), dataset.y_test[rest]
+        fit_on = "test images outside the faithfulness subset"
+    else:
+        order = np.random.default_rng(seed).permutation(len(idx))
+        half = len(idx) // 2
+        fit, measured = np.sort(order[:half]), np.sort(order[half:])
+        fit_x, fit_y = x[fit], dataset.y_test[idx][fit]
+        fit_on = ("half of the faithfulness subset (seeded); the calibrated figures are "
+                  "measured on the other half")
+    fit_proba = predict_in_batches(predict, fit_x)
+    temperature = fit_temperature(fit_proba, fit_y)
+    xs, maps = x[measured], saliency[measured]
+    out = calibrated_faithfulness(predict_in_batches(predict, xs),
+                                  predict_in_batches(predict, mask_inputs(xs, maps)),
+                                  target[measured], temperature)
+    out.update({"fit_on": fit_on, "n_fit": int(len(fit_y)), "n": int(len(measured)),
+                "nll_before": negative_log_likelihood(fit_proba, fit_y),
+                "nll_after": negative_log_likelihood(fit_proba, fit_y, temperature),
+                "method": "temperature scaling (Guo et al. 2017), NLL fitted by scipy's "
+                          "bounded scalar minimiser"})
+    return out
 
 
 def faithfulness_skip_reason(images: np.ndarray) -> str | None:

@@ -26,7 +26,7 @@ from dpcore.results import BACKENDS
 
 if TYPE_CHECKING:  # type-only: these modules import no framework either, but keep it light
     from dpcore.accounting import PrivacyPlan
-    from dpcore.config import PerfSpec, RunConfig
+    from dpcore.config import ModelSpec, PerfSpec, RunConfig
     from dpcore.data.dataset import Dataset
     from dpcore.trained import TrainedModel
     from dpcore.trainloop import EpochCallback, StepEngine, StepMechanism
@@ -61,6 +61,16 @@ class Backend(Protocol):
 
     def load_checkpoint(self, path: str | Path) -> TrainedModel:
         """This backend's model rebuilt from a checkpoint written by either backend."""
+
+    def build_model(self, spec: ModelSpec, input_shape: tuple[int, ...], n_classes: int,
+                    seed: int | None = None, *, vocab_size: int | None = None) -> Any:
+        """This backend's model of ``spec`` (logits out; weights of ``seed`` when given)."""
+
+    def get_weights(self, model: Any) -> dict[str, np.ndarray]:
+        """The model's weights in the neutral layout (:mod:`dpcore.weights`)."""
+
+    def set_weights(self, model: Any, weights: Mapping[str, np.ndarray]) -> None:
+        """Load neutral-layout weights into ``model`` (all or nothing)."""
 
     def predict_proba(self, model: Any, x: np.ndarray, batch_size: int = ...) -> np.ndarray:
         """Softmax probabilities [N, K] of ``x`` (raw images or token ids)."""

@@ -84,7 +84,27 @@ def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Da
 
     mechanism = build_mechanism(config.data.ldp_mechanism, config.data.ldp_params)
     noisy = privatize_dataset(dataset, mechanism, config.seed, cache_dir(root) / "ldp")
-    return dataclasses.replace(noisy, ldp=ldp_details(config, mechanism, dataset, noisy))
+    noisy = dataclasses.replace(noisy, ldp=ldp_details(config, mechanism, dataset, noisy))
+    return with_ldp_test_inputs(config, dataset, noisy)
+
+
+def with_ldp_test_inputs(config: RunConfig, clean: Dataset, noisy: Dataset) -> Dataset:
+    """``noisy`` (both splits privatised) carrying its test images both ways
+    (``ldp_test_images``), with ``x_test`` the ones ``data.ldp_test_inputs`` names: the
+    privatised ones (the default) or the clean originals (float32 in [0, 1]; recorded in
+    ``extra["ldp_test_inputs"]``). The training images are the same either way."""
+    import numpy as np
+
+    from dpcore.data import as_float01
+
+    originals = np.asarray(as_float01(clean.x_test), dtype=np.float32)
+    images = {"clean": originals, "privatised": noisy.x_test}
+    if config.data.ldp_test_inputs == "clean":
+        extra = {**noisy.extra, "ldp_test_inputs": "clean (the original test images; the "
+                                                   "training images are privatised)"}
+        return dataclasses.replace(noisy, x_test=originals, extra=extra,
+                                   ldp_test_images=images)
+    return dataclasses.replace(noisy, ldp_test_images=images)
 
 
 def ldp_details(config: RunConfig, mechanism: Any, clean: Dataset, noisy: Dataset
@@ -148,11 +168,14 @@ def apply_data_factors(config: RunConfig, dataset: Dataset) -> Dataset:
             return ((as_float01(x) - mean) / std).astype(np.float32)
 
         changes.update(x_train=scale(dataset.x_train), x_test=scale(dataset.x_test))
+        if dataset.ldp_test_images is not None:
+            changes["ldp_test_images"] = {k: scale(v) for k, v in
+                                          dataset.ldp_test_images.items()}
         extra["input_scaling"] = json.dumps({"mean": mean.tolist(), "std": std.tolist(),
                                              "computed_on": "training set"})
-    if swap_it:
+    if swap_it:  # the test images are the training ones: no second test evaluation
         changes.update(x_test=changes.get("x_train", dataset.x_train), y_test=dataset.y_train,
-                       groups_test=dataset.groups_train)
+                       groups_test=dataset.groups_train, ldp_test_images=None)
         extra["eval_split"] = "train"
     return dataclasses.replace(dataset, extra=extra, **changes)
 

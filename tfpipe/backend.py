@@ -15,6 +15,7 @@ from dpcore.config import PerfSpec, RunConfig
 from dpcore.trainloop import StepEngine, StepMechanism
 from tfpipe.engine import TfStepEngine
 from tfpipe.explain import gradcam
+from tfpipe.models import build_model, get_weights, set_weights
 from tfpipe.predict import predict_proba
 from tfpipe.train import BACKEND, library_epsilon, load_checkpoint, save_checkpoint, train
 
@@ -40,5 +41,6 @@ def unsupported_fast_layers(model: Any) -> list[str]:
     return unsupported_layers(model)
 
 
-__all__ = ["ENGINES", "NAME", "gradcam", "library_epsilon", "load_checkpoint", "predict_proba",
-           "save_checkpoint", "train", "unsupported_fast_layers"]
+__all__ = ["ENGINES", "NAME", "build_model", "get_weights", "gradcam", "library_epsilon",
+           "load_checkpoint", "predict_proba", "save_checkpoint", "set_weights", "train",
+           "unsupported_fast_layers"]

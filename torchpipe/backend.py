@@ -14,6 +14,7 @@ from dpcore.backend import EngineFactory
 from torchpipe.engine import TorchStepEngine
 from torchpipe.explain import gradcam
 from torchpipe.fast import FastTorchStepEngine, unsupported_layers
+from torchpipe.models import build_model, get_weights, set_weights
 from torchpipe.predict import predict_proba
 from torchpipe.train import BACKEND, library_epsilon, load_checkpoint, save_checkpoint, train
 
@@ -30,5 +31,6 @@ def unsupported_fast_layers(model: Any) -> list[str]:
     return unsupported_layers(model)
 
 
-__all__ = ["ENGINES", "NAME", "gradcam", "library_epsilon", "load_checkpoint", "predict_proba",
-           "save_checkpoint", "train", "unsupported_fast_layers"]
+__all__ = ["ENGINES", "NAME", "build_model", "get_weights", "gradcam", "library_epsilon",
+           "load_checkpoint", "predict_proba", "save_checkpoint", "set_weights", "train",
+           "unsupported_fast_layers"]

@@ -7,7 +7,10 @@ the backends). Besides the stored fields each run row gets:
   and model when the grid has no other axis); plots draw one panel per value, never pooled;
 * ``point``: the label along the swept axis (the last axis of the grid, e.g. ``privacy`` or
   ``clip``), the position of the run within its panel;
-* ``collapsed`` / ``collapse_reason`` / ``majority_rate``: :mod:`compare.reporting.collapse`.
+* ``collapsed`` / ``collapse_reason`` / ``majority_rate``: :mod:`compare.reporting.collapse`;
+* ``ldp_test_inputs`` (the test images of a local-DP run's headline metrics, ``clean`` or
+  ``privatised``; "" otherwise) and ``accuracy_clean_test`` / ``accuracy_privatised_test``
+  (its test accuracy on each; NaN for other runs and records stored before both were kept).
 """
 
 from __future__ import annotations
@@ -30,10 +33,18 @@ from dpcore.results import RunResult
 
 FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "original_score", "masked_score",
                      "deletion_auc", "insertion_auc")
+#: Run-table column -> (faithfulness entry, key) of the sanity check and the calibrated figures
+#: (:func:`compare.training.randomisation_check_of`,
+#: :func:`compare.training.calibrated_faithfulness_of`).
+SANITY_KEYS = {"randomisation_spearman": ("randomisation_check", "spearman_median"),
+               "randomisation_ssim": ("randomisation_check", "ssim_median"),
+               "temperature": ("calibrated", "temperature"),
+               "calibrated_average_drop": ("calibrated", "average_drop"),
+               "calibrated_increase_in_confidence": ("calibrated", "increase_in_confidence")}
 TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
                 "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
-                "peak_memory_scope", "front_end")
+                "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs")
 
 
 def front_end(result: RunResult) -> str:
@@ -209,6 +220,13 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         }
         for key in FAITHFULNESS_KEYS:
             row[key] = (r.faithfulness or {}).get(key)
+        for column, (entry, key) in SANITY_KEYS.items():
+            row[column] = ((r.faithfulness or {}).get(entry) or {}).get(key)
+        row["randomisation_check"] = randomisation_verdict(r)
+        ldp_eval = r.metrics.get("ldp_test_inputs") or {}
+        row["ldp_test_inputs"] = ldp_eval.get("headline", "")
+        for name in ("clean", "privatised"):
+            row[f"accuracy_{name}_test"] = (ldp_eval.get(name) or {}).get("accuracy")
         if r.audit:
             row["attack_auc"] = r.audit.get("attack_auc")
             row["attack_advantage"] = r.audit.get("advantage")
@@ -229,6 +247,16 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         frame = frame.sort_values(order, kind="stable", na_position="last").reset_index(
             drop=True)
     return frame
+
+
+def randomisation_verdict(result: RunResult) -> str:
+    """``"passes"`` / ``"fails"`` (the model-randomisation check of the run's Grad-CAM maps,
+    :mod:`dpcore.metrics.sanity`), or ``""`` when the run has no check (not computed, or
+    stored before the check existed)."""
+    check = (result.faithfulness or {}).get("randomisation_check") or {}
+    if "passes" not in check:
+        return ""
+    return "passes" if check["passes"] else "fails"
 
 
 def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -298,7 +326,7 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                                        "curve", "fraction", "probability"])
 
 
-__all__ = ["FAITHFULNESS_KEYS", "curves_frame", "epsilon_of", "front_end",
+__all__ = ["FAITHFULNESS_KEYS", "SANITY_KEYS", "curves_frame", "epsilon_of", "front_end",
            "front_end_mismatches", "history_frame",
            "library_epsilon", "mean_epoch_seconds", "panel_and_point", "per_class_frame",
-           "results_frame"]
+           "randomisation_verdict", "results_frame"]

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from compare.reporting.stats import AGREEMENT_TOLERANCE, mean_interval
+from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, mean_interval, verdict_word
 
 
 def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANCE) -> str:
@@ -24,18 +24,30 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
                 f"{_pts(paired['mean_difference'].max())} points across {len(paired)} "
                 f"setting{'s' if len(paired) != 1 else ''} (largest in {worst['setting']!r})"
                 f"{collapsed}.")
-    counts = paired["verdict"].value_counts()
-    parts = [f"{counts.get(v, 0)} {v}" for v in ("agree", "differ", "inconclusive")
-             if counts.get(v, 0)]
+    words = paired["verdict"].map(verdict_word)
+    preliminary = (paired["preliminary"] if "preliminary" in paired
+                   else paired["pairs"] < MIN_SEEDS) & words.isin(["agree", "differ"])
+    parts = []
+    for word in ("agree", "differ", "inconclusive"):
+        n = int((words == word).sum())
+        n_pre = int(((words == word) & preliminary).sum())
+        if n:
+            parts.append(f"{n} {word}" + (" (all preliminary)" if n_pre == n else
+                                          f" ({n_pre} preliminary)" if n_pre else ""))
+    pre_note = (f"; preliminary = fewer than {MIN_SEEDS} seeds" if preliminary.any() else "")
+    collapsed_note = ("; never 'agree' with a collapsed run"
+                      if "collapsed" in paired and (paired["collapsed"].fillna("") != "").any()
+                      else "")
     p_text = "" if math.isnan(worst["p_value"]) else f", paired t test p = {worst['p_value']:.2g}"
     own_noise = ("; under DP-SGD each backend draws its own noise"
                  if "noised" in paired and paired["noised"].any() else "")
     return (f"Paired by seed (same sampler and initial weights{own_noise}), Opacus minus TF "
             f"Privacy test "
             f"accuracy over {len(paired)} setting{'s' if len(paired) != 1 else ''}: "
-            f"{', '.join(parts)} (agree = 95% interval "
-            f"of the mean difference inside {tol}); the largest mean difference is "
-            f"{_pts(worst['mean_difference'])} points in {worst['setting']!r} (95% CI "
+            f"{', '.join(parts)} (agree = 95% t interval "
+            f"of the mean difference inside {tol}{collapsed_note}{pre_note}); the largest "
+            f"mean difference is "
+            f"{_pts(worst['mean_difference'])} points in {worst['setting']!r} (95% t interval "
             f"{_pts(worst['ci_low'])} to {_pts(worst['ci_high'])}{p_text}, "
             f"{int(worst['pairs'])} seeds){collapsed}.")
 
@@ -98,20 +110,22 @@ def _any_collapsed(runs: pd.DataFrame) -> bool:
 
 
 def collapse_sentence(frame: pd.DataFrame) -> str:
-    """How many finished runs collapsed (almost one class predicted, or accuracy no better
-    than the majority class: :mod:`compare.reporting.collapse`), and which settings."""
+    """How many finished runs collapsed (almost one class predicted, or at chance: accuracy
+    not above the majority rate by a one-sided binomial test,
+    :mod:`compare.reporting.collapse`), and which settings."""
     done = frame[frame["status"] == "finished"]
     bad = done[done["collapsed"]]
     if bad.empty:
-        return (f"None of the {len(done)} finished runs collapsed (to one class, or to no "
-                "better than the majority class).")
+        return (f"None of the {len(done)} finished runs collapsed (to one class, or to chance: "
+                "not above the majority-class rate by a one-sided binomial test at 5%).")
     settings = list(dict.fromkeys(f"{s} ({b})" for s, b in zip(bad["setting"], bad["backend"],
                                                                  strict=True)))
     more = len(settings) - 6
     shown = "; ".join(settings[:6]) + (f"; and {more} more settings (see the tables)"
                                        if more > 0 else "")
-    return (f"{len(bad)} of {len(done)} finished runs collapsed (to almost one class, or to no "
-            f"better than the majority class) and are marked 'collapsed' throughout: {shown}.")
+    return (f"{len(bad)} of {len(done)} finished runs collapsed (to almost one class, or to "
+            "chance: not above the majority-class rate by a one-sided binomial test at 5%) and "
+            f"are marked 'collapsed' throughout: {shown}.")
 
 
 def headline(frame: pd.DataFrame, paired: pd.DataFrame) -> list[str]:

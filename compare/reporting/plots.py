@@ -2,9 +2,10 @@
 
 Every figure has one panel per value of the run table's ``panel`` column (data set and every
 grid axis but the swept one; :mod:`compare.reporting.frames`), so nothing is pooled across
-data sets, models, epochs or clip norms. Curves show the mean over seeds with a 95% t interval
-(:mod:`compare.reporting.stats`). Collapsed runs (:mod:`compare.reporting.collapse`) are drawn
-with an "x" and named in the legend.
+data sets, models, epochs or clip norms. Curves show the mean over seeds with its 95% percentile
+bootstrap interval (seeded; never outside the metric's range), paired differences their 95% t
+interval (:mod:`compare.reporting.stats`). Collapsed runs (:mod:`compare.reporting.collapse`)
+are drawn with an "x" and named in the legend.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
 from compare.figdigest import note_figure
 from compare.reporting.frames import front_end_mismatches
-from compare.reporting.stats import mean_interval, seed_pairs
+from compare.reporting.stats import bootstrap_interval, mean_interval, seed_pairs
 from dpcore.io import atomic_path
 
 PANEL_INCHES = (4.6, 3.4)
@@ -102,7 +103,8 @@ def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -
 
 def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: str) -> bool:
     """``metric`` against the swept variable (epsilon or clip norm), one panel per data set /
-    grid axis, one line per backend and DP mechanism (mean, 95% t interval as error bars),
+    grid axis, one line per backend and DP mechanism (mean, 95% percentile bootstrap
+    interval over seeds as error bars),
     with the panel's non-private reference and, for accuracy, the majority-class rate.
 
     A panel is drawn only if it is a curve of that variable: each value of it holds one
@@ -133,11 +135,11 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
             dodge = 1.0 + 0.03 * (backends.index(backend) - (len(backends) - 1) / 2)
             points = []
             for value, sub in runs.groupby(_swept_value_key(runs[x])):
-                interval = mean_interval(sub[metric].to_numpy(float))
+                interval = bootstrap_interval(sub[metric].to_numpy(float))
                 points.append((float(value) * dodge, interval, bool(sub["collapsed"].any())))
             xs = [p[0] for p in points]
             means = [p[1].mean for p in points]
-            err = [0.0 if math.isnan(p[1].half_width) else p[1].half_width for p in points]
+            err = np.array([p[1].error_bar() for p in points]).T  # [2, n]: below, above
             colour = BACKEND_COLOURS.get(str(backend), "black")
             ax.errorbar(xs, means, yerr=err, color=colour, capsize=3, linewidth=1.4,
                         marker=MECHANISM_MARKERS.get(str(mechanism), "o"), markersize=5,
@@ -181,7 +183,8 @@ def _settings_per_value(private: pd.DataFrame, x: str) -> int:
 def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
                     *, from_zero: bool = False) -> bool:
     """Every setting of each panel on the y axis (so labels never overlap), ``metric`` on x:
-    one point per backend with its 95% t interval; collapsed runs marked; the panel's
+    one point per backend with its 95% percentile bootstrap interval over seeds; collapsed
+    runs marked; the panel's
     majority-class rate as a dotted line for accuracy; ``from_zero`` starts x at 0. False if
     no run has the metric."""
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
@@ -201,12 +204,12 @@ def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
             offset = (k - (len(backends) - 1) / 2) * 0.18
             for i, point in enumerate(points):
                 runs = group[(group["point"] == point) & (group["backend"] == backend)]
-                interval = mean_interval(runs[metric].to_numpy(float))
+                interval = bootstrap_interval(runs[metric].to_numpy(float))
                 if not interval.n:
                     continue
-                err = 0.0 if math.isnan(interval.half_width) else interval.half_width
+                below, above = interval.error_bar()
                 collapsed = bool(runs["collapsed"].any())
-                ax.errorbar([interval.mean], [i + offset], xerr=[err], capsize=3,
+                ax.errorbar([interval.mean], [i + offset], xerr=[[below], [above]], capsize=3,
                             color=BACKEND_COLOURS.get(backend, "black"),
                             marker="x" if collapsed else "o", markersize=7 if collapsed else 5,
                             linestyle="none",

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from compare.reporting.published import METRICS, find_row, load_paper, paper_table
-from compare.reporting.stats import mean_interval
+from compare.reporting.stats import INTERVAL_NAMES, bootstrap_interval
 from compare.reporting.tables import fmt, markdown_table
 
 #: RunResult backend -> the library name the papers print.
@@ -19,9 +19,9 @@ LIBRARY_OF = {"tf": "TF Privacy", "torch": "Opacus"}
 
 
 def comparison_rows(entry: Mapping[str, Any], frame: pd.DataFrame) -> pd.DataFrame:
-    """One row per (paper cell, backend): the printed figure, ours (mean and 95% t interval
-    over seeds, in the paper's unit), the number of seeds, ours minus published, and
-    whether our run collapsed."""
+    """One row per (paper cell, backend): the printed figure, ours (mean [95% percentile
+    bootstrap interval] over seeds, in the paper's unit: never outside the metric's range),
+    the number of seeds, ours minus published, and whether our run collapsed."""
     table = paper_table(str(entry["paper"]), str(entry["table"]))
     done = frame[frame["status"] == "finished"] if not frame.empty else frame
     rows = []
@@ -34,13 +34,14 @@ def comparison_rows(entry: Mapping[str, Any], frame: pd.DataFrame) -> pd.DataFra
             runs = done[(done["setting"] == cell["setting"]) & (done["backend"] == backend)] \
                 if not done.empty else done
             values = runs[column].to_numpy(float) * factor if not runs.empty else []
-            interval = mean_interval(values)
+            interval = bootstrap_interval(values)
             if interval.n == 0:
                 ours = "not run"
             elif interval.n == 1:
                 ours = f"{interval.mean:.2f} (1 seed)"
             else:
-                ours = f"{interval.mean:.2f} ± {interval.half_width:.2f} ({interval.n} seeds)"
+                ours = (f"{interval.mean:.2f} [{interval.low:.2f}, {interval.high:.2f}] "
+                        f"({interval.n} seeds)")
             published = math.nan if printed is None else float(printed)
             diff = interval.mean - published if interval.n and printed is not None else math.nan
             rows.append({
@@ -61,9 +62,9 @@ def published_section(entries: Sequence[Mapping[str, Any]], frame: pd.DataFrame)
     if not entries:
         return []
     lines = ["## Published vs ours", "",
-             "Figures as printed in the paper (never corrected); ours are the mean ± half "
-             "width of the 95% t interval over seeds, in the paper's unit; the difference is "
-             "ours minus published. The deviations below explain the differences of setting.",
+             "Figures as printed in the paper (never corrected); ours are the mean "
+             f"[{INTERVAL_NAMES['bootstrap']}] over seeds, in the paper's unit; the difference "
+             "is ours minus published. The deviations below explain the differences of setting.",
              ""]
     for entry in entries:
         paper = load_paper(str(entry["paper"]))

@@ -36,6 +36,11 @@ class Dataset:
         extra: free-form facts about the data (e.g. "balanced subset, not the official split").
         ldp: for a locally privatised copy, what was done and what it costs (typed; see
             :mod:`dpcore.ldp.record`); ``None`` for the data as loaded.
+        ldp_test_images: for a locally privatised copy, its test images both ways
+            (``"clean"``: the originals, ``"privatised"``: noised like the training images;
+            float32, in the order of ``y_test``), so that the model can be evaluated on both
+            (``x_test`` is one of them, per ``data.ldp_test_inputs``); not part of the
+            fingerprint. ``None`` otherwise.
     """
 
     name: str
@@ -52,6 +57,7 @@ class Dataset:
     vocabulary_size: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
     ldp: LdpRecord | None = None
+    ldp_test_images: dict[str, np.ndarray] | None = None
 
     def __post_init__(self) -> None:
         validate_arrays(self)

@@ -4,6 +4,7 @@ grid rejected before any training (one line, exit 2, nothing written)."""
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,12 +49,14 @@ def test_mnist_preset_sets_the_papers_figures_beside_ours() -> None:
     dp_acc = rows[(rows["our setting"] == f"{DP} (Opacus)")
                   & (rows["paper column"] == "accuracy_pct")].iloc[0]
     assert dp_acc["published"] == "85.47"
-    # ours: torch 88, 90, 89 -> mean 89.00, t interval half width 4.303 * 1 / sqrt(3) = 2.48
-    assert dp_acc["ours"] == "89.00 ± 2.48 (3 seeds)"
+    # ours: torch 88, 90, 89 -> mean 89.00; percentile bootstrap of 3 values: a resample of
+    # three 88s (or three 90s) has probability 1/27 = 3.7% > 2.5%, so the 2.5% and 97.5%
+    # quantiles of the resampled means are 88 and 90
+    assert dp_acc["ours"] == "89.00 [88.00, 90.00] (3 seeds)"
     assert dp_acc["ours − published"] == "3.53"
     tf_row = rows[(rows["our setting"] == f"{DP} (TF Privacy)")
                   & (rows["paper column"] == "accuracy_pct")].iloc[0]
-    assert tf_row["published"] == "96.72" and tf_row["ours"].startswith("91.00 ±")
+    assert tf_row["published"] == "96.72" and tf_row["ours"].startswith("91.00 [")
     # the non-private settings were not among these runs
     assert (rows[rows["our setting"].str.startswith(NP)]["ours"] == "not run").all()
     text = "\n".join(published_section(grid.published, frame))
@@ -61,6 +64,22 @@ def test_mnist_preset_sets_the_papers_figures_beside_ours() -> None:
     assert "85.47" in text and "96.72" in text and "Kotevska" in text
     assert "Deviations" in text and "Assumed where the paper is ambiguous" in text
     assert "0.0169" in text  # the sampling-rate deviation
+
+
+def test_the_issues_saturated_example_stays_in_range() -> None:
+    """Increase in Confidence 100, 100, 15 % over 3 seeds was printed "71.67 ± 120.62"
+    (a t interval from -49 to 192 on a 0-100 metric); the bootstrap interval stays inside."""
+    entry = {"paper": "interpretability_dp_gradcam", "table": "gaussian_table_1",
+             "cells": [{"row": {"metric": "increase_in_confidence_pct"}, "column": "eps_1",
+                        "setting": "cats_vs_dogs · gauss eps=1",
+                        "metric": "increase_in_confidence", "backend": "tf"}]}
+    runs = [fake_result(dataset="cats_vs_dogs", seed=s, point="gauss eps=1",
+                        labels={"data": "cats_vs_dogs", "privacy": "gauss eps=1"},
+                        faithfulness={"increase_in_confidence": v})
+            for s, v in enumerate((100.0, 100.0, 15.0))]
+    ours = comparison_rows(entry, results_frame(runs)).iloc[0]["ours"]
+    mean, low, high = (float(v) for v in re.findall(r"[\d.]+", ours)[:3])
+    assert mean == 71.67 and 0.0 <= low <= mean <= high <= 100.0
 
 
 def test_a_paper_without_a_table_says_so() -> None:
@@ -74,7 +93,7 @@ def test_every_preset_reproducing_a_paper_names_its_table() -> None:
                  "imdb-library-benchmark", "imdb-library-benchmark-15",
                  "medical-ldp-vs-dpsgd", "medical-ldp-vs-dpsgd-cnn4",
                  "medical-ldp-vs-dpsgd-resnet18-short",
-                 "interpretability-vs-epsilon", "interpretability-clip-sweep"):
+                 "interpretability-vs-epsilon-tuned", "interpretability-clip-sweep"):
         grid = expand_grid(load_preset(name))
         assert grid.published, name
         assert all(entry.get("deviations") for entry in grid.published), name

@@ -1,16 +1,32 @@
-"""Seed statistics of the report: t intervals and backends paired by seed, against hand
-computations; the collapsed-run rule."""
+"""Seed statistics of the report: t, bootstrap and Wilson intervals and backends paired by
+seed, against hand computations; the collapsed-run rule (binomial test against the majority
+rate)."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from compare.reporting.collapse import collapse_reason, majority_rate, predicted_shares
+from compare.reporting.collapse import (
+    above_chance_p_value,
+    collapse_reason,
+    majority_rate,
+    n_test_examples,
+    predicted_shares,
+)
 from compare.reporting.frames import results_frame
-from compare.reporting.stats import mean_interval, paired_backend_table, verdict
+from compare.reporting.stats import (
+    bootstrap_interval,
+    format_interval,
+    mean_interval,
+    paired_backend_table,
+    verdict,
+    verdict_word,
+    wilson_interval,
+)
 from tests.compare.report_fakes import fake_result, per_class
 
 
@@ -39,7 +55,7 @@ def test_backends_paired_by_seed_match_a_hand_computation() -> None:
     assert row["ci_high"] == pytest.approx(0.03 + 4.302652729911275 * se)
     # paired t statistic 0.03 / se = 5.196; two-sided p with 2 df = 0.035098
     assert row["p_value"] == pytest.approx(0.0350983, abs=1e-6)
-    assert row["verdict"] == "differ"
+    assert row["verdict"] == "differ (preliminary: 3 seeds)" and bool(row["preliminary"])
 
 
 def test_pairs_use_only_seeds_finished_on_both_backends() -> None:
@@ -47,13 +63,82 @@ def test_pairs_use_only_seeds_finished_on_both_backends() -> None:
     runs += [fake_result(backend="torch", seed=s, accuracy=0.9) for s in (1, 2)]
     row = paired_backend_table(results_frame(runs)).iloc[0]
     assert row["pairs"] == 2 and row["mean_difference"] == 0.0
-    assert row["verdict"] == "agree" and math.isnan(row["p_value"])
+    assert row["verdict"] == "agree (preliminary: 2 seeds)" and math.isnan(row["p_value"])
 
 
 def test_verdicts() -> None:
-    assert verdict(mean_interval([0.001, -0.002, 0.0])) == "agree"
+    assert verdict(mean_interval([0.001, -0.002, 0.0, 0.001, -0.001])) == "agree"
+    assert verdict(mean_interval([0.001, -0.002, 0.0])) == "agree (preliminary: 3 seeds)"
     assert verdict(mean_interval([0.05, -0.04, 0.01])) == "inconclusive"
     assert verdict(mean_interval([0.02])) == "one seed: no interval"
+    assert verdict(mean_interval([0.03, 0.02, 0.04, 0.03, 0.03])) == "differ"
+    assert verdict_word("differ (preliminary: 3 seeds)") == "differ"
+
+
+def test_a_pair_with_a_collapsed_run_never_agrees() -> None:
+    agreeing = mean_interval([0.001, -0.002, 0.0, 0.001, -0.001])
+    assert verdict(agreeing, collapsed=True) == "inconclusive (collapsed run)"
+    # both backends at the majority rate of a balanced binary task: identical, yet no "agree"
+    at_chance = per_class([500, 500], [0.5, 0.5], [0.5, 0.5])
+    runs = [fake_result(backend=b, seed=s, accuracy=0.5, classes=at_chance)
+            for b in ("tf", "torch") for s in range(5)]
+    row = paired_backend_table(results_frame(runs)).iloc[0]
+    assert row["mean_difference"] == 0.0 and row["collapsed"] == "tf, torch"
+    assert row["verdict"] == "inconclusive (collapsed run)" and not row["preliminary"]
+    from compare.reporting.headline import backend_sentence
+
+    text = backend_sentence(paired_backend_table(results_frame(runs)))
+    assert "agree" not in text.split("(agree =")[0] and "1 inconclusive" in text
+
+
+def test_bootstrap_intervals_stay_in_the_metrics_range() -> None:
+    """The issue's Increase in Confidence over 3 seeds (two saturated, one at 15%): the t
+    interval "71.67 ± 120.62"-style leaves [0, 100]; the percentile bootstrap cannot."""
+    values = [100.0, 100.0, 15.0]
+    t = mean_interval(values)
+    assert t.low < 0 and t.high > 100  # what the reports printed
+    boot = bootstrap_interval(values)
+    assert boot.mean == pytest.approx(71.6667, abs=1e-4) and boot.method == "bootstrap"
+    assert 0.0 <= 15.0 <= boot.low <= boot.mean <= boot.high <= 100.0
+    assert boot == bootstrap_interval(values)  # seeded: the same interval every time
+    assert format_interval(boot, 2).startswith("71.67 [")
+    rng = np.random.default_rng(3)
+    for _ in range(50):
+        sample = rng.uniform(0.0, 1.0, size=int(rng.integers(2, 8)))
+        interval = bootstrap_interval(sample)
+        assert sample.min() <= interval.low <= interval.mean <= interval.high <= sample.max()
+    assert bootstrap_interval([0.5, 0.5, 0.5]).low == 0.5
+    one = bootstrap_interval([0.7])
+    assert one.n == 1 and math.isnan(one.low) and format_interval(one) == "0.700 (1 seed)"
+
+
+def test_the_wilson_interval_of_one_run_matches_a_hand_computation() -> None:
+    # 912 of 1000: Wilson centre (k + z^2/2) / (n + z^2), half z sqrt(p(1-p)/n + z^2/4n^2)
+    # / (1 + z^2/n), z = 1.959964: 0.89283 to 0.92802
+    interval = wilson_interval(0.912, 1000)
+    assert (interval.low, interval.high) == pytest.approx((0.89283, 0.92802), abs=1e-5)
+    assert wilson_interval(1.0, 20).high == 1.0 and wilson_interval(0.0, 20).low == 0.0
+    assert format_interval(interval) == "0.912 [0.893, 0.928]"
+    with pytest.raises(ValueError, match="n_test=0"):
+        wilson_interval(0.5, 0)
+
+
+def test_summary_table_intervals_stay_in_range_and_say_which() -> None:
+    from compare.report import seeds_phrase, summary_table
+
+    faith = [{"increase_in_confidence": v} for v in (100.0, 100.0, 15.0)]
+    runs = [fake_result(seed=s, accuracy=a, faithfulness=f)
+            for s, (a, f) in enumerate(zip((0.99, 1.0, 0.2), faith, strict=True))]
+    row = summary_table(results_frame(runs)).iloc[0]
+    assert 0.2 <= row["accuracy_low"] <= row["accuracy_high"] <= 1.0
+    assert row["increase_in_confidence_low"] >= 15.0
+    assert row["increase_in_confidence_high"] <= 100.0
+    assert "bootstrap" in seeds_phrase(pd.Series([3, 3]))
+    single = summary_table(results_frame([fake_result(accuracy=0.9)])).iloc[0]
+    # one seed on 100 test images: Wilson 0.8256 to 0.9448
+    assert (single["accuracy_low"], single["accuracy_high"]) == pytest.approx(
+        (0.82565, 0.94479), abs=1e-4)
+    assert "Wilson" in seeds_phrase(pd.Series([1]))
 
 
 def test_a_model_predicting_one_class_is_collapsed() -> None:
@@ -65,12 +150,29 @@ def test_a_model_predicting_one_class_is_collapsed() -> None:
     assert reason is not None and "'pneumonia'" in reason
 
 
-def test_accuracy_at_the_majority_rate_is_collapsed_even_with_mixed_predictions() -> None:
-    # 3 classes (50/30/20); predictions spread out but accuracy 0.505 ~ majority 0.5
-    classes = per_class([50, 30, 20], [0.7, 0.3, 0.3], [0.6, 0.4, 0.3])
+def test_at_chance_is_a_one_sided_binomial_test_against_the_majority_rate() -> None:
+    """n = 1000, majority rate 0.5 (hand computation: P(X >= 520 | Bin(1000, 0.5)) = 0.1087,
+    P(X >= 540) = 0.0062): 0.52 is at chance, 0.54 is not; the reason names the test and p."""
+    classes = per_class([500, 500], [0.6, 0.44], [0.52, 0.52])
     assert max(predicted_shares(classes)) < 0.98
-    reason = collapse_reason({"accuracy": 0.505, "per_class": classes})
-    assert reason is not None and "majority rate 0.500" in reason
+    assert above_chance_p_value(0.52, 0.5, 1000) == pytest.approx(0.10872, abs=1e-5)
+    assert above_chance_p_value(0.54, 0.5, 1000) == pytest.approx(0.006222, abs=1e-6)
+    reason = collapse_reason({"accuracy": 0.52, "per_class": classes})
+    assert reason == ("at chance: accuracy 0.520 is not above the majority rate 0.500 "
+                      "(one-sided binomial test, n = 1000, p = 0.11)")
+    assert collapse_reason({"accuracy": 0.54, "per_class": classes}) is None
+    # the old 1-point margin missed this: 0.52 is 2 points above the rate
+    assert n_test_examples(classes) == 1000
+
+
+def test_the_test_scales_with_the_test_size() -> None:
+    """The same 0.52 at n = 10,000 is above chance (p = 3.3e-5): a margin cannot say that."""
+    classes = per_class([5000, 5000], [0.6, 0.44], [0.52, 0.52])
+    assert collapse_reason({"accuracy": 0.52, "per_class": classes}) is None
+    # 3 classes (50/30/20), predictions spread out, accuracy 0.55 on 100 examples: p = 0.18
+    small = per_class([50, 30, 20], [0.7, 0.4, 0.35], [0.6, 0.4, 0.4])
+    reason = collapse_reason({"accuracy": 0.55, "per_class": small})
+    assert reason is not None and "majority rate 0.500" in reason and "n = 100" in reason
 
 
 def test_accuracy_below_the_majority_rate_is_collapsed() -> None:
@@ -79,14 +181,16 @@ def test_accuracy_below_the_majority_rate_is_collapsed() -> None:
     classes = per_class([500, 500], [0.55, 0.416], [0.485, 0.48])
     assert max(predicted_shares(classes)) < 0.98
     reason = collapse_reason({"accuracy": 0.483, "per_class": classes})
-    assert reason == "accuracy 0.483 is below the majority rate 0.500"
+    assert reason is not None and reason.startswith("at chance: accuracy 0.483")
+    assert "p = 0.87" in reason
 
 
 def test_a_healthy_model_is_not_collapsed() -> None:
     classes = per_class([375, 625], [0.8, 0.9], [0.83, 0.88])
     assert collapse_reason({"accuracy": 0.8625, "per_class": classes}) is None
-    # just outside the 1-point margin
-    assert collapse_reason({"accuracy": 0.6351, "per_class": classes}) is None
+    # 4 points above the rate 0.625 on n = 1000: p = 0.0047, above chance
+    assert collapse_reason({"accuracy": 0.665, "per_class": classes}) is None
+    assert collapse_reason({"accuracy": 0.6351, "per_class": classes}) is not None
 
 
 def test_collapsed_runs_are_flagged_in_the_run_table() -> None:
@@ -110,7 +214,7 @@ def test_the_headline_says_when_no_interval_can_be_given() -> None:
     frame = results_frame(runs)
     sentences = headline(frame, paired_backend_table(frame))
     assert 2 <= len(sentences) <= 4
-    assert "1 agree" in sentences[0] and "95% CI" in sentences[0]
+    assert "1 agree (all preliminary)" in sentences[0] and "95% t interval" in sentences[0]
     assert "over 1 setting:" in sentences[0]  # not "1 settings"
     assert sentences[-1].startswith("None of the 6 finished runs collapsed")
 

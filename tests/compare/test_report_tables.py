@@ -93,7 +93,7 @@ def test_the_faithfulness_table_shows_the_unmasked_score_that_bounds_it(tmp_path
     columns = [c.strip() for c in _cells(header)]
     assert columns.index("average_drop") < columns.index("original_score") < \
         columns.index("masked_score")
-    assert "0.991 ± 0.000" in text and FAITHFULNESS_COLUMNS_NOTE in text
+    assert "0.991 [0.991, 0.991]" in text and FAITHFULNESS_COLUMNS_NOTE in text
 
 
 def _front_end_runs() -> list:
@@ -161,3 +161,38 @@ def test_front_end_says_cached_every_step_or_none() -> None:
     cnn4.dataset.update({"input_shape": [28, 28, 1], "n_classes": 2})
     assert front_end(cnn4) == ""
     assert front_end(fake_result()) == ""  # no input shape recorded: cannot tell
+
+
+def test_faithfulness_tables_show_the_randomisation_check_and_calibrated_figures(
+        tmp_path: Path) -> None:
+    """A setting whose maps fail the randomisation check is tabled apart; every table has
+    the check's column; raw and temperature-scaled Average Drop stand side by side."""
+    from compare.report import RANDOMISATION_NOTE, _faithfulness_section, summary_table
+    from compare.reporting.frames import results_frame
+    from tests.compare.report_fakes import fake_result
+
+    def faith(spearman: float) -> dict:
+        return {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
+                "masked_score": 0.56,
+                "randomisation_check": {"spearman_median": spearman, "ssim_median": 0.2,
+                                        "passes": spearman <= 0.5},
+                "calibrated": {"temperature": 2.5, "average_drop": 25.0,
+                               "increase_in_confidence": 12.0}}
+
+    runs = [fake_result(backend="tf", seed=s, point=p, epsilon=e, faithfulness=faith(rho))
+            for s in (0, 1) for p, e, rho in (("eps=1", 1.0, 0.1), ("eps=8", 8.0, 0.9))]
+    frame = results_frame(runs)
+    assert list(frame["randomisation_check"]) == ["passes", "passes", "fails", "fails"]
+    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path, ()))
+    passing, failing = text.split("**Explanations that fail the randomisation check**")
+    assert "mnist5k · eps=1" in passing and "mnist5k · eps=8" not in passing.split(
+        "Faithfulness as output")[0]
+    assert "mnist5k · eps=8" in failing.split("Faithfulness as output")[0]
+    assert "passes (2 of 2)" in passing and "fails (2 of 2)" in failing
+    assert RANDOMISATION_NOTE in text
+    header = next(line for line in text.splitlines()
+                  if line.startswith("| setting") and "calibrated_average_drop" in line)
+    columns = [c.strip() for c in _cells(header)]
+    assert columns.index("average_drop") < columns.index("calibrated_average_drop")
+    assert "temperature" in columns and "randomisation_spearman" in columns
+    assert "25.00 [25.00, 25.00]" in text and "2.500 [2.500, 2.500]" in text

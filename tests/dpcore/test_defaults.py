@@ -89,7 +89,7 @@ def _committed_hashes(report: str) -> set[str]:
         return {row["config_hash"] for row in csv.DictReader(handle)}
 
 
-@pytest.mark.parametrize("preset", ["demo", "pneumonia-cnn4"])
+@pytest.mark.parametrize("preset", ["demo", "pneumonia-tuned"])
 def test_presets_hash_as_their_committed_runs(preset: str) -> None:
     """The presets do not pass through the defaults: expanding one gives exactly the config
     hashes of the runs committed in its report (made before the defaults existed)."""
