@@ -37,7 +37,6 @@ NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "cats-vs-dogs-tuned",
     "imdb-library-benchmark-15",
     "interpretability-clip-sweep",
-    "interpretability-vs-epsilon",
     "interpretability-vs-epsilon-tuned",
     "medical-ldp-vs-dpsgd-cnn4",
     "medical-ldp-vs-dpsgd-resnet18-short",
@@ -45,7 +44,6 @@ NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "mnist-library-benchmark",
     "mnist-library-benchmark-15",
     "mnist-tuned",
-    "pneumonia-cnn4",
     "pneumonia-tuned",
 )}
 
