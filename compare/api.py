@@ -416,6 +416,7 @@ def compare(
     progress: bool = True, command: str | None = None, ray_address: str | None = None,
     cpus_per_run: float | None = None, gpus_per_run: float | None = None,
     max_concurrent: int | None = None, train: bool = True,
+    claim_wait: float | None = None, claim_stale_after: float | None = None,
 ) -> Store:
     """Run a grid identically on both backends, resumably (``dpcompare compare``).
 
@@ -455,6 +456,10 @@ def compare(
         train: False trains nothing: the report (and montages) of the runs stored so far, an
             interim report of a long grid whose header says how many runs are missing
             (``store.outcome.not_trained`` lists them).
+        claim_wait: seconds to wait at the end for runs other processes sharing ``out``
+            hold (default: until they end); those left are in ``store.outcome.still_claimed``.
+        claim_stale_after: seconds without a heartbeat after which another process's claim
+            on a run is dead and taken over (default 600; see :mod:`dpcore.claims`).
 
     Returns:
         The results folder as a :class:`Store` (``.results()``, ``.outcome``...).
@@ -468,12 +473,17 @@ def compare(
     from compare.executors import EXECUTORS, make_executor
     from compare.report import ReportContext, write_report
     from compare.runner import run_grid
+    from dpcore.claims import STALE_AFTER_S, ClaimPolicy
     from dpcore.data import resolve_data_root
 
     if executor not in EXECUTORS:
         raise ConfigError(f"executor={executor!r} is not valid; valid: {', '.join(EXECUTORS)}")
+    stale = STALE_AFTER_S if claim_stale_after is None else claim_stale_after
+    claims = ClaimPolicy(stale_after_s=stale, heartbeat_s=min(30.0, stale / 4),
+                         wait_s=claim_wait)
     runner = make_executor(executor, ray_address=ray_address, cpus_per_run=cpus_per_run,
-                           gpus_per_run=gpus_per_run, max_concurrent=max_concurrent)
+                           gpus_per_run=gpus_per_run, max_concurrent=max_concurrent,
+                           claims=claims)
     grid = load_grid(preset_or_grid, backends=backends, seeds=seeds, overrides=overrides,
                      engine=engine)
     out = Path(out) if out is not None else Path("runs") / grid.name
@@ -498,6 +508,11 @@ def compare(
                        executor=runner, train=train, records_from=records_from)
     untrained = (f", {len(outcome.not_trained)} not stored and not trained (train=False)"
                  if outcome.not_trained else "")
+    if outcome.elsewhere:
+        untrained += f", {len(outcome.elsewhere)} done by another process sharing {out}"
+    if outcome.still_claimed:
+        untrained += (f", {len(outcome.still_claimed)} still running in another process "
+                      "(not in this report)")
     log(f"{grid.name}: {len(outcome.ran)} run(s) done, {len(outcome.skipped)} already finished, "
         f"{len(outcome.failed)} failed, {len(outcome.diverged)} diverged{untrained}; results in "
         f"{out}")

@@ -78,6 +78,10 @@ class GridOutcome:
     diverged: list[str] = field(default_factory=list)
     #: unfinished runs left untrained (``run_grid(train=False)``)
     not_trained: list[str] = field(default_factory=list)
+    #: runs another process sharing the store trained during this invocation (run claims)
+    elsewhere: list[str] = field(default_factory=list)
+    #: runs another process still held when this one stopped waiting (``--claim-wait``)
+    still_claimed: list[str] = field(default_factory=list)
     wall_seconds: float = 0.0
     #: run id -> the committed record a skipped run was taken from (``records_from``)
     records: dict[str, RunResult] = field(default_factory=dict)
@@ -129,7 +133,9 @@ def run_grid(
         runs = grid.runs()
         tracker = RunTracker(total=len(runs), desc=f"{grid.name}: runs", log=log,
                              show=progress_shown(progress),
-                             on_result=lambda rid, result: _count(outcome, rid, result))
+                             on_result=lambda rid, result: _count(outcome, rid, result),
+                             on_elsewhere=lambda rid, _result: outcome.elsewhere.append(rid),
+                             on_still_claimed=outcome.still_claimed.append)
         pending = []
         committed = committed_records(records_from)
         for cell, backend in runs:

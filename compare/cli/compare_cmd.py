@@ -50,7 +50,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_data_dir_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     add_executor_options(parser)
+    add_claim_options(parser)
     parser.set_defaults(func=run)
+
+
+def add_claim_options(parser: argparse.ArgumentParser) -> None:
+    """``--claim-wait`` and ``--claim-stale-after`` (run claims: dpcore/claims.py)."""
+    group = parser.add_argument_group(
+        "run claims (several processes sharing one --out train each run once)")
+    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
+                       help="at the end, wait at most this long for runs other processes "
+                            "hold, then write the report without them (default: wait until "
+                            "they end)")
+    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
+                       help="another host's claim with no heartbeat for this long is dead "
+                            "and taken over (default 600; on this host a claim whose process "
+                            "is gone is taken over at once)")
 
 
 def add_executor_options(parser: argparse.ArgumentParser) -> None:
@@ -94,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
                         progress=not args.quiet, command=command_line(),
                         executor=args.executor, ray_address=args.ray_address,
                         cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
-                        max_concurrent=args.max_concurrent, train=not args.no_train)
+                        max_concurrent=args.max_concurrent, train=not args.no_train,
+                        claim_wait=args.claim_wait, claim_stale_after=args.claim_stale_after)
     outcome, out = store.outcome, store.root
     if outcome.failed:
         _report_failures(out, outcome.failed)

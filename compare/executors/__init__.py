@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from compare.executors.base import Executor, GridJob, RunTracker
 from compare.executors.local import LocalExecutor
+from dpcore.claims import ClaimPolicy
 from dpcore.errors import ConfigError
 
 EXECUTORS = ("local", "ray")
@@ -16,8 +17,12 @@ EXECUTORS = ("local", "ray")
 
 def make_executor(name: str, *, ray_address: str | None = None,
                   cpus_per_run: float | None = None, gpus_per_run: float | None = None,
-                  max_concurrent: int | None = None) -> Executor:
+                  max_concurrent: int | None = None,
+                  claims: ClaimPolicy | None = None) -> Executor:
     """The executor called ``name``; the Ray options are refused for ``local``.
+
+    ``claims``: how runs are claimed in the store (default :class:`ClaimPolicy`), the same
+    for both executors.
 
     Raises:
         ConfigError: an unknown name, a Ray option given with ``local``, or a bad value.
@@ -29,7 +34,7 @@ def make_executor(name: str, *, ray_address: str | None = None,
         if given:
             raise ConfigError(f"{', '.join(given)} only apply to --executor ray "
                               "(the local executor runs one run at a time in this process)")
-        return LocalExecutor()
+        return LocalExecutor(claims)
     if name == "ray":
         from compare.executors.ray_executor import RayExecutor, RayOptions
 
@@ -38,7 +43,7 @@ def make_executor(name: str, *, ray_address: str | None = None,
             cpus_per_run=1.0 if cpus_per_run is None else cpus_per_run,
             gpus_per_run=0.0 if gpus_per_run is None else gpus_per_run,
             max_concurrent=max_concurrent,
-        ))
+        ), claims=claims)
     raise ConfigError(f"--executor={name!r} is not known; valid: {', '.join(EXECUTORS)}")
 
 

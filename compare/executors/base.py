@@ -41,7 +41,9 @@ class RunTracker:
     ``--quiet``) no bar is drawn and one ``[i/N] ...`` line per started run goes to ``log``;
     once a run of this invocation has ended, the line adds the wall time so far and the time
     left at that pace (runs already in the store are skipped in no time and do not count).
-    ``clock``: seconds, monotonic (injectable for tests).
+    ``clock``: seconds, monotonic (injectable for tests). Runs that another process sharing
+    the store trained meanwhile go to ``on_elsewhere`` (they count as done), runs still claimed
+    by another process when this one stops waiting to ``on_still_claimed``.
     """
 
     total: int
@@ -52,6 +54,8 @@ class RunTracker:
     running: set[str] = field(default_factory=set)
     done: int = 0
     clock: Callable[[], float] = time.monotonic
+    on_elsewhere: Callable[[str, RunResult], None] = lambda _rid, _result: None
+    on_still_claimed: Callable[[str], None] = lambda _rid: None
     ended_here: int = 0
     _bar: Any = None
     _first_start: float | None = None
@@ -66,6 +70,17 @@ class RunTracker:
         self.done += 1
         self._refresh(redraw=False)
         self._bar.update(1)
+
+    def elsewhere(self, rid: str, result: RunResult) -> None:
+        """Another process sharing the store ran ``rid`` (its stored ``result``): done here."""
+        self.done += 1
+        self.on_elsewhere(rid, result)
+        self._refresh(redraw=False)
+        self._bar.update(1)
+
+    def still_claimed(self, rid: str) -> None:
+        """Another process still holds ``rid`` and this one stopped waiting for it."""
+        self.on_still_claimed(rid)
 
     def started(self, cell: GridCell, backend: str) -> None:
         """``(cell, backend)`` is now running (or queued on the cluster for a free slot)."""

@@ -31,12 +31,13 @@ import sys
 import threading
 import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from compare.executors.base import GridJob, RunTracker
+from compare.executors.claiming import GridClaims
+from dpcore.claims import Claim, ClaimPolicy
 from dpcore.errors import ConfigError
 from dpcore.results import ResultsStore, RunResult, run_id, utc_now
 
@@ -132,13 +133,19 @@ class RayExecutor:
         task: the function a worker runs per run (default :func:`run_in_worker`); tests pass
             a wrapper around it (a module-level function or a ``functools.partial`` of one).
         init_kwargs: extra arguments of ``ray.init`` when a local Ray is started.
+        claims: how runs are claimed in the store (:mod:`dpcore.claims`). The driver claims a
+            run before it submits its task and keeps the claim alive (heartbeat) until the
+            task's result is collected, so a driver sharing the store with other drivers or
+            local processes trains only runs nobody else holds.
     """
 
     name = "ray"
 
     def __init__(self, options: RayOptions | None = None, *, task: RunTask = run_in_worker,
-                 init_kwargs: dict[str, Any] | None = None) -> None:
+                 init_kwargs: dict[str, Any] | None = None,
+                 claims: ClaimPolicy | None = None) -> None:
         self.options = options or RayOptions()
+        self.claims = claims or ClaimPolicy()
         self.task = task
         self.init_kwargs = dict(init_kwargs or {})
         self._ray: Any = None
@@ -221,22 +228,26 @@ class RayExecutor:
                             max_retries=self.options.max_retries,
                             retry_exceptions=False,
                             runtime_env={"env_vars": bench_environment()})(call_task)
-        queue = deque(pending)
-        in_flight: dict[Any, tuple[GridCell, str]] = {}
-        with _ctrl_c_as_flag() as interrupted:
+        in_flight: dict[Any, tuple[GridCell, str, Claim]] = {}
+        with (GridClaims(job.out_dir, pending, tracker, log, self.claims).active() as claims,
+              _ctrl_c_as_flag() as interrupted):
             try:
-                while queue or in_flight:
-                    while queue and len(in_flight) < self.slots:
-                        cell, backend = queue.popleft()
-                        in_flight[remote.remote(self.task, job, cell, backend)] = (cell,
-                                                                                   backend)
+                while True:
+                    while len(in_flight) < self.slots and (taken := claims.next()) is not None:
+                        cell, backend, claim = taken
+                        in_flight[remote.remote(self.task, job, cell, backend)] = taken
                         tracker.started(cell, backend)
+                    if not in_flight:
+                        if claims.wait():
+                            continue
+                        break
                     ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=POLL_S)
                     if interrupted.is_set():
                         raise KeyboardInterrupt
                     for ref in ready:
-                        cell, backend = in_flight.pop(ref)
+                        cell, backend, claim = in_flight.pop(ref)
                         result = self._collect(ref, job, cell, backend, log)
+                        result = claims.finished(claim, result)
                         tracker.finished(run_id(cell.config.config_hash, backend), result)
             except KeyboardInterrupt:
                 self._cancel(list(in_flight), log)

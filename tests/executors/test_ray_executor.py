@@ -1,7 +1,8 @@
 """The ray executor on one local Ray (2 CPUs, started once for this module): the same
 results as the local executor, finished runs skipped, a killed worker retried then recorded
 as failed while the grid goes on, two workers writing one store at once, Ctrl-C on the driver,
-and the bad-input errors.
+the bad-input errors, and run claims (a Ray driver and a local process sharing one store train
+each run once; a claim of a SIGKILLed process is taken over, a live one left to its holder).
 
 Faults are made deterministic by task wrappers (module-level functions, so Ray ships them
 by reference) that react to files in a folder the test controls: a worker kills itself with
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 import warnings
@@ -31,7 +33,9 @@ from compare.executors import Executor, GridJob  # noqa: E402
 from compare.executors.ray_executor import RayExecutor, RayOptions, run_in_worker  # noqa: E402
 from compare.grid import Grid, GridCell, expand_grid, load_preset  # noqa: E402
 from compare.runner import GridOutcome, run_grid  # noqa: E402
+from dpcore.claims import ClaimBoard, ClaimPolicy  # noqa: E402
 from dpcore.results import ResultsStore, RunResult, read_result, run_id  # noqa: E402
+from tests.executors.claim_worker import fake_train, start_worker, trained  # noqa: E402
 
 #: Bound on waiting for a state another process must reach (a hang guard, not a timing race:
 #: every test waits for a file, never for a duration).
@@ -104,6 +108,12 @@ def block_second(control: Path, job: GridJob, cell: GridCell, backend: str) -> R
         while True:  # cancelled by the driver's Ctrl-C (KeyboardInterrupt raised here)
             time.sleep(0.05)
     return run_in_worker(job, cell, backend)
+
+
+def fake_task(control: Path, mode: str, job: GridJob, cell: GridCell,
+              backend: str) -> RunResult:
+    """The claim tests' fake trainer (counts the training, stores a record at once)."""
+    return fake_train(control, mode, cell, backend, job.grid.name, ResultsStore(job.out_dir))
 
 
 # --- tests --------------------------------------------------------------------------------------
@@ -240,3 +250,54 @@ def test_bad_ray_input_is_a_one_line_error_and_writes_nothing(
     assert message in err
     assert not out.exists() and not (tmp_path / "report").exists()
     assert ray.is_initialized()  # the module's Ray (joined, not owned) is left running
+
+
+def test_a_ray_driver_and_a_local_process_share_a_store_each_run_once(
+    tmp_path: Path, processes: list[subprocess.Popen[str]],
+) -> None:
+    control, out = tmp_path / "control", tmp_path / "out"
+    control.mkdir()
+    grid = expand_grid(load_preset("smoke"), seeds=3)  # 12 runs
+    local = start_worker(control, "meet", out, "--seeds", "3")
+    processes.append(local)
+    executor = RayExecutor(RayOptions(max_concurrent=1), task=partial(fake_task, control,
+                                                                      "meet"))
+    outcome = quiet_run(grid, out, executor)
+    assert local.wait(timeout=WAIT_S) == 0, local.communicate()[0]
+    counted = trained(control)
+    every = sorted(run_id(c.config.config_hash, b) for c, b in grid.runs())
+    assert sorted(rid for _pid, rid in counted) == every  # each run trained exactly once
+    by_local = [rid for pid, rid in counted if pid == local.pid]
+    assert by_local and len(by_local) < 12  # both sides trained (they met in a training)
+    assert sorted(outcome.ran) == sorted(set(every) - set(by_local))
+    assert sorted(outcome.elsewhere) == sorted(by_local)
+    for rid in outcome.ran:  # the driver held the claims of its tasks
+        result = ResultsStore(out).load(*rid.rsplit("-", 1))
+        assert result is not None and result.perf["claim"]["pid"] == os.getpid()
+    assert not list((out / "claims").iterdir())
+
+
+def test_ray_takes_over_a_sigkilled_holder_and_leaves_a_live_claim(
+    tmp_path: Path, processes: list[subprocess.Popen[str]],
+) -> None:
+    control, out = tmp_path / "control", tmp_path / "out"
+    control.mkdir()
+    grid = smoke_grid()
+    holder = start_worker(control, "hold", out)
+    processes.append(holder)
+    wait_for((control / f"holding-{holder.pid}").is_file, "the worker to hold a claim")
+    killed = (control / f"holding-{holder.pid}").read_text()
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    every = [run_id(c.config.config_hash, b) for c, b in grid.runs()]
+    live = next(rid for rid in every if rid != killed)
+    ClaimBoard(out, host="node-b", pid=7).try_claim(live)  # another host, heartbeat fresh
+    executor = RayExecutor(task=partial(fake_task, control, "plain"),
+                           claims=ClaimPolicy(wait_s=0))
+    outcome = quiet_run(grid, out, executor)
+    assert outcome.still_claimed == [live]
+    assert sorted(outcome.ran) == sorted(set(every) - {live})
+    taken = ResultsStore(out).load(*killed.rsplit("-", 1))
+    assert taken is not None and taken.status == "finished"
+    assert taken.perf["claim"]["taken_over_from"]["pid"] == holder.pid
+    assert (out / "claims" / f"{live}.json").is_file()
