@@ -1,5 +1,5 @@
 """Steady-state training speed and peak memory of every tier, in one process; the batch-size
-sweep; the targets of issue 15.
+sweep; the speed and memory targets.
 
 For each case (model, batch size B, data) every tier (:mod:`benchmarks.variants`) gets its
 own model and step; each is first warmed up (its first steps trace / compile and are not
@@ -12,10 +12,13 @@ gets the same batches. Seconds per epoch are extrapolated: ``seconds per step * 
 with N the case's training-set size (60000 for MNIST-sized cases, 4708 for PneumoniaMNIST,
 the loaded IMDB subset's size) -- no variant runs a whole epoch.
 
-Peak memory of a tier case: :mod:`benchmarks.memory` (process-wide: all frameworks, models
-and data stay loaded, and the allocators keep freed memory, so only the increases are
-specific to the variant and they depend on what ran before it). The memory targets are read
-from the sweep (:mod:`benchmarks.sweep`), whose points each run in a fresh process.
+Memory of a tier (:mod:`benchmarks.memory`): the rise of the process's peak RSS during the
+tier's warm-up and during its timed steps over the RSS at their start, i.e. what the tier
+allocated on top of what was loaded already (all tiers share the process; the allocators keep
+freed memory, which a later tier may reuse without a rise, so this is a lower bound of a
+tier's own need). The whole process's peak is kept once (``process_peak_rss_mb``), not per
+tier. The memory targets are read from the sweep (:mod:`benchmarks.sweep`), whose points each
+run in a fresh process.
 """
 
 from __future__ import annotations
@@ -303,6 +306,9 @@ def run_benchmark(*, quick: bool = False, data_dir: str | None = None,
         "cases": results}
     if sweep:
         out["sweep"] = run_sweep(quick=quick, isolate=isolate_sweep, log=log)
+    out["process_peak_rss_mb"] = max(
+        (v.get("peak_rss_mb", 0.0) for case in results.values()
+         for v in case["variants"].values()), default=None)
     out["loadavg_after"] = list(os.getloadavg())
     out["wall_seconds"] = time.time() - started
     out["targets"] = target_rows(out)

@@ -42,10 +42,14 @@ def peak_rss() -> Iterator[dict[str, float]]:
 def memory_method() -> str:
     """How :func:`peak_rss` measures on this machine (for the report)."""
     if reset_peak():
-        return ("peak RSS (VmHWM) of the whole process during the variant's timed steps, reset "
-                "before each timed block via /proc/self/clear_refs; 'increase' = peak minus the "
-                "RSS at the block's start")
-    return "ru_maxrss of the process (monotone: a later variant cannot report less)"
+        return ("per tier, the rise of the process's peak RSS (VmHWM, reset before each block "
+                "via /proc/self/clear_refs) over its RSS at the block's start, during the "
+                "tier's warm-up and during its timed steps: what the tier allocated on top of "
+                "what was loaded already (all tiers share one process and the allocators keep "
+                "freed memory, which a later tier may reuse without a rise: a lower bound of "
+                "the tier's own need)")
+    return ("ru_maxrss of the process (monotone: a later tier cannot report less; no per-tier "
+            "figure on this system)")
 
 
 def available_bytes() -> int | None:

@@ -1,4 +1,4 @@
-"""The benchmark's ratios and the issue's targets, marked met / missed.
+"""The benchmark's ratios and its speed and memory targets, marked met / missed / not measured.
 
 Time ratios are of seconds per logical step (wall clock; the same ratios of process CPU time
 are stored beside them, since a shared machine's load inflates wall time unevenly). Each DP
@@ -70,7 +70,7 @@ class Target:
         return f"{self.key} ({what}) {bound}"
 
 
-#: The issue's targets (issue 15, "Targets").
+#: The targets: DP within a factor of the plain step, and the two frameworks within 1.5x.
 TARGETS: tuple[Target, ...] = (
     Target("cnn4_b1024", "torch_dp_fast/torch_plain", 0.0, 1.5),
     Target("cnn4_b1024", "tf_dp_fast/tf_plain", 0.0, 1.5),
@@ -93,9 +93,31 @@ def verdict(target: Target, value: float | None) -> str:
     return "met" if target.low <= value <= target.high else "missed"
 
 
+SWEEP_PREFIX = "sweep_b"
+#: Why a target of a case that ran has no value.
+TIER_NOT_RUN = "a tier of the ratio did not run (see the case's table)"
+
+
+def why_not_measured(case: str, results: Mapping[str, Any]) -> str:
+    """Why a target of ``case`` has no value in ``results``: its case (or sweep point) did
+    not run, or a tier of its ratio did not run."""
+    if case.startswith(SWEEP_PREFIX):
+        batch = case.removeprefix(SWEEP_PREFIX)
+        sweep = results.get("sweep")
+        if not sweep:
+            return "no batch-size sweep ran"
+        if int(batch) not in sweep.get("batches", []):
+            return f"the sweep did not reach batch {batch}"
+        return f"a sweep point at batch {batch} did not run (see the sweep table)"
+    if case not in results.get("cases", {}):
+        return "its case did not run"
+    return TIER_NOT_RUN
+
+
 def target_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Every target with its value and verdict, from :func:`benchmarks.bench.run_benchmark`'s
-    results (time: the case's wall-clock ratios; memory: the sweep's peak-RSS ratios)."""
+    results (time: the case's wall-clock ratios; memory: the sweep's peak-RSS ratios); a
+    target not measured says why (``why``)."""
     rows = []
     for target in TARGETS:
         if target.kind == "memory":
@@ -104,6 +126,9 @@ def target_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
         else:
             value = results.get("cases", {}).get(target.case, {}).get("ratios", {}).get(
                 target.key)
-        rows.append({"case": target.case, "target": target.describe(), "value": value,
-                     "verdict": verdict(target, value)})
+        row = {"case": target.case, "target": target.describe(), "value": value,
+               "verdict": verdict(target, value)}
+        if value is None:
+            row["why"] = why_not_measured(target.case, results)
+        rows.append(row)
     return rows

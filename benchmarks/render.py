@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ratios import TIME_RATIOS, ratio_key
+from benchmarks.ratios import TIER_NOT_RUN, TIME_RATIOS, ratio_key, why_not_measured
 
 #: The sweep plot's file name inside the report folder.
 SWEEP_PLOT = "sweep.png"
@@ -18,9 +18,17 @@ def _num(value: Any, fmt: str = ".3g") -> str:
     return "n/a" if value is None else format(value, fmt)
 
 
+def tier_memory_mb(v: dict[str, Any]) -> float | None:
+    """A tier's own memory (MiB): the larger rise of the process's peak RSS during its
+    warm-up or its timed steps (see :func:`benchmarks.memory.memory_method`)."""
+    rises = [x for x in (v.get("warmup_peak_increase_mb"), v.get("peak_increase_mb"))
+             if x is not None and not math.isnan(x)]
+    return max(rises) if rises else None
+
+
 def table_rows(case: dict[str, Any]) -> list[list[str]]:
-    """One row per tier: name, s/step, s/epoch, examples/s, peak RSS, increase (timed),
-    increase (warm-up), note."""
+    """One row per tier: name, s/step, s/epoch, examples/s, the tier's memory (the larger
+    rise), the rise during warm-up, the rise during the timed steps, note."""
     rows = []
     for name, v in case["variants"].items():
         if "skipped" in v:
@@ -28,9 +36,9 @@ def table_rows(case: dict[str, Any]) -> list[list[str]]:
             continue
         rows.append([name, _num(v["seconds_per_step"], ".4f"),
                      _num(v["seconds_per_epoch"], ".1f"),
-                     _num(v["examples_per_second"], ".0f"), _num(v.get("peak_rss_mb"), ".0f"),
-                     _num(v.get("peak_increase_mb"), ".0f"),
+                     _num(v["examples_per_second"], ".0f"), _num(tier_memory_mb(v), ".0f"),
                      _num(v.get("warmup_peak_increase_mb"), ".0f"),
+                     _num(v.get("peak_increase_mb"), ".0f"),
                      f"{v['steps_timed']} steps timed, round spread "
                      f"{100 * v['round_spread']:.0f}%"])
     return rows
@@ -44,9 +52,35 @@ def ratio_rows(case: dict[str, Any]) -> list[list[str]]:
 
 
 def target_lines(results: dict[str, Any]) -> list[str]:
-    """Each target with its value and verdict, as sentences."""
-    return [f"{row['case']}: {row['target']}: {_num(row['value'], '.2f')} -> "
-            f"{row['verdict'].upper()}" for row in results.get("targets", [])]
+    """Each measured target with its value and verdict; then one sentence for those this run
+    could not measure, grouped by why (a quick or partial run lacks their cases)."""
+    rows = results.get("targets", [])
+    out = [f"{row['case']}: {row['target']}: {_num(row['value'], '.2f')} -> "
+           f"{row['verdict'].upper()}" for row in rows if row["value"] is not None]
+    unmeasured = [row for row in rows if row["value"] is None]
+    if unmeasured:
+        out.append(not_measured_sentence(results, unmeasured))
+    return out
+
+
+def not_measured_sentence(results: dict[str, Any], rows: list[dict[str, Any]]) -> str:
+    """One sentence: how many targets this run did not measure, which, and why."""
+    groups: dict[str, list[str]] = {}
+    for row in rows:
+        why = row.get("why") or why_not_measured(row["case"], results)
+        if row["case"] not in groups.setdefault(why, []):
+            groups[why].append(row["case"])
+    reasons = "; ".join(f"{', '.join(cases)}: {why.replace('its case', 'the case')}"
+                        for why, cases in groups.items())
+    ran = ", ".join(results.get("cases", {})) or "no case"
+    sweep = results.get("sweep")
+    swept = (f" and swept batch {', '.join(map(str, sweep['batches']))}" if sweep else "")
+    scope = (f"This {'quick ' if results.get('quick') else ''}run timed {ran}{swept}; "
+             f"{len(rows)} of the {len(results.get('targets', []))} targets are not measured "
+             f"({reasons})")
+    not_run = any(why != TIER_NOT_RUN for why in groups)
+    return scope + ("; the full `dpcompare bench` runs every case and the whole sweep."
+                    if not_run else ".")
 
 
 def reading(results: dict[str, Any]) -> list[str]:
@@ -101,8 +135,10 @@ def reading(results: dict[str, Any]) -> list[str]:
                            f"at B={values[0][0]} to {values[-1][1]:.2f} at B={values[-1][0]}.")
     missed = [row for row in results.get("targets", []) if row["verdict"] == "missed"]
     met = [row for row in results.get("targets", []) if row["verdict"] == "met"]
-    out.append(f"**targets**: {len(met)} met, {len(missed)} missed, "
-               f"{len(results.get('targets', [])) - len(met) - len(missed)} not measured"
+    unmeasured = len(results.get("targets", [])) - len(met) - len(missed)
+    out.append(f"**targets**: of the {len(met) + len(missed)} this run measured, {len(met)} "
+               f"met and {len(missed)} missed"
+               + (f" ({unmeasured} not measured: see Targets)" if unmeasured else "")
                + ("; missed: " + "; ".join(f"{m['case']} {m['target']} "
                                           f"({_num(m['value'], '.2f')})" for m in missed)
                   if missed else "") + ".")
@@ -135,7 +171,7 @@ def text_summary(results: dict[str, Any]) -> str:
     for name, case in results["cases"].items():
         out.append(f"\n{name}: {case['model']}, batch {case['batch_size']}, "
                    f"{case['steps_per_epoch']} steps/epoch of {case['nominal_n']}")
-        out.append(f"  {'tier':<20} {'s/step':>8} {'s/epoch':>9} {'ex/s':>7} {'peakMiB':>8}")
+        out.append(f"  {'tier':<20} {'s/step':>8} {'s/epoch':>9} {'ex/s':>7} {'tierMiB':>8}")
         for row in table_rows(case):
             if row[1] == "-":
                 out.append(f"  {row[0]:<20} {row[7]}")
@@ -198,11 +234,15 @@ def markdown(results: dict[str, Any], command: str) -> str:
         "(max - min) / mean of the per-round step times. Ratios are of wall-clock seconds "
         "per step; the same ratio of process CPU time is shown beside it (less sensitive to "
         "other processes' load).",
-        f"- Memory (tier cases): {results['memory_method']}; process-wide, so only the "
-        "increases are specific to a tier. The memory targets use the sweep, where every "
-        "point runs in a fresh process.",
+        f"- Memory of a tier (column 'tier MiB', the larger of its two rises): "
+        f"{results['memory_method']}."
+        + (f" The whole process (both frameworks, every tier's model and the data loaded) "
+           f"peaked at {results['process_peak_rss_mb']:.0f} MiB: a figure of no single tier."
+           if results.get("process_peak_rss_mb") else "")
+        + " The memory targets use the sweep, where every point runs in a process of its "
+        "own (its peak is that point's alone).",
         "",
-        "## Targets (issue 15)",
+        "## Targets",
         "",
         *[f"- {t}" for t in target_lines(results)],
         "",
@@ -221,8 +261,8 @@ def markdown(results: dict[str, Any], command: str) -> str:
                   + (f" ({case['slow_steps_per_round']} for the per-example tiers)"
                      if case.get("slow_steps_per_round") else "") + ".",
                   "",
-                  *_md_table(["tier", "s/step", "s/epoch", "examples/s", "peak RSS MiB",
-                              "increase MiB (timed)", "increase MiB (warm-up)", "note"],
+                  *_md_table(["tier", "s/step", "s/epoch", "examples/s", "tier MiB",
+                              "rise MiB (warm-up)", "rise MiB (timed)", "note"],
                              table_rows(case), text_last=True),
                   "",
                   *_md_table(["ratio", "wall clock", "process CPU"], ratio_rows(case)),

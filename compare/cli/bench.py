@@ -1,5 +1,5 @@
 """``dpcompare bench``: steady-state speed and peak memory of every DP tier of TF Privacy and
-Opacus (plain, reference, fast, stock), their ratios against the issue's targets, and a
+Opacus (plain, reference, fast, stock), their ratios against the speed and memory targets, and a
 batch-size sweep of the fast engines."""
 
 from __future__ import annotations
@@ -10,13 +10,21 @@ import sys
 
 from compare.cli.common import add_data_dir_option, print_json
 
+#: The committed report of the full benchmark (every case and the sweep).
+FULL_OUT = "reports/benchmarks"
+#: Where a quick or partial run writes unless ``--out`` says otherwise (never the committed
+#: report: a few steps of one case would replace the full figures).
+QUICK_OUT = "runs/bench-quick"
+PARTIAL_OUT = "runs/bench-partial"
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench", help="time DP and non-private training in both frameworks",
         description=__doc__ + " Writes OUT/report.md, OUT/results.json and OUT/sweep.png.")
     parser.add_argument("--quick", action="store_true",
-                        help="few steps, cnn4 at batch 256, a 2-point sweep (a few minutes)")
+                        help="few steps, cnn4 at batch 256, a 2-point sweep (about a minute "
+                             f"on an idle 2-core machine); writes {QUICK_OUT} by default")
     parser.add_argument("--cases", default=None, metavar="NAME[,NAME...]",
                         help="run only these cases (e.g. resnet18_pneumonia_b64 for the "
                         "ResNet-18 PneumoniaMNIST epoch time); default: all of the mode's")
@@ -24,10 +32,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="skip the batch-size sweep")
     parser.add_argument("--json", action="store_true",
                         help="print every figure as one JSON object instead of the summary")
-    parser.add_argument("--out", default="reports/benchmarks",
-                        help="report folder (default: reports/benchmarks)")
+    parser.add_argument("--out", default=None,
+                        help=f"report folder (default: {FULL_OUT} for the full benchmark; "
+                             f"{QUICK_OUT} with --quick, {PARTIAL_OUT} with --cases or "
+                             "--no-sweep, so that only a full run replaces the committed "
+                             "report)")
     add_data_dir_option(parser)
     parser.set_defaults(func=run)
+
+
+def default_out(args: argparse.Namespace) -> str:
+    """The report folder when ``--out`` is not given: only the full benchmark writes the
+    committed report."""
+    if args.quick:
+        return QUICK_OUT
+    if args.cases or args.no_sweep:
+        return PARTIAL_OUT
+    return FULL_OUT
 
 
 def command(args: argparse.Namespace) -> str:
@@ -52,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
+    if args.out is None:
+        args.out = default_out(args)
     names = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else None
     select_cases(args.quick, names)  # an unknown case name fails before anything runs
     results = run_benchmark(quick=args.quick, data_dir=args.data_dir, case_names=names,

@@ -19,6 +19,7 @@ pytest.importorskip("opacus")
 from benchmarks import bench, ratios, render, sweep, variants  # noqa: E402
 from compare.cli.main import main  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[2]
 TIERS = ["tf_plain", "tf_dp_reference", "tf_dp_fast", "tf_privacy_stock", "torch_plain",
          "torch_dp_reference", "torch_dp_fast", "opacus_stock"]
 
@@ -69,11 +70,75 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert verdicts[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 2.5")] == "not measured"
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert f"`dpcompare bench --quick --json --out {tmp_path}`" in report
-    for text in ("## Targets (issue 15)", "## Reading", "extrapolated", "Load average",
+    for text in ("## Targets\n", "## Reading", "extrapolated", "Load average",
                  "## Batch-size sweep", "![sweep](sweep.png)", *TIERS):
         assert text in report, text
+    assert "issue" not in report.lower() and "NOT MEASURED" not in report
     assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.loads((tmp_path / "results.json").read_text())["cases"].keys() == {"cnn4_b1024"}
+    _check_plain_targets_and_tier_memory(results, report)
+
+
+def _check_plain_targets_and_tier_memory(results: dict[str, Any], report: str) -> None:
+    """A quick run names the targets it cannot measure once, with why; each tier's memory is
+    its own (the larger rise of its warm-up and timed steps), the process peak said once."""
+    targets = report.split("## Targets\n")[1].split("\n## ")[0]
+    measured = [t for t in results["targets"] if t["value"] is not None]
+    assert len(measured) == 3 and all(t["case"] == "cnn4_b1024" for t in measured)
+    lines = [line for line in targets.splitlines() if line.startswith("- ")]
+    assert len(lines) == 4 and "not measured" not in "".join(lines[:3])  # 3 verdicts, 1 note
+    assert lines[3] == (
+        "- This quick run timed cnn4_b1024 and swept batch 8, 16; 8 of the 11 targets are not "
+        "measured (resnet18_b64, cnn4_b256, resnet18_b256, textcnn_imdb_b256: the case did not "
+        "run; sweep_b1024: the sweep did not reach batch 1024); the full `dpcompare bench` "
+        "runs every case and the whole sweep.")
+    assert report.count("not measured") == 2  # the note, and the reading's count
+    case = results["cases"]["cnn4_b1024"]
+    rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in report.splitlines()
+            if line.startswith(("| tf_", "| torch_", "| opacus"))}
+    assert "| tier MiB |" in report and "peak RSS MiB" not in report
+    for name in TIERS:
+        v = case["variants"][name]
+        own = max(v["warmup_peak_increase_mb"], v["peak_increase_mb"])
+        assert rows[name][4] == f"{own:.0f}", (name, rows[name])
+    peak = results["process_peak_rss_mb"]
+    assert peak == max(v["peak_rss_mb"] for v in case["variants"].values())
+    assert report.count(f"peaked at {peak:.0f} MiB") == 1
+    summary = render.text_summary(results)
+    assert "tierMiB" in summary and "peakMiB" not in summary
+
+
+@pytest.mark.parametrize(("argv", "folder"), [
+    (["--quick"], "runs/bench-quick"),
+    (["--cases", "cnn4_b256"], "runs/bench-partial"),
+    (["--no-sweep"], "runs/bench-partial"),
+    ([], "reports/benchmarks"),
+])
+def test_only_the_full_benchmark_writes_the_committed_report_by_default(
+        argv: list[str], folder: str) -> None:
+    from compare.cli.bench import default_out
+    from compare.cli.main import build_parser
+
+    args = build_parser().parse_args(["bench", *argv])
+    assert args.out is None and default_out(args) == folder
+
+
+def test_bench_quick_never_writes_the_committed_report(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    stored = json.loads((ROOT / "reports" / "benchmarks" / "results.json").read_text())
+    stored.pop("sweep")
+    monkeypatch.setattr(bench, "run_benchmark", lambda **_kwargs: {**stored, "quick": True})
+    committed = tmp_path / "reports" / "benchmarks"
+    committed.mkdir(parents=True)
+    (committed / "report.md").write_text("the full report")
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "--quick", "--no-sweep"]) == 0
+    assert f"report: {Path('runs/bench-quick/report.md')}" in capsys.readouterr().out
+    assert (committed / "report.md").read_text() == "the full report"
+    assert sorted(p.name for p in committed.iterdir()) == ["report.md"]
+    report = (tmp_path / "runs" / "bench-quick" / "report.md").read_text()
+    assert "`dpcompare bench --quick --no-sweep --out runs/bench-quick`" in report
 
 
 def _figures(seconds: dict[str, float | None]) -> dict[str, Any]:
