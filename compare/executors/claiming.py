@@ -91,7 +91,7 @@ class GridClaims:
     # ------------------------------------------------------------------ taking runs
     def next(self) -> tuple[GridCell, str, Claim] | None:
         """Claim the next run to train here, or None when none is free now (runs held by
-        others may remain: see :meth:`waiting`)."""
+        others may remain: see :meth:`wait`)."""
         assert self._beat is not None, "use GridClaims inside active()"
         if not self.queue and self.deferred:
             now = self.policy.clock()
@@ -105,16 +105,18 @@ class GridClaims:
             if isinstance(got, ClaimInfo):
                 self.deferred[rid] = (run, got)
                 continue
+            self._beat.add(got)  # from here on released on exit, whatever happens
             done = self._done_elsewhere(run)
             if done is not None:
+                self._beat.remove(got)
                 self.board.release(got)
                 self.tracker.elsewhere(rid, done)
                 continue
             if got.taken_over_from is not None:
-                self.log(f"  {rid}: took over the claim of "
-                         f"{got.taken_over_from.get('pid')} on {got.taken_over_from.get('host')}"
-                         f" ({got.taken_over_from['reason']})")
-            self._beat.add(got)
+                dead = got.taken_over_from
+                who = (f"the claim of pid {dead['pid']} on {dead['host']}" if dead["host"]
+                       else "an unreadable claim")
+                self.log(f"  {rid}: took over {who} ({dead['reason']})")
             return run[0], run[1], got
         return None
 
@@ -148,10 +150,6 @@ class GridClaims:
         return result
 
     # ------------------------------------------------------------------ runs held by others
-    def waiting(self) -> bool:
-        """Whether runs held by other processes remain."""
-        return bool(self.deferred)
-
     def _look_again(self) -> None:
         """Re-examine the runs others held: done (stored) -> reported; released or dead ->
         back in the queue (claimed, or taken over, by :meth:`next`)."""

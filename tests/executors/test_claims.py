@@ -121,7 +121,8 @@ def test_a_process_killed_holding_a_claim_is_taken_over_at_once_on_this_host(
     taken = claim_of(out, held)["taken_over_from"]
     assert taken["pid"] == holder.pid
     assert taken["reason"] == f"process {holder.pid} no longer exists on {taken['host']}"
-    assert any(f"{held}: took over the claim of {holder.pid}" in line for line in log)
+    assert any(f"{held}: took over the claim of pid {holder.pid} on {taken['host']} "
+               "(process" in line for line in log), log
     assert not list((out / "claims").iterdir())
 
 
