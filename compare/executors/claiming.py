@@ -151,8 +151,9 @@ class GridClaims:
 
     # ------------------------------------------------------------------ runs held by others
     def _look_again(self) -> None:
-        """Re-examine the runs others held: done (stored) -> reported; released or dead ->
-        back in the queue (claimed, or taken over, by :meth:`next`)."""
+        """Re-examine the runs others held: a claim released or dead puts its run back in the
+        queue, where :meth:`next` claims it (or takes it over), then reports it as done
+        elsewhere if the other process stored it, or trains it."""
         for rid, (run, _seen) in list(self.deferred.items()):
             holder = self.board.read(rid)
             if holder is not None and self.board.dead_reason(holder) is None:
@@ -169,6 +170,10 @@ class GridClaims:
             return True
         if not self.deferred:
             return False
+        self._last_look = self.policy.clock()
+        self._look_again()  # most runs put aside earlier are done by now: claim-checked next
+        if self.queue:
+            return True
         now = self.policy.clock()
         if self._wait_started is None:
             self._wait_started = now
@@ -189,6 +194,4 @@ class GridClaims:
             self.log(f"waiting for {len(self.deferred)} run(s) claimed by other processes "
                      f"({', '.join(holders)}); {duration_text(waited)} so far")
         self.policy.sleep(self.policy.poll_s)
-        self._last_look = self.policy.clock()
-        self._look_again()
         return True

@@ -23,7 +23,7 @@ from compare import cellrun
 from compare.executors import LocalExecutor
 from compare.grid import Grid, expand_grid, load_preset
 from compare.runner import GridOutcome, run_grid
-from dpcore.claims import ClaimBoard, ClaimPolicy
+from dpcore.claims import Claim, ClaimBoard, ClaimPolicy
 from dpcore.results import ResultsStore, RunResult, run_id
 from tests.executors.claim_worker import fake_run_one, start_worker, trained, wait_for
 
@@ -214,6 +214,32 @@ def test_a_run_another_process_stored_meanwhile_is_not_trained_again(
     second_id = run_id(second[0].config.config_hash, second[1])
     assert outcome.elsewhere == [second_id] and second_id not in outcome.ran
     assert [rid for _pid, rid in trained(control)].count(second_id) == 1
+
+
+def test_a_run_another_process_finished_while_put_aside_is_not_waited_for(
+    control: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    out = tmp_path / "out"
+    grid = smoke()
+    last = grid.runs()[-1]
+    last_id = run_id(last[0].config.config_hash, last[1])
+    node_b = ClaimBoard(out, ClaimPolicy(), host="node-b", pid=4242)
+    held = node_b.try_claim(last_id)
+    try_claim = ClaimBoard.try_claim
+
+    def node_b_finishes_just_after_we_look(board: ClaimBoard, rid: str) -> object:
+        got = try_claim(board, rid)
+        if rid == last_id and board is not node_b and not isinstance(got, Claim):
+            fake_run_one(last[0], last[1], grid, ResultsStore(out), None)  # node-b stores
+            node_b.release(held)  # type: ignore[arg-type]
+        return got
+
+    monkeypatch.setattr(ClaimBoard, "try_claim", node_b_finishes_just_after_we_look)
+    fake = FakeTime(0.0)
+    log: list[str] = []
+    outcome = run_here(grid, out, ClaimPolicy(clock=fake.clock, sleep=fake.sleep), log)
+    assert outcome.elsewhere == [last_id] and len(outcome.ran) == 3
+    assert fake.slept == 0 and not [line for line in log if "waiting" in line], log
 
 
 def test_ctrl_c_releases_the_claim(control: Path, tmp_path: Path,
