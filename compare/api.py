@@ -65,7 +65,10 @@ DEFAULT_TRAIN_OUT = "dpcompare-runs"
 #: How :func:`accounting_figures` names each parameter in its error messages (Python names).
 PYTHON_NAMES = {name: name for name in (
     "n", "batch_size", "sampling_rate", "noise_multiplier", "target_epsilon", "epochs",
-    "steps", "delta", "mechanism")}
+    "steps", "delta", "mechanism", "calibrate_with")}
+#: Accountants that can turn a target epsilon into a noise multiplier: dp_accounting's RDP
+#: and PLD, and Opacus's PRV (what ``make_private_with_epsilon`` uses; imports torch).
+CALIBRATE_WITH = ("rdp", "pld", "prv")
 
 Log = Callable[[str], None]
 
@@ -97,8 +100,10 @@ def epsilon(
 
     Returns:
         The object ``dpcompare epsilon --json`` prints (with ``inf`` where the JSON has null):
-        ``epsilon`` (``rdp``, ``pld`` from dp_accounting; ``opacus_rdp``, ``opacus_prv``,
-        ``tf_privacy``; None where not computed), ``noise_multiplier``, ``calibrated``,
+        ``epsilon`` (``rdp``, ``pld`` from dp_accounting; ``opacus_rdp``, ``opacus_prv``;
+        ``tf_privacy``: TF Privacy's RDP on exactly these steps and q; ``tf_privacy_user``:
+        ``compute_dp_sgd_privacy(n, batch_size, noise, epochs, delta)`` as its users call it,
+        which derives its own steps; None where not computed), ``noise_multiplier``, ``calibrated``,
         ``calibration_accountant``, ``mechanism``, ``steps``, ``sampling_rate``, ``delta``,
         ``n``, ``batch_size`` and ``notes`` (list of str).
 
@@ -114,24 +119,28 @@ def epsilon(
 def calibrate(
     n: int, batch_size: int, target_epsilon: float, *, epochs: float | None = None,
     steps: int | None = None, sampling_rate: float | None = None, delta: float | None = None,
-    mechanism: str = "gaussian", library: bool = True,
+    mechanism: str = "gaussian", library: bool = True, calibrate_with: str | None = None,
 ) -> dict[str, Any]:
     """The noise multiplier that reaches ``target_epsilon`` (``dpcompare epsilon
     --target-epsilon``); the result's ``noise_multiplier`` is it, ``epsilon`` what it gives.
 
     Arguments and the returned object as :func:`epsilon`; ``target_epsilon`` is a finite
-    epsilon > 0 at ``delta``.
+    epsilon > 0 at ``delta``; ``calibrate_with`` the accountant that calibrates: ``rdp``,
+    ``pld`` (dp_accounting) or ``prv`` (Opacus's, as ``make_private_with_epsilon``; imports
+    torch); default RDP for Gaussian, PLD for Laplace. A target beyond what the smallest
+    calibrated noise gives raises ConfigError naming the largest reachable one.
     """
     return accounting_figures(
         n=n, batch_size=batch_size, target_epsilon=target_epsilon, epochs=epochs, steps=steps,
-        sampling_rate=sampling_rate, delta=delta, mechanism=mechanism, library=library)
+        sampling_rate=sampling_rate, delta=delta, mechanism=mechanism, library=library,
+        calibrate_with=calibrate_with)
 
 
 def accounting_figures(
     *, n: int, batch_size: int, noise_multiplier: float | None = None,
     target_epsilon: float | None = None, epochs: float | None = None,
     steps: int | None = None, sampling_rate: float | None = None, delta: float | None = None,
-    mechanism: str = "gaussian", library: bool = True,
+    mechanism: str = "gaussian", library: bool = True, calibrate_with: str | None = None,
     names: Mapping[str, str] = PYTHON_NAMES,
 ) -> dict[str, Any]:
     """The shared core of :func:`epsilon` and :func:`calibrate` (give exactly one of
@@ -140,6 +149,7 @@ def accounting_figures(
     from dpcore.accounting import (
         calibrate_noise_multiplier,
         calibration_accountant,
+        check_noise_multiplier,
         dpsgd_event,
         epsilon_pld,
         epsilon_rdp,
@@ -161,6 +171,13 @@ def accounting_figures(
     if not 1 <= batch_size <= n:
         raise bad("batch_size", batch_size, f"1..{n}")
     q = sampling_rate if sampling_rate is not None else batch_size / n
+    notes = []
+    if sampling_rate is not None and not math.isclose(sampling_rate, batch_size / n,
+                                                      rel_tol=1e-3):
+        notes.append(f"{names['sampling_rate']} {sampling_rate:g} is used, not "
+                     f"{names['batch_size']}/{names['n']} = {batch_size}/{n} = "
+                     f"{batch_size / n:.4g} (the batch size enters only TF Privacy's "
+                     "compute_dp_sgd_privacy(n, batch, epochs) figure)")
     if not 0 < q <= 1 or math.isnan(q):
         raise bad("sampling_rate", q, "(0, 1]")
     delta = delta if delta is not None else default_delta(n)
@@ -175,14 +192,32 @@ def accounting_figures(
             raise bad("epochs", epochs, "a finite number > 0")
         steps = max(1, math.ceil(epochs * max(1, round(1.0 / q)) - 1e-9))  # type: ignore[operator]
     dp_mechanism = MECHANISMS[mechanism]
+    if calibrate_with is not None and calibrate_with not in CALIBRATE_WITH:
+        raise bad("calibrate_with", calibrate_with, ", ".join(CALIBRATE_WITH))
+    if calibrate_with is not None and target_epsilon is None:
+        raise ConfigError(f"{names['calibrate_with']} applies to {names['target_epsilon']} "
+                          f"only; valid: drop it, or give {names['target_epsilon']}")
+    if calibrate_with == "prv" and dp_mechanism != "dpsgd-gaussian":
+        raise bad("calibrate_with", calibrate_with,
+                  "rdp or pld (Opacus's PRV accountant knows Gaussian noise only)")
+    if calibrate_with == "rdp" and dp_mechanism == "dpsgd-laplace":
+        raise bad("calibrate_with", calibrate_with,
+                  "pld (dp_accounting's RDP accountant has no subsampled-Laplace bound)")
     if target_epsilon is not None:
         if not target_epsilon > 0 or math.isinf(target_epsilon):
             raise bad("target_epsilon", target_epsilon, "a finite > 0")
-        noise = calibrate_noise_multiplier(dp_mechanism, target_epsilon, delta, q, steps)
+        if calibrate_with == "prv":
+            from torchpipe.accounting import opacus_calibrate
+
+            noise = opacus_calibrate(target_epsilon, q, steps, delta)
+        else:
+            noise = calibrate_noise_multiplier(dp_mechanism, target_epsilon, delta, q, steps,
+                                               accountant=calibrate_with)
     else:
         if not 0 <= noise_multiplier < math.inf:  # type: ignore[operator]
             # inf: no accountant terminates
             raise bad("noise_multiplier", noise_multiplier, "a finite number >= 0")
+        check_noise_multiplier(dp_mechanism, noise_multiplier, key=names["noise_multiplier"])
         noise = noise_multiplier
     event = dpsgd_event(dp_mechanism, noise, q, steps)
     epsilons: dict[str, float | None] = {
@@ -191,8 +226,11 @@ def accounting_figures(
         "opacus_rdp": None,
         "opacus_prv": None,
         "tf_privacy": None,
+        "tf_privacy_user": None,
     }
-    notes = []
+    if epsilons["pld"] is None and noise > 0:
+        notes.append("PLD not computed: dp_accounting's grid fails numerically at this "
+                     "setting (epsilon about 0, or in the millions); the RDP figure stands")
     if dp_mechanism == "dpsgd-laplace":
         notes.append("Opacus and TF Privacy have no Laplace DP-SGD: no library figures")
         if epsilons["rdp"] is None:
@@ -200,17 +238,24 @@ def accounting_figures(
     elif noise == 0:
         notes.append("noise multiplier 0: not private")
     elif library:
-        from tfpipe.accounting import tf_privacy_epsilon
+        from tfpipe.accounting import tf_privacy_epsilon, tf_privacy_user_epsilon
         from torchpipe.accounting import opacus_epsilons
 
         epsilons.update(opacus_epsilons(noise, q, steps, delta))
+        if epsilons["opacus_prv"] is None:
+            notes.append("Opacus PRV not computed: at this noise its grid would need more "
+                         "than a few hundred MB (epsilon is in the thousands or more)")
         epsilons["tf_privacy"] = tf_privacy_epsilon(q, noise, steps, delta)
+        user_epochs = epochs if epochs is not None else steps * batch_size / n
+        epsilons["tf_privacy_user"] = tf_privacy_user_epsilon(n, batch_size, noise,
+                                                              user_epochs, delta)
     calibrated = target_epsilon is not None
     return {
         "epsilon": epsilons,
         "noise_multiplier": noise,
         "calibrated": calibrated,
-        "calibration_accountant": calibration_accountant(dp_mechanism) if calibrated else None,
+        "calibration_accountant": (calibrate_with or calibration_accountant(dp_mechanism))
+                                  if calibrated else None,
         "mechanism": dp_mechanism,
         "steps": steps,
         "sampling_rate": q,

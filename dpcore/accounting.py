@@ -84,18 +84,175 @@ def epsilon_rdp(event: dpe.DpEvent, delta: float) -> float | None:
 
 
 def epsilon_pld(event: dpe.DpEvent, delta: float) -> float | None:
-    """Epsilon of ``event`` at ``delta`` by dp_accounting's PLD accountant (tighter than RDP)."""
-    accountant = pld_privacy_accountant.PLDAccountant(
-        value_discretization_interval=PLD_DISCRETIZATION
-    )
+    """Epsilon of ``event`` at ``delta`` by dp_accounting's PLD accountant (tighter than RDP);
+    ``None`` where it does not support the event, or where its grid fails numerically (a noise
+    so large that the privacy loss spans less than a few grid steps: epsilon is about 0; or an
+    epsilon in the millions, whose grid step overflows).
+
+    The discretisation is :data:`PLD_DISCRETIZATION` unless the event's privacy-loss grid would
+    exceed :data:`PLD_MAX_POINTS` points, in which case it is coarsened so that it does not
+    (:func:`pld_discretization`): time and memory stay bounded for any noise, rate and step
+    count, and the result stays an upper bound (pessimistic rounding)."""
+    accountant = BoundedPLDAccountant()
     if not accountant.supports(event):
         return None
-    return float(accountant.compose(event).get_epsilon(delta))
+    try:
+        return float(accountant.compose(event).get_epsilon(delta))
+    except (ValueError, OverflowError):
+        # dp_accounting's grid fails numerically at the extremes: a noise so large that the
+        # loss spans a few grid steps (epsilon about 0), or a grid so coarse (epsilon in the
+        # millions) that its mass update overflows.
+        return None
 
 
-#: Lowest noise multiplier the calibration tries. Laplace PLDs overflow below ~0.05 (a per-step
-#: epsilon of 1/0.05 = 20 already exceeds every target a DP-SGD run would ask for).
+#: Most points a PLD of the shared accountant may hold (one float64 array is 8 bytes a point;
+#: dp_accounting holds a few such arrays and their FFTs at once: about 100 MB at this size).
+PLD_MAX_POINTS = 1_000_000
+#: Points of the coarse one-step grid on which the composed width is estimated.
+_PROBE_POINTS = 10_000
+#: Log of the tail mass dp_accounting drops when it builds and composes a PLD (its defaults).
+_PLD_LOG_TRUNCATION = -50.0
+_PLD_TAIL_TRUNCATION = 1e-15
+
+
+def _single_loss_width(base: dpe.DpEvent, sampling_rate: float) -> float:
+    """Width (in privacy-loss units, nats) of the grid dp_accounting builds for one step of
+    ``base`` (Gaussian or Laplace, sensitivity 1) subsampled at ``sampling_rate``: the span of
+    its connect-the-dots bounds, widest over both adjacency types. No array is built."""
+    from dp_accounting.pld import privacy_loss_mechanism as plm
+
+    width = 0.0
+    for adjacency in (plm.AdjacencyType.REMOVE, plm.AdjacencyType.ADD):
+        if isinstance(base, dpe.GaussianDpEvent):
+            loss: plm.AdditiveNoisePrivacyLoss = plm.GaussianPrivacyLoss(
+                base.noise_multiplier, log_mass_truncation_bound=_PLD_LOG_TRUNCATION,
+                sampling_prob=sampling_rate, adjacency_type=adjacency)
+        else:
+            loss = plm.LaplacePrivacyLoss(base.noise_multiplier, sampling_prob=sampling_rate,
+                                          adjacency_type=adjacency)
+        bounds = loss.connect_dots_bounds()
+        width = max(width, float(bounds.epsilon_upper) - float(bounds.epsilon_lower))
+    return width
+
+
+def _composed_width(base: dpe.DpEvent, sampling_rate: float, steps: int,
+                    single_width: float) -> float:
+    """Width (nats) of the ``steps``-fold composition of one subsampled step, as dp_accounting's
+    truncated FFT composition bounds it (its own Chernoff bounds,
+    :func:`dp_accounting.pld.common.compute_self_convolve_bounds`), estimated on a coarse
+    one-step grid of about :data:`_PROBE_POINTS` points (fast, and wider than on a fine grid:
+    pessimistic rounding only moves mass up)."""
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    interval = max(PLD_DISCRETIZATION, single_width / _PROBE_POINTS)
+    if isinstance(base, dpe.GaussianDpEvent):
+        pld = pld_lib.from_gaussian_mechanism(
+            base.noise_multiplier, value_discretization_interval=interval,
+            sampling_prob=sampling_rate)
+    else:
+        pld = pld_lib.from_laplace_mechanism(
+            base.noise_multiplier, value_discretization_interval=interval,
+            sampling_prob=sampling_rate)
+    points = 0
+    for pmf in {id(p): p for p in (pld._pmf_remove, pld._pmf_add)}.values():  # noqa: SLF001
+        probs = pmf.to_dense_pmf()._probs  # noqa: SLF001
+        lower, upper = (0, len(probs) - 1) if steps == 1 else (
+            common.compute_self_convolve_bounds(probs, steps, _PLD_TAIL_TRUNCATION))
+        points = max(points, upper - lower + 1, len(probs))
+    return points * interval
+
+
+def _sampled_parts(event: dpe.DpEvent) -> tuple[dpe.DpEvent, float, int] | None:
+    """(base mechanism, sampling rate, steps) of an event :func:`dpsgd_event` builds, after
+    dp_accounting's own rewriting (a non-subsampled Gaussian composed k times is one Gaussian
+    of noise sigma / sqrt(k)); None for any other event."""
+    steps = 1
+    if isinstance(event, dpe.SelfComposedDpEvent):
+        steps, event = int(event.count), event.event
+    rate = 1.0
+    if isinstance(event, dpe.PoissonSampledDpEvent):
+        rate, event = float(event.sampling_probability), event.event
+    if isinstance(event, dpe.GaussianDpEvent) and rate == 1.0 and steps > 1:
+        return dpe.GaussianDpEvent(event.noise_multiplier / math.sqrt(steps)), 1.0, 1
+    if isinstance(event, dpe.GaussianDpEvent | dpe.LaplaceDpEvent) and event.noise_multiplier > 0:
+        return event, rate, steps
+    return None
+
+
+def pld_discretization(event: dpe.DpEvent) -> float:
+    """The PLD discretisation interval (nats) the shared accountant uses for ``event``.
+
+    :data:`PLD_DISCRETIZATION` (1e-4, three significant digits of epsilon at the settings the
+    bench runs) unless the one-step grid or the composed grid would exceed
+    :data:`PLD_MAX_POINTS`: then the interval is widened in proportion, which bounds memory
+    (about 100 MB) and time (seconds) for any noise multiplier, rate and step count. A wider
+    interval rounds every loss up (pessimistic), so the epsilon stays an upper bound; it only
+    happens where epsilon is already large (tiny noise, or very many steps at a tiny noise).
+    Hand-written because dp_accounting's PLD accountant takes one fixed interval.
+    """
+    parts = _sampled_parts(event)
+    if parts is None:
+        return PLD_DISCRETIZATION
+    base, rate, steps = parts
+    single = _single_loss_width(base, rate)
+    composed = _composed_width(base, rate, steps, single)
+    return max(PLD_DISCRETIZATION, single / PLD_MAX_POINTS, composed / PLD_MAX_POINTS)
+
+
+class BoundedPLDAccountant(dp_accounting.PrivacyAccountant):
+    """dp_accounting's PLD accountant with the discretisation of :func:`pld_discretization`
+    chosen per composed event, so that no input makes it allocate more than a bounded grid.
+
+    Supports what :class:`~dp_accounting.pld.pld_privacy_accountant.PLDAccountant` supports;
+    each event is composed into a fresh PLD accountant at that event's interval when an
+    epsilon is asked for.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+        self._events: list[dpe.DpEvent] = []
+
+    def _maybe_compose(self, event: dpe.DpEvent, count: int, do_compose: bool) -> Any:
+        probe = pld_privacy_accountant.PLDAccountant()
+        error = probe._maybe_compose(event, count, False)  # noqa: SLF001
+        if error is None and do_compose:
+            self._events.append(event if count == 1 else dpe.SelfComposedDpEvent(event, count))
+        return error
+
+    def get_epsilon(self, target_delta: float) -> float:
+        if len(self._events) == 1:
+            interval = pld_discretization(self._events[0])
+        else:
+            interval = PLD_DISCRETIZATION
+        accountant = pld_privacy_accountant.PLDAccountant(
+            value_discretization_interval=interval)
+        for event in self._events:
+            accountant.compose(event)
+        return float(accountant.get_epsilon(target_delta))
+
+
+#: Lowest noise multiplier the calibration tries, and the lowest non-zero one the shared
+#: accountant evaluates (:func:`check_noise_multiplier`). Laplace PLDs overflow below ~0.05 (a
+#: per-step epsilon of 1/0.05 = 20 already exceeds every target a DP-SGD run would ask for);
+#: a Gaussian noise of 0.001 clip norms gives epsilon in the millions.
 _CALIBRATION_LOWER = {"dpsgd-gaussian": 1e-3, "dpsgd-laplace": 0.05}
+NOISE_FLOOR: dict[str, float] = dict(_CALIBRATION_LOWER)
+
+
+def check_noise_multiplier(mechanism: str, noise_multiplier: float, *,
+                           key: str = "noise_multiplier") -> None:
+    """Refuse a non-zero noise multiplier below :data:`NOISE_FLOOR` (one-line ConfigError
+    naming ``key``, the floor, and ``none`` for no privacy): below it the accountants cannot
+    bound their work (and the privacy is nil anyway). 0 is allowed (a non-private event)."""
+    floor = NOISE_FLOOR.get(mechanism)
+    if floor is not None and 0 < noise_multiplier < floor:
+        raise ConfigError(
+            f"{key}={noise_multiplier:g} is below {floor:g}, the smallest noise multiplier of "
+            f"{mechanism} the accountants evaluate (epsilon there is already in the millions); "
+            f"valid: 0 (not private), or at least {floor:g}; for no privacy, mechanism none "
+            "(dpcompare train --mechanism none)"
+        )
 
 
 def calibration_accountant(mechanism: str) -> str:
@@ -131,14 +288,22 @@ def calibrate_noise_multiplier(
     def make_accountant() -> dp_accounting.PrivacyAccountant:
         if accountant_name == "rdp":
             return rdp_privacy_accountant.RdpAccountant()
-        return pld_privacy_accountant.PLDAccountant(
-            value_discretization_interval=PLD_DISCRETIZATION
-        )
+        return BoundedPLDAccountant()
 
     def make_event(noise: float) -> dpe.DpEvent:
         return dpsgd_event(mechanism, noise, sampling_rate, steps)
 
-    bracket: Any = dp_accounting.LowerEndpointAndGuess(_CALIBRATION_LOWER[mechanism], 1.0)
+    floor = _CALIBRATION_LOWER[mechanism]
+    largest = make_accountant().compose(make_event(floor)).get_epsilon(delta)
+    if target_epsilon >= largest:
+        raise ConfigError(
+            f"target_epsilon={target_epsilon:g} needs a noise multiplier below {floor:g}, the "
+            f"smallest the bench calibrates (at q={sampling_rate:.4g}, {steps} steps, "
+            f"delta={delta:g} it already gives epsilon {largest:.4g} by "
+            f"{accountant_name.upper()}); valid: a target below {largest:.4g}; for no privacy, "
+            "mechanism none (dpcompare train --mechanism none)"
+        )
+    bracket: Any = dp_accounting.LowerEndpointAndGuess(floor, 1.0)
     if accountant_name == "pld" and mechanism == "dpsgd-gaussian":
         # A Gaussian PLD at a tiny noise multiplier needs tens of GiB: bracket the PLD optimum
         # below the RDP one (RDP is the looser bound, so it needs at least as much noise).
@@ -154,8 +319,10 @@ def calibrate_noise_multiplier(
     except (dp_accounting.mechanism_calibration.NoBracketIntervalFoundError,
             dp_accounting.mechanism_calibration.NoOptimumFoundError) as exc:
         raise ConfigError(
-            f"no noise multiplier reaches target_epsilon={target_epsilon} at delta={delta} "
-            f"with q={sampling_rate} over {steps} steps: {exc}"
+            f"no noise multiplier reaches target_epsilon={target_epsilon:g} at delta={delta:g} "
+            f"with q={sampling_rate:.4g} over {steps} steps (the search gave up {2**30}x "
+            "above a noise of 1); valid: a larger target_epsilon or delta, fewer steps or a "
+            "smaller sampling rate"
         ) from exc
 
 
@@ -230,6 +397,7 @@ def plan_privacy(config: RunConfig, n_train: int) -> PrivacyPlan:
         else:
             assert privacy.noise_multiplier is not None
             noise = float(privacy.noise_multiplier)
+            check_noise_multiplier(privacy.mechanism, noise, key="privacy.noise_multiplier")
         event = dpsgd_event(privacy.mechanism, noise, batches.sampling_rate, batches.steps)
         return PrivacyPlan(
             privacy.mechanism, noise, calibrated, delta, batches, event,

@@ -31,3 +31,26 @@ def tf_privacy_epsilon(
     finally:
         absl_logging.set_verbosity(previous)
     return float(epsilon)
+
+
+def tf_privacy_user_epsilon(
+    n: int, batch_size: int, noise_multiplier: float, epochs: float, delta: float
+) -> float:
+    """Epsilon by TF Privacy's ``compute_dp_sgd_privacy(n, batch_size, noise_multiplier,
+    epochs, delta)`` called as its users call it: their data set size, batch size and epochs.
+    It then derives its own q = batch_size / n and steps = ceil(epochs * n / batch_size), which
+    may differ from the steps the bench plans (``round(1/q)`` steps per epoch), so the figure
+    may differ from :func:`tf_privacy_epsilon` (its RDP on exactly our steps)."""
+    from absl import logging as absl_logging
+    from tensorflow_privacy.privacy.analysis.compute_dp_sgd_privacy_lib import (
+        compute_dp_sgd_privacy,
+    )
+
+    previous = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    try:
+        epsilon, _order = compute_dp_sgd_privacy(n, batch_size, noise_multiplier, epochs, delta)
+    finally:
+        absl_logging.set_verbosity(previous)
+    return float(epsilon)

@@ -40,6 +40,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="target delta in (0, 1); default 1/N rounded down to a power of 10")
     parser.add_argument("--mechanism", choices=sorted(api.MECHANISMS), default="gaussian",
                         help="noise distribution of DP-SGD (default gaussian)")
+    parser.add_argument("--calibrate-with", choices=api.CALIBRATE_WITH, default=None,
+                        help="accountant that turns --target-epsilon into a noise multiplier: "
+                        "rdp or pld (dp_accounting), or prv (Opacus's, as its "
+                        "make_private_with_epsilon does; imports torch); default rdp for "
+                        "gaussian, pld for laplace")
     parser.add_argument("--no-library", action="store_true",
                         help="skip the Opacus / TF Privacy cross-checks (no framework import)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
@@ -52,7 +57,25 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
         n=args.n, batch_size=args.batch_size, noise_multiplier=args.noise_multiplier,
         target_epsilon=args.target_epsilon, epochs=args.epochs, steps=args.steps,
         sampling_rate=args.sampling_rate, delta=args.delta, mechanism=args.mechanism,
-        library=not args.no_library, names=OPTION_NAMES)
+        library=not args.no_library, calibrate_with=args.calibrate_with, names=OPTION_NAMES)
+
+
+#: The epsilon rows of the table: key of the result's ``epsilon`` -> what the figure is.
+EPSILON_LABELS = {
+    "rdp": "shared RDP (dp_accounting)",
+    "pld": "shared PLD (dp_accounting)",
+    "opacus_rdp": "Opacus RDP",
+    "opacus_prv": "Opacus PRV",
+    "tf_privacy": "TF Privacy RDP on these steps",
+    "tf_privacy_user": "TF Privacy compute_dp_sgd_privacy(n, batch, epochs)",
+}
+
+
+def table(rows: list[tuple[str, str]]) -> str:
+    """``rows`` of (label, value) as aligned lines: labels padded to the longest one plus two
+    spaces, so no label runs into its value."""
+    width = max(len(label) for label, _ in rows) + 2
+    return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,26 +83,20 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print_json(result)
         return 0
-    print(f"mechanism         {result['mechanism']}")
     noise_line = f"{result['noise_multiplier']:.6g}"
     if result["calibrated"]:
         noise_line += f"  (calibrated with {result['calibration_accountant'].upper()})"
-    print(f"noise multiplier  {noise_line}")
-    print(f"sampling rate q   {result['sampling_rate']:.6g}")
-    print(f"steps             {result['steps']}")
-    print(f"delta             {result['delta']:.3g}")
-    print("epsilon:")
-    labels = {
-        "rdp": "shared, RDP (dp_accounting)",
-        "pld": "shared, PLD (dp_accounting)",
-        "opacus_rdp": "Opacus RDP",
-        "opacus_prv": "Opacus PRV",
-        "tf_privacy": "TF Privacy (compute_dp_sgd_privacy)",
-    }
-    for key, label in labels.items():
-        value = result["epsilon"][key]
-        shown = "n/a" if value is None else f"{value:.4f}"
-        print(f"  {label:<38} {shown}")
+    rows = [("mechanism", result["mechanism"]), ("noise multiplier", noise_line),
+            ("sampling rate q", f"{result['sampling_rate']:.6g}"),
+            ("steps", str(result["steps"])), ("delta", f"{result['delta']:.3g}")]
+    for key, label in EPSILON_LABELS.items():
+        value = result["epsilon"].get(key)
+        rows.append((f"epsilon, {label}", "n/a" if value is None else f"{value:.4f}"))
+    print(table(rows))
+    if result["epsilon"].get("tf_privacy_user") is not None:
+        print("note: TF Privacy's compute_dp_sgd_privacy(n, batch, epochs) derives its own "
+              "steps (ceil(epochs * n / batch)); 'on these steps' is its RDP on exactly the "
+              f"{result['steps']} steps above")
     for note in result["notes"]:
         print(f"note: {note}")
     return 0

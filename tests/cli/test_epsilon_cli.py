@@ -20,7 +20,8 @@ def test_library_benchmark_setting_all_accountants_agree(
     out = run_json(capsys, "--n", "60000", "--batch-size", "1024", "--sampling-rate", "0.0169",
                    "--noise-multiplier", "1.0", "--epochs", "60", "--delta", "1e-5")
     eps = out["epsilon"]
-    assert set(eps) == {"rdp", "pld", "opacus_rdp", "opacus_prv", "tf_privacy"}
+    assert set(eps) == {"rdp", "pld", "opacus_rdp", "opacus_prv", "tf_privacy",
+                        "tf_privacy_user"}
     assert out["steps"] == 60 * 59 and out["sampling_rate"] == pytest.approx(0.0169)
     # Same event, same method: the RDP figures agree to the orders' resolution.
     assert eps["opacus_rdp"] == pytest.approx(eps["rdp"], rel=0.02)
