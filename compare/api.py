@@ -55,7 +55,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Store", "as_config", "calibrate", "compare", "datasets", "download", "epsilon",
     "faithfulness", "gradcam", "history", "load_data", "load_grid", "load_model",
-    "predict_proba", "rebuild_report", "report", "results", "train", "with_train_defaults",
+    "predict_proba", "rebuild_report", "report", "resolve_config", "results", "train",
+    "with_train_defaults",
 ]
 
 #: Noise distributions of :func:`epsilon` / :func:`calibrate`, by their CLI names.
@@ -289,24 +290,36 @@ def as_config(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
                       "RunConfig, a mapping, or the path of a YAML/JSON config file")
 
 
-def with_train_defaults(config: RunConfig | Mapping[str, Any] | str | Path) -> RunConfig:
-    """:func:`as_config`, with the tuned defaults of :mod:`dpcore.defaults` (tanh, SGD step
-    size, batch, epochs) filled in where a partial mapping or config file gives no value. A
-    :class:`RunConfig` or a run folder is complete and used as it is."""
+def resolve_config(config: RunConfig | Mapping[str, Any] | str | Path,
+                   backend: str | None = None) -> tuple[RunConfig, dict[str, Any]]:
+    """:func:`as_config`, with the bench's defaults (:func:`dpcore.defaults.fill_defaults`:
+    tanh, SGD step size and momentum, batch, epochs, digits at 16x16, and under ``recipe:
+    library`` the sampling of ``backend``'s library) filled in where a partial mapping or
+    config file gives no value; returns the config and ``{dotted key: value}`` of what was
+    filled. A :class:`RunConfig` or a run folder is complete: used as it is, nothing filled."""
     from dpcore.config import load_mapping_file
-    from dpcore.defaults import apply_train_defaults
+    from dpcore.defaults import fill_defaults
 
-    if isinstance(config, Mapping):
-        return RunConfig.from_dict(apply_train_defaults(config))
-    if isinstance(config, str | Path) and not Path(config).is_dir():
-        return RunConfig.from_dict(apply_train_defaults(load_mapping_file(config)))
-    return as_config(config)
+    if isinstance(config, Mapping) or (
+            isinstance(config, str | Path) and not Path(config).is_dir()):
+        raw = config if isinstance(config, Mapping) else load_mapping_file(config)
+        completed, filled = fill_defaults(raw, backend)
+        return RunConfig.from_dict(completed), filled
+    return as_config(config), {}
+
+
+def with_train_defaults(config: RunConfig | Mapping[str, Any] | str | Path,
+                        backend: str | None = None) -> RunConfig:
+    """The config of :func:`resolve_config` (without the record of what was filled)."""
+    return resolve_config(config, backend)[0]
 
 
 def _check_backend(backend: str) -> str:
-    if backend not in BACKENDS:
-        raise ConfigError(f"backend={backend!r} is not valid; valid: {', '.join(BACKENDS)}")
-    return backend
+    """The backend ``backend`` names (aliases such as ``opacus`` or ``tensorflow`` accepted:
+    :func:`dpcore.names.resolve_backend`), else ConfigError."""
+    from dpcore.names import resolve_backend
+
+    return resolve_backend(backend, BACKENDS)
 
 
 def _writable_folder(path: str | Path, name: str) -> Path:
@@ -323,8 +336,8 @@ def train(
     config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
     out: str | Path | None = None, data_dir: str | Path | None = None,
     perf: PerfSpec | None = None, faithfulness_subset: int = 500, progress: bool = False,
-    log: Log | None = None,
-) -> RunResult:
+    log: Log | None = None, dry_run: bool = False,
+) -> Any:
     """Train one model with one backend and keep it (``dpcompare train``).
 
     Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (the returned RunResult, whose
@@ -344,8 +357,16 @@ def train(
         faithfulness_subset: Grad-CAM faithfulness metrics on a fixed seeded subset of this
             many test images (image conv models); 0 skips them.
         progress: a progress bar per epoch (shown only when stderr is a terminal).
-        log: receives one line describing the run before training and, when no bar is shown,
-            one line per epoch; None is silent.
+        log: receives one line describing the run before training (:func:`start_line`: the
+            privacy, the steps and every hyper-parameter, those filled from the defaults
+            marked) and, when no bar is shown, one line per epoch; None is silent.
+        dry_run: check everything (config, names, data, the model's shape, the privacy plan,
+            ``out``), train and write nothing, and return the start line (a str).
+
+    Returns:
+        The stored RunResult (``.config`` its config mapping, ``.run_config`` the
+        :class:`RunConfig`, ``.defaults`` the keys filled from the defaults); with
+        ``dry_run``, the start line.
 
     Raises:
         ConfigError: a bad config, backend or subset size, or an impossible privacy setting
@@ -354,36 +375,74 @@ def train(
         DpCompareError: ``out`` is not writable.
     """
     from compare.training import Evaluation, epoch_line_logger, train_and_record
-    from dpcore.pipeline import prepare_dataset, privacy_plan
+    from dpcore.names import check_names
+    from dpcore.pipeline import prepare_dataset
     from dpcore.recipes import check_backend_recipe
 
-    _check_backend(backend)
-    config = with_train_defaults(config)
+    backend = _check_backend(backend)
+    config, filled = resolve_config(config, backend)
+    check_names(config)  # a typo is named (with the closest name) before anything is loaded
     check_backend_recipe(config, backend)  # before anything is loaded or written
     perf = perf or PerfSpec()
     if isinstance(faithfulness_subset, bool) or not isinstance(faithfulness_subset, int) or (
             faithfulness_subset < 0):
         raise ConfigError(f"faithfulness_subset={faithfulness_subset!r} is not valid; valid: "
                           "an integer >= 0 (0 skips the metrics)")
+    if dry_run:
+        _writable_folder(out if out is not None else DEFAULT_TRAIN_OUT, "out")
+        dataset = prepare_dataset(config, data_dir)
+        return start_line(config, backend, dataset, check_run(config, dataset), filled)
     store = ResultsStore(out if out is not None else DEFAULT_TRAIN_OUT)
     store.ensure_writable()
     dataset = prepare_dataset(config, data_dir)
-    plan = privacy_plan(config, len(dataset.x_train))  # fail fast on impossible settings
+    plan = check_run(config, dataset)  # fail fast on impossible settings, before the line
     callbacks = []
     if log is not None:
-        noise = f"noise {plan.noise_multiplier:.4g}" if plan.mechanism.startswith("dpsgd") else ""
-        log(f"{backend}: {config.model.name} on {dataset.name} "
-            f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), "
-            f"{plan.mechanism} {noise}, {plan.batches.steps} steps of B="
-            f"{plan.batches.expected_batch_size}")
+        log(start_line(config, backend, dataset, plan, filled))
         if not (progress and sys.stderr.isatty()):  # the bar shows progress otherwise
             epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
             callbacks.append(epoch_line_logger(epochs, log))
     result, _path = train_and_record(
         config, dataset, backend, store, perf=perf,
         evaluation=Evaluation(faithfulness_subset=faithfulness_subset), progress=progress,
-        callbacks=callbacks)
+        callbacks=callbacks, defaults=filled)
     return result
+
+
+def check_run(config: RunConfig, dataset: Dataset) -> Any:
+    """Every check of one run that needs its data, before any training: the model fits the
+    data's shape (:func:`dpcore.architectures.architecture`, framework-free) and the privacy
+    plan is possible (calibration, noise floor). Returns the run's
+    :class:`~dpcore.accounting.PrivacyPlan`.
+
+    Raises:
+        ConfigError: an image too small for the model, a target epsilon no noise reaches...
+    """
+    from dpcore.architectures import architecture
+    from dpcore.pipeline import privacy_plan
+
+    architecture(config.model, dataset.input_shape, dataset.n_classes,
+                 dataset.vocabulary_size)
+    return privacy_plan(config, len(dataset.x_train))
+
+
+def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
+               filled: Mapping[str, Any]) -> str:
+    """The one line ``train`` (and each grid run) prints before training: model, data, the
+    privacy (noise and the epsilon it plans, by RDP, else PLD), steps, and every
+    hyper-parameter in force with those filled from the defaults marked ``(default)``."""
+    from dpcore.defaults import describe_settings
+
+    privacy = plan.mechanism
+    if plan.mechanism.startswith("dpsgd"):
+        eps = plan.epsilon_rdp if plan.epsilon_rdp is not None else plan.epsilon_pld
+        kind = "RDP" if plan.epsilon_rdp is not None else "PLD"
+        eps_text = "n/a" if eps is None else f"{eps:.4g}"
+        privacy += f" noise {plan.noise_multiplier:.4g}, epsilon {eps_text} ({kind}) planned"
+    return (f"{backend}: {config.model.name} on {dataset.name} "
+            f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), {privacy}, "
+            f"{plan.batches.steps} steps of B={plan.batches.expected_batch_size}; "
+            f"{describe_settings(config, filled)}")
 
 
 # --- grids: dpcompare compare -------------------------------------------------------------
@@ -711,7 +770,7 @@ def load_model(run_dir: str | Path, backend: str | None = None) -> TrainedModel:
     from dpcore.trained import CHECKPOINT_FILE, read_checkpoint
 
     if backend is not None:
-        _check_backend(backend)
+        backend = _check_backend(backend)
     path = Path(run_dir)
     checkpoint = path / CHECKPOINT_FILE if path.is_dir() else path
     if not checkpoint.is_file():

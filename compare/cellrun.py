@@ -24,6 +24,7 @@ from compare.training import (
 )
 from dpcore.config import RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.defaults import describe_settings
 from dpcore.errors import DpCompareError
 from dpcore.results import ResultsStore, RunResult, utc_now
 
@@ -70,6 +71,8 @@ def run_one(
                               grid_name=grid.name)
             raise
         callbacks: list[Callable[[dict[str, Any]], None]] = []
+        log(f"    {backend} {cell.setting} seed {config.seed}: "
+            f"{describe_settings(config, cell.defaults)}")
         if log_epochs:
             epochs = config.train.epochs
             callbacks.append(epoch_line_logger(None if epochs is None else math.ceil(epochs),
@@ -78,6 +81,7 @@ def run_one(
             config, dataset, backend, store, perf=grid.perf,
             evaluation=Evaluation.of_grid(grid.evaluation), progress=progress,
             callbacks=callbacks, labels=cell.labels, grid_name=grid.name,
+            defaults=cell.defaults,
         )
         return result
     except (KeyboardInterrupt, SystemExit):

@@ -37,7 +37,8 @@ from typing import Any
 
 from compare.bundled import bundled_names, load_bundled
 from compare.reporting.published import validate_published
-from dpcore.config import PerfSpec, RunConfig, load_mapping_file
+from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
+from dpcore.defaults import fill_defaults
 from dpcore.errors import ConfigError
 from dpcore.results import BACKENDS, RunResult
 
@@ -76,6 +77,9 @@ class GridCell:
     labels: dict[str, str]
     #: the backends this cell runs on (an axis entry's ``backends:`` list), None = all
     backends: tuple[str, ...] | None = None
+    #: dotted config key -> value of every key the bench's defaults filled in
+    #: (:func:`dpcore.defaults.fill_defaults`; recorded in each run's ``defaults``)
+    defaults: dict[str, Any] = field(default_factory=dict)
 
     @property
     def setting(self) -> str:
@@ -130,14 +134,17 @@ def _seeds(raw: Any) -> list[int]:
 
 
 def _backends(raw: Any) -> tuple[str, ...]:
+    """The backends a grid, an axis entry or ``--backends`` names (aliases such as ``opacus``
+    or ``tensorflow`` accepted), in order, without repeats."""
+    from dpcore.names import resolve_backend
+
     if isinstance(raw, str):
         raw = [b.strip() for b in raw.split(",") if b.strip()]
+    if isinstance(raw, tuple):
+        raw = list(raw)
     if not isinstance(raw, list) or not raw:
         raise ConfigError(f"backends={raw!r} is not valid; valid: a list of {', '.join(BACKENDS)}")
-    for backend in raw:
-        if backend not in BACKENDS:
-            raise ConfigError(f"backend {backend!r} is not known; valid: {', '.join(BACKENDS)}")
-    return tuple(dict.fromkeys(raw))
+    return tuple(dict.fromkeys(resolve_backend(b, BACKENDS) for b in raw))
 
 
 def _evaluation(raw: Any) -> dict[str, Any]:
@@ -203,6 +210,9 @@ def expand_grid(
     seed_list = list(range(seeds)) if seeds is not None else _seeds(raw.get("seeds", 1))
     if seeds is not None and seeds < 1:
         raise ConfigError(f"--seeds={seeds} is not valid; valid: an integer >= 1")
+    grid_backends = _backends(list(backends) if backends is not None else raw.get(
+        "backends", list(BACKENDS)))
+    overrides = list(overrides)
     cells: list[GridCell] = []
     for combo in itertools.product(*axis_values) if axis_values else [()]:
         merged: dict[str, Any] = dict(base)
@@ -216,10 +226,8 @@ def expand_grid(
         if only is not None and not only:
             continue  # axis entries restricted to disjoint backends: no run
         for seed in seed_list:
-            with_seed = deep_merge(merged, {"seed": seed})
-            config = RunConfig.from_dict(with_seed).with_overrides(overrides)
-            cells.append(GridCell(config=config, labels=labels,
-                                  backends=None if only is None else tuple(sorted(only))))
+            given = apply_overrides(deep_merge(merged, {"seed": seed}), overrides)
+            cells += _resolved_cells(given, labels, only, grid_backends)
     perf_raw = raw.get("perf") or {}
     if not isinstance(perf_raw, Mapping):
         raise ConfigError(f"grid 'perf' must be a mapping, got {perf_raw!r}")
@@ -232,8 +240,6 @@ def expand_grid(
     if not isinstance(published, list | tuple) or not all(
             isinstance(p, Mapping) for p in published):
         raise ConfigError(f"grid 'published' must be a list of mappings, got {published!r}")
-    grid_backends = _backends(list(backends) if backends is not None else raw.get(
-        "backends", list(BACKENDS)))
     validate_published(published, (cell.setting for cell in cells), BACKENDS)
     return Grid(
         name=str(raw.get("name", "grid")),
@@ -245,6 +251,29 @@ def expand_grid(
         published=tuple(published),
         notes=str(raw.get("notes", "")),
     )
+
+
+def _resolved_cells(given: Mapping[str, Any], labels: dict[str, str],
+                    only: set[str] | None, grid_backends: Sequence[str]) -> list[GridCell]:
+    """The cell(s) of one grid point: the user's settings ``given`` completed by the bench's
+    defaults (:func:`dpcore.defaults.fill_defaults`, as ``dpcompare train`` completes them).
+
+    Defaults that depend on the backend (``recipe: library`` without a sampling: each library's
+    own) can give the backends different configs; the point then becomes one cell per config,
+    each restricted to its backends (same labels, so reports still pair them).
+    """
+    backends = [b for b in grid_backends if only is None or b in only] or sorted(only or ())
+    by_hash: dict[str, tuple[RunConfig, dict[str, Any], list[str]]] = {}
+    for backend in backends:
+        completed, filled = fill_defaults(given, backend)
+        config = RunConfig.from_dict(completed)
+        by_hash.setdefault(config.config_hash, (config, filled, []))[2].append(backend)
+    if len(by_hash) == 1:
+        config, filled, _ = next(iter(by_hash.values()))
+        return [GridCell(config=config, labels=labels, defaults=filled,
+                         backends=None if only is None else tuple(sorted(only)))]
+    return [GridCell(config=config, labels=labels, defaults=filled, backends=tuple(group))
+            for config, filled, group in by_hash.values()]
 
 
 def preset_names() -> list[str]:

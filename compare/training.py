@@ -88,6 +88,7 @@ def train_and_record(
     perf: PerfSpec | None = None, evaluation: Evaluation | None = None,
     progress: bool = True, callbacks: Sequence[EpochCallback] = (),
     labels: Mapping[str, str] | None = None, grid_name: str | None = None,
+    defaults: Mapping[str, Any] | None = None,
 ) -> tuple[RunResult, Path]:
     """Train one run, evaluate it, write its checkpoint and store its RunResult.
 
@@ -102,6 +103,7 @@ def train_and_record(
         callbacks: per-epoch callbacks, passed to the backend.
         labels: the grid's labels of this run (recorded).
         grid_name: the grid's name (recorded).
+        defaults: the config keys the bench's defaults filled in (recorded as ``defaults``).
 
     Returns:
         The stored RunResult (status ``finished`` or ``diverged``) and the path of its file.
@@ -143,6 +145,7 @@ def train_and_record(
         result.checkpoint = str(checkpoint.relative_to(store.root))
         result.labels = dict(labels or {})
         result.grid = grid_name
+        result.defaults = dict(defaults or {})
         return result, store.save(result)
     except KeyboardInterrupt:
         store_interrupted(store, config, backend, dataset, started, labels=labels,

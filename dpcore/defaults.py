@@ -22,7 +22,13 @@ Scope:
   learning rate, 0.1, unless it gives one);
 * ``train.epochs`` is applied only when neither ``train.epochs`` nor ``train.steps`` is given;
 * ``model.tempered_*`` keys are applied only with the default activation;
-* :data:`DATA_DEFAULTS` are applied only to the data set they name (``digits``: 16x16).
+* :data:`DATA_DEFAULTS` are applied only to the data set they name (``digits``: 16x16);
+* :data:`RECIPE_DEFAULTS` only under ``recipe: library`` and only when the backend is known:
+  each library's own sampling (TF Privacy: shuffled fixed batches; Opacus: Poisson).
+
+The presets give every one of these keys they rely on (their hashes predate these defaults),
+so filling defaults never changes a preset's runs (``tests/compare/test_one_defaults.py``).
+Every run's record stores the keys filled here (``RunResult.defaults``).
 """
 
 from __future__ import annotations
@@ -72,16 +78,39 @@ def _given(raw: Mapping[str, Any], dotted: str) -> bool:
     return isinstance(node, Mapping) and key in node
 
 
-def apply_train_defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
+#: ``recipe: library`` -> backend -> dotted key -> the value used when the user does not give
+#: that key: each library's own tutorial setting (TF Privacy's ``model.fit`` runs shuffled
+#: fixed-size batches, Opacus's ``make_private`` Poisson batches). Applied only when the
+#: backend is known (``train``; a grid resolves each backend separately).
+RECIPE_DEFAULTS: Mapping[str, Mapping[str, Mapping[str, Any]]] = MappingProxyType({
+    "library": MappingProxyType({
+        "tf": MappingProxyType({"privacy.sampling": "shuffle"}),
+        "torch": MappingProxyType({"privacy.sampling": "poisson"}),
+    }),
+})
+
+
+def apply_train_defaults(raw: Mapping[str, Any], backend: str | None = None) -> dict[str, Any]:
     """A deep copy of the partial config mapping ``raw`` with :data:`TRAIN_DEFAULTS` filled in
-    where the user gave nothing (see the module docstring for the scoping rules).
+    where the user gave nothing (see the module docstring for the scoping rules); the
+    completed mapping of :func:`fill_defaults`."""
+    return fill_defaults(raw, backend)[0]
+
+
+def fill_defaults(raw: Mapping[str, Any], backend: str | None = None
+                  ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The one place where a user's partial settings get the bench's defaults: ``dpcompare
+    train``, grid files and presets (each cell), and ``compare.api`` all call it.
 
     Args:
         raw: a partial RunConfig mapping (sections ``data``, ``model``, ``privacy``,
             ``train``...), as read from a config file and the user's options. Not modified.
+        backend: ``tf`` or ``torch`` when known: then :data:`RECIPE_DEFAULTS` apply too.
 
     Returns:
-        The completed mapping, to pass to :meth:`RunConfig.from_dict` (which validates it).
+        ``(completed, filled)``: the completed mapping, to pass to :meth:`RunConfig.from_dict`
+        (which validates it), and ``{dotted key: value}`` of every key filled from the
+        defaults (what a run's record stores as ``defaults``; empty when the user gave all).
     """
     out: dict[str, Any] = json.loads(json.dumps(dict(raw)))
     length_given = _given(out, "train.epochs") or _given(out, "train.steps")
@@ -93,7 +122,12 @@ def apply_train_defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
     if activation is not None and activation != TRAIN_DEFAULTS["model.activation"]:
         skip |= ACTIVATION_ONLY
     data_defaults = DATA_DEFAULTS.get(str(_get(out, "data.name")), {})
-    for dotted, value in [*TRAIN_DEFAULTS.items(), *data_defaults.items()]:
+    recipe_defaults: Mapping[str, Any] = {}
+    if backend is not None:
+        recipe_defaults = RECIPE_DEFAULTS.get(str(_get(out, "recipe")), {}).get(backend, {})
+    filled: dict[str, Any] = {}
+    for dotted, value in [*TRAIN_DEFAULTS.items(), *data_defaults.items(),
+                          *recipe_defaults.items()]:
         if dotted in skip or _given(out, dotted):
             continue
         section, _, key = dotted.rpartition(".")
@@ -102,4 +136,30 @@ def apply_train_defaults(raw: Mapping[str, Any]) -> dict[str, Any]:
             node = out[section] = {}
         if isinstance(node, dict):  # anything else: from_dict names the bad section
             node[key] = value
-    return out
+            filled[dotted] = value
+    return out, filled
+
+
+def describe_settings(config: Any, filled: Mapping[str, Any]) -> str:
+    """The hyper-parameters in force of a :class:`~dpcore.config.RunConfig`, one phrase, the
+    values filled from the defaults marked, e.g. ``"tanh, sgd lr 0.1 (default), momentum 0.9
+    (default), batch 64 (default), 5 epochs (default), clip 1"``."""
+    def mark(dotted: str, text: str) -> str:
+        return f"{text} (default)" if dotted in filled else text
+
+    train, model, privacy = config.train, config.model, config.privacy
+    parts = [mark("model.activation", model.activation),
+             mark("train.lr", f"{train.optimizer} lr {train.lr:g}")]
+    if train.optimizer == "sgd":
+        parts.append(mark("train.momentum", f"momentum {train.momentum:g}"))
+    parts.append(mark("train.batch_size", f"batch {train.batch_size}"))
+    if train.steps is not None:
+        parts.append(f"{train.steps} steps")
+    else:
+        parts.append(mark("train.epochs", f"{train.epochs:g} epochs"))
+    if privacy.is_dpsgd:
+        parts.append(f"clip {privacy.max_grad_norm:g}")
+        parts.append(mark("privacy.sampling", f"{privacy.sampling} sampling"))
+    if config.data.image_size is not None:
+        parts.append(mark("data.image_size", f"{config.data.image_size}px"))
+    return ", ".join(parts)

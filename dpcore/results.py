@@ -75,10 +75,21 @@ class RunResult:
     labels: dict[str, str] = field(default_factory=dict)
     grid: str | None = None
     recipe: dict[str, Any] | None = None
+    #: dotted config key -> value, for every key the bench's defaults filled in
+    #: (:func:`dpcore.defaults.fill_defaults`); empty when the user gave them all
+    defaults: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         return json_safe(asdict(self))
+
+    @property
+    def run_config(self) -> Any:
+        """The run's configuration as a :class:`~dpcore.config.RunConfig` (``config`` is its
+        JSON mapping, as stored)."""
+        from dpcore.config import RunConfig
+
+        return RunConfig.from_dict(self.config)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> RunResult:

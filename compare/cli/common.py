@@ -34,10 +34,16 @@ def add_data_dir_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def table(rows: list[tuple[str, str]]) -> str:
+    """``rows`` of (label, value) as aligned lines: every label padded to the longest one plus
+    two spaces, so that no label runs into its value."""
+    width = max((len(label) for label, _ in rows), default=0) + 2
+    return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
+
+
 def print_json(obj: Any) -> None:
     """Print one JSON object on stdout (NaN/inf written as null)."""
     sys.stdout.write(json_text(obj))
-
 
 
 

@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from compare import api
-from compare.cli.common import print_json
+from compare.cli.common import print_json, table
 
 #: How error messages name each setting: the options of this command.
 OPTION_NAMES = {name: "--" + name.replace("_", "-") for name in api.PYTHON_NAMES}
@@ -69,13 +69,6 @@ EPSILON_LABELS = {
     "tf_privacy": "TF Privacy RDP on these steps",
     "tf_privacy_user": "TF Privacy compute_dp_sgd_privacy(n, batch, epochs)",
 }
-
-
-def table(rows: list[tuple[str, str]]) -> str:
-    """``rows`` of (label, value) as aligned lines: labels padded to the longest one plus two
-    spaces, so no label runs into its value."""
-    width = max(len(label) for label, _ in rows) + 2
-    return "\n".join(f"{label:<{width}}{value}" for label, value in rows)
 
 
 def run(args: argparse.Namespace) -> int:

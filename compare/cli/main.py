@@ -21,7 +21,7 @@ import os
 import sys
 import traceback
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
@@ -55,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on the same data, model and algorithm.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module_name in SUBCOMMAND_MODULES:
         try:
@@ -63,8 +64,43 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name == module_name:
                 continue
             raise
+        before = set(subparsers.choices)
         module.add_parser(subparsers)
+        for name in set(subparsers.choices) - before:
+            add_dry_run_option(subparsers.choices[name], getattr(module, "dry_run", None))
     return parser
+
+
+def version() -> str:
+    """The installed version of the ``dpcompare`` distribution (``unknown`` when it runs from
+    a source tree that was never installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("dpcompare")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def add_dry_run_option(parser: argparse.ArgumentParser,
+                       dry_run: Callable[[argparse.Namespace], int] | None) -> None:
+    """``--dry-run`` on a sub-command: validate everything, print the plan, run nothing. A
+    command module gives its own ``dry_run(args) -> int``; one without it (its options are
+    all checked by the parser) prints the command it would run."""
+    if "--dry-run" in parser._option_string_actions:  # noqa: SLF001
+        return
+    parser.add_argument("--dry-run", action="store_true",
+                        help="check every option and input, print the plan, and run, train "
+                        "and write nothing")
+    parser.set_defaults(dry_func=dry_run)
+
+
+def generic_dry_run(args: argparse.Namespace) -> int:
+    """The dry run of a command without its own: its options parsed and checked."""
+    options = {k: v for k, v in vars(args).items()
+               if k not in ("func", "dry_func", "dry_run", "debug", "command")}
+    print(f"dry run: dpcompare {args.command} with {options}: options checked; nothing run")
+    return 0
 
 
 def one_line(text: str) -> str:
@@ -104,9 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    func = args.func
+    if getattr(args, "dry_run", False):
+        func = getattr(args, "dry_func", None) or generic_dry_run
     try:
         with cli_warnings(args.command):
-            return int(args.func(args) or 0)
+            return int(func(args) or 0)
     except DpCompareError as exc:
         if args.debug:
             traceback.print_exc()

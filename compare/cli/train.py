@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from compare import api
-from compare.cli.common import add_data_dir_option, add_engine_option, print_json
+from compare.cli.common import add_data_dir_option, add_engine_option, print_json, table
 from dpcore.architectures import MODEL_NAMES
 from dpcore.backend import BACKENDS
 from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
-from dpcore.defaults import TRAIN_DEFAULTS, apply_train_defaults
+from dpcore.defaults import TRAIN_DEFAULTS
 from dpcore.errors import ConfigError
+from dpcore.names import resolve_backend
 
 MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
               "ldp": "ldp"}
@@ -39,8 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train one model with one backend (TF Privacy or Opacus)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--backend", choices=BACKENDS, required=True,
-                        help="tf (Keras + TensorFlow Privacy) or torch (PyTorch + Opacus)")
+    parser.add_argument("--backend", required=True,
+                        help="tf (Keras + TensorFlow Privacy; also tensorflow, tf-privacy) or "
+                        "torch (PyTorch + Opacus; also opacus, pytorch)")
     parser.add_argument("--config", metavar="FILE", help="YAML/JSON run config to start from")
     parser.add_argument("--dataset", help="data set name (see `dpcompare datasets`)")
     parser.add_argument("--model", help=f"model name: {', '.join(MODEL_NAMES)}")
@@ -135,6 +137,12 @@ def parse_augment(text: str) -> dict[str, Any]:
 def build_config(args: argparse.Namespace) -> RunConfig:
     """The RunConfig of the options (file, then explicit options, then ``--set``), with the
     tuned defaults of :mod:`dpcore.defaults` for the hyper-parameters none of them gives."""
+    return api.resolve_config(given_settings(args), resolve_backend(args.backend, BACKENDS))[0]
+
+
+def given_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The partial config mapping the user gave (file, then explicit options, then ``--set``),
+    before any default is filled in (:func:`compare.api.resolve_config` does that)."""
     raw: dict[str, Any] = load_mapping_file(args.config) if args.config else {}
     explicit: list[str] = []
 
@@ -171,8 +179,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     elif mechanism in ("none", "ldp"):
         explicit += ["privacy.noise_multiplier=null", "privacy.target_epsilon=null"]
     put("privacy.mechanism", mechanism)
-    given = apply_overrides(raw, [*explicit, *args.overrides])
-    return RunConfig.from_dict(apply_train_defaults(given))
+    return apply_overrides(raw, [*explicit, *args.overrides])
 
 
 def build_perf(args: argparse.Namespace) -> PerfSpec:
@@ -193,13 +200,15 @@ def build_perf(args: argparse.Namespace) -> PerfSpec:
 def run(args: argparse.Namespace) -> int:
     from dpcore.results import RESULT_FILE
 
-    config = build_config(args)
+    backend = resolve_backend(args.backend, BACKENDS)
+    given = given_settings(args)
+    api.resolve_config(given, backend)  # validated before anything is loaded
     perf = build_perf(args)
     if args.faithfulness_subset < 0:  # api.train checks it too, naming its parameter
         raise ConfigError(f"--faithfulness-subset={args.faithfulness_subset} is not valid; "
                           "valid: an integer >= 0 (0 skips the metrics)")
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    result = api.train(config, args.backend, out=args.out, data_dir=args.data_dir, perf=perf,
+    result = api.train(given, backend, out=args.out, data_dir=args.data_dir, perf=perf,
                        faithfulness_subset=args.faithfulness_subset, progress=not args.quiet,
                        log=log)
     if args.json:
@@ -211,19 +220,65 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: every check ``run`` makes (options, config, names, data, the model's
+    shape, the privacy plan, ``--out``); prints the start line; trains and writes nothing."""
+    backend = resolve_backend(args.backend, BACKENDS)
+    if args.faithfulness_subset < 0:
+        raise ConfigError(f"--faithfulness-subset={args.faithfulness_subset} is not valid; "
+                          "valid: an integer >= 0 (0 skips the metrics)")
+    line = api.train(given_settings(args), backend, out=args.out, data_dir=args.data_dir,
+                     perf=build_perf(args), dry_run=True)
+    print(line)
+    print("dry run: nothing trained or written")
+    return 0
+
+
 def print_summary(result: dict[str, Any], path: Path, checkpoint: Path) -> None:
-    """A few human-readable lines: status, accuracy, epsilon (shared and library), files."""
+    """A few aligned lines: status, accuracy, the epsilon of what ran (each named by its
+    accountant and kind; the planned figure beside it when the steps that ran differ), the
+    library's own epsilon, speed and files."""
+    print(table(summary_rows(result, path, checkpoint)))
+
+
+def summary_rows(result: dict[str, Any], path: Path, checkpoint: Path
+                 ) -> list[tuple[str, str]]:
+    """The (label, value) rows :func:`print_summary` aligns."""
     metrics, privacy = result["metrics"], result["privacy"]
-    print(f"status                  {result['status']}")
+    rows = [("status", str(result["status"]))]
     if "accuracy" in metrics:
-        print(f"test accuracy           {metrics['accuracy']:.4f}")
-    for key, label in (("epsilon_rdp", "epsilon (RDP)"), ("epsilon_pld", "epsilon (PLD)")):
-        value = privacy.get(key)
-        print(f"{label:<24}{'n/a' if value is None else f'{value:.4f}'}")
-    for key, value in (privacy.get("library_epsilon") or {}).items():
-        print(f"{'epsilon ' + key:<24}{'n/a' if value is None else f'{value:.4f}'}")
+        rows.append(("test accuracy", f"{metrics['accuracy']:.4f}"))
+
+    def shown(value: Any) -> str:
+        return "n/a" if value is None else f"{value:.4f}"
+
+    mechanism = privacy.get("mechanism")
+    ldp = privacy.get("ldp") or {}
+    if mechanism == "ldp":
+        for level in ("value", "image"):
+            eps, delta = ldp.get(f"epsilon_per_{level}"), ldp.get(f"delta_per_{level}")
+            kind = "pure" if not delta else f"delta {delta:.3g}"
+            rows.append((f"epsilon per {level} (local DP, {kind})", shown(eps)))
+    elif mechanism == "none":
+        rows.append(("epsilon", "inf (not private)"))
+    else:
+        as_run = privacy.get("as_run") or {}
+        ran = as_run.get("steps")
+        differs = ran is not None and ran != privacy.get("steps")
+        for key, label in (("epsilon_rdp", "RDP"), ("epsilon_pld", "PLD")):
+            value = as_run.get(key, privacy.get(key)) if differs else privacy.get(key)
+            text = shown(value)
+            if differs:
+                text += (f" ({ran} steps ran; {shown(privacy.get(key))} planned for "
+                         f"{privacy.get('steps')})")
+            rows.append((f"epsilon, shared {label}", text))
+        for key, value in (privacy.get("library_epsilon") or {}).items():
+            rows.append((f"epsilon, library {key}", shown(value)))
     timing = result["timing"]
     if timing.get("examples_per_second"):
-        print(f"speed                   {timing['examples_per_second']:.0f} examples/s")
-    print(f"result                  {path}")
-    print(f"checkpoint              {checkpoint}")
+        rows.append(("speed", f"{timing['examples_per_second']:.0f} examples/s"))
+    if result.get("defaults"):
+        rows.append(("from defaults", ", ".join(f"{k}={v}" for k, v in
+                                                result["defaults"].items())))
+    rows += [("result", str(path)), ("checkpoint", str(checkpoint))]
+    return rows

@@ -358,7 +358,7 @@ def test_reading_a_folder_without_runs(tmp_path: Path,
 
 def test_load_model_rejects_an_unknown_backend(smoke: Path) -> None:
     run_dir = api.results(smoke).loc[0, "run_dir"]
-    with pytest.raises(ConfigError, match=r"backend='jax' is not valid; valid: tf, torch"):
+    with pytest.raises(ConfigError, match=r"backend 'jax' is not known; valid: tf, torch"):
         api.load_model(run_dir, backend="jax")
     assert issubclass(ConfigError, DpCompareError) and issubclass(DataError, DpCompareError)
 

@@ -1,0 +1,76 @@
+"""Names a user types: backend aliases and "did you mean" suggestions for unknown names.
+
+One place for the command line, config files and :mod:`compare.api`, so that a typo of a data
+set, model, preset or backend name gets the same one-line answer everywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+
+from dpcore.errors import ConfigError
+
+#: Other names of the backends, as users of each library call them -> the backend's name.
+BACKEND_ALIASES: Mapping[str, str] = MappingProxyType({
+    "opacus": "torch", "pytorch": "torch", "tensorflow": "tf", "tf-privacy": "tf",
+    "tf_privacy": "tf", "tensorflow-privacy": "tf", "keras": "tf",
+})
+
+
+def did_you_mean(name: object, valid: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the closest of ``valid`` to ``name`` (case-insensitive,
+    difflib's ratio >= 0.6), or ``""`` when none is close."""
+    choices = list(valid)
+    lowered = {choice.lower(): choice for choice in choices}
+    text = str(name).lower()
+    if text in lowered and lowered[text] != name:
+        return f" (did you mean {lowered[text]!r}?)"
+    close = difflib.get_close_matches(text, list(lowered), n=1, cutoff=0.6)
+    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
+
+
+def resolve_backend(name: object, valid: Iterable[str] = ("tf", "torch"), *,
+                    key: str = "backend") -> str:
+    """The backend ``name`` means: itself, or the backend an alias of
+    :data:`BACKEND_ALIASES` names (case-insensitive).
+
+    Raises:
+        ConfigError: an unknown name, with the valid ones, the aliases and a suggestion.
+    """
+    choices = tuple(valid)
+    text = str(name).strip()
+    if text in choices:
+        return text
+    alias = BACKEND_ALIASES.get(text.lower())
+    if alias is not None and alias in choices:
+        return alias
+    if text.lower() in choices:
+        return text.lower()
+    raise ConfigError(
+        f"{key} {name!r} is not known{did_you_mean(text, [*choices, *BACKEND_ALIASES])}; "
+        f"valid: {', '.join(choices)} (or {', '.join(sorted(BACKEND_ALIASES))})")
+
+
+def check_names(config: object) -> None:
+    """Refuse an unknown data set or model name of a RunConfig before anything is loaded or
+    printed, with the valid names and the closest one (``mnsit`` -> ``mnist``, ``MNIST5k`` ->
+    ``mnist5k``, ``cnn5`` -> ``cnn4``).
+
+    Raises:
+        ConfigError: naming the key, the bad value, a suggestion and the valid names.
+    """
+    from dpcore.architectures import MODEL_NAMES
+    from dpcore.data.registry import DATASETS, MEDMNIST_PREFIX
+
+    data_name = str(config.data.name)  # type: ignore[attr-defined]
+    if data_name not in DATASETS and not data_name.startswith(MEDMNIST_PREFIX):
+        raise ConfigError(
+            f"data.name={data_name!r} is not known{did_you_mean(data_name, DATASETS)}; "
+            f"valid: {', '.join(DATASETS)}, or {MEDMNIST_PREFIX}PATH")
+    model_name = str(config.model.name)  # type: ignore[attr-defined]
+    if model_name not in MODEL_NAMES:
+        raise ConfigError(
+            f"model.name={model_name!r} is not known{did_you_mean(model_name, MODEL_NAMES)}; "
+            f"valid: {', '.join(MODEL_NAMES)}")
