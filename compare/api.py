@@ -521,6 +521,7 @@ def compare(
     cpus_per_run: float | None = None, gpus_per_run: float | None = None,
     max_concurrent: int | None = None, train: bool = True,
     claim_wait: float | None = None, claim_stale_after: float | None = None,
+    dry_run: bool = False,
 ) -> Store:
     """Run a grid identically on both backends, resumably (``dpcompare compare``).
 
@@ -564,6 +565,10 @@ def compare(
             hold (default: until they end); those left are in ``store.outcome.still_claimed``.
         claim_stale_after: seconds without a heartbeat after which another process's claim
             on a run is dead and taken over (default 600; see :mod:`dpcore.claims`).
+        dry_run: check everything (grid, every run still to do as ``train`` checks it, the
+            executor options, folders), log the plan (one line per run still to do, its
+            settings with the defaults marked), and train, start and write nothing
+            (``store.outcome`` is None).
 
     Returns:
         The results folder as a :class:`Store` (``.results()``, ``.outcome``...).
@@ -575,10 +580,12 @@ def compare(
         DataError: the data root does not exist.
     """
     from compare.executors import EXECUTORS, make_executor
+    from compare.preflight import check_grid, pending_runs
     from compare.report import ReportContext, write_report
     from compare.runner import run_grid
     from dpcore.claims import STALE_AFTER_S, ClaimPolicy
     from dpcore.data import resolve_data_root
+    from dpcore.defaults import describe_settings
 
     if executor not in EXECUTORS:
         raise ConfigError(f"executor={executor!r} is not valid; valid: {', '.join(EXECUTORS)}")
@@ -597,11 +604,23 @@ def compare(
     if report is not False:
         report_dir = Path("reports") / grid.name if report is True else Path(report)
         _writable_folder(report_dir, "report")
+    log: Log = print if progress else (lambda _msg: None)
+    if train or dry_run:  # every run still to do is checked before the first one trains
+        pending = pending_runs(grid, out)
+        check_grid(pending, data_dir)
+        if dry_run:
+            _writable_folder(out, "out")
+            for cell, backend in pending:
+                log(f"would run {backend} {cell.setting} seed {cell.config.seed} "
+                    f"({run_id(cell.config.config_hash, backend)}): "
+                    f"{describe_settings(cell.config, cell.defaults)}")
+            log(f"dry run: {grid.name}: {len(grid.runs())} run(s), {len(pending)} to train "
+                f"into {out}; all checked; nothing trained or written")
+            return Store(out, grid=grid, outcome=None)
     if command is None:
         source = (f"<grid {grid.name}>" if isinstance(preset_or_grid, Mapping)
                   else repr(str(preset_or_grid)))
         command = f"compare.api.compare({source}, out={str(out)!r})"
-    log: Log = print if progress else (lambda _msg: None)
     started = time.perf_counter()
     from compare.records import record_folders_beside
 

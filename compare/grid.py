@@ -282,8 +282,15 @@ def preset_names() -> list[str]:
 
 
 def load_preset(name: str) -> dict[str, Any]:
-    """The raw grid mapping of a bundled preset; unknown names list the valid ones."""
-    return load_bundled("presets", name, kind="preset", unknown="is not known")
+    """The raw grid mapping of a bundled preset; an unknown name is refused with the closest
+    preset (``demoo`` -> ``demo``) and the valid ones."""
+    from dpcore.names import did_you_mean
+
+    names = preset_names()
+    unknown = "is not known"
+    if isinstance(name, str) and name not in names:
+        unknown += did_you_mean(name, names)
+    return load_bundled("presets", name, kind="preset", unknown=unknown)
 
 
 @functools.lru_cache(maxsize=16)

@@ -751,33 +751,12 @@ class RunConfig:
         version = raw.pop("version", CONFIG_VERSION)
         if version != CONFIG_VERSION:
             raise ConfigError(f"config version={version!r} is not known; valid: {CONFIG_VERSION}")
-        allowed = set(_SECTIONS) | {"seed", "recipe"}
-        unknown = sorted(set(raw) - allowed, key=str)
-        for key in unknown:
-            refused = refused_key_error(str(key))
-            if refused is not None:
-                raise refused
-        if unknown:
-            raise ConfigError(
-                f"unknown config key(s) {', '.join(map(str, unknown))}; "
-                f"valid: {', '.join(sorted(allowed))}"
-            )
+        _check_keys(raw)
         kwargs: dict[str, Any] = {}
         for name, spec_cls in _SECTIONS.items():
             section = raw.get(name) or {}
-            if not isinstance(section, Mapping):
-                raise ConfigError(f"config section {name!r} must be a mapping")
-            valid_keys = {f.name for f in fields(spec_cls)}
-            bad = sorted(set(section) - valid_keys, key=str)
-            for key in bad:
-                refused = refused_key_error(f"{name}.{key}")
-                if refused is not None:
-                    raise refused
-            if bad:
-                raise ConfigError(
-                    f"unknown key(s) {', '.join(f'{name}.{b}' for b in bad)}; "
-                    f"valid in {name}: {', '.join(sorted(valid_keys))}"
-                )
+            if name == "privacy" and isinstance(section.get("mechanism"), str):
+                section = {**section, "mechanism": normalise_mechanism(section["mechanism"])}
             section = _coerce_numeric_strings(spec_cls, section)
             if name == "train" and section.get("steps") is not None and "epochs" not in section:
                 section["epochs"] = None  # a section that gives only steps means steps
@@ -816,6 +795,63 @@ class RunConfig:
             raw["model"]["pretrained"] = f"sha256:{file_sha256(self.model.pretrained)}"
         canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+#: Mechanism names accepted on the command line and in files -> the config's name (a file
+#: may say ``gaussian`` as ``--mechanism gaussian`` does; stored configs, and so their hashes,
+#: always hold the config's name).
+MECHANISM_ALIASES: dict[str, str] = {
+    "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace", "dp-sgd": "dpsgd-gaussian",
+    "dpsgd": "dpsgd-gaussian", "non-private": "none", "nonprivate": "none",
+}
+
+
+def normalise_mechanism(name: str) -> str:
+    """The config's mechanism name for ``name`` (``gaussian`` -> ``dpsgd-gaussian``...);
+    unknown names are returned as given (validation names them)."""
+    return MECHANISM_ALIASES.get(name.strip().lower(), name)
+
+
+def _check_keys(raw: Mapping[str, Any]) -> None:
+    """Refuse every unknown key of a config mapping at once (one line naming all of them, with
+    the valid keys of each section they were found in); a key refused for a privacy reason is
+    named with that reason first.
+
+    Raises:
+        PrivacyConfigError: a key of :data:`REFUSED_KEYS`.
+        ConfigError: unknown top-level keys or section keys, or a section that is no mapping.
+    """
+    from dpcore.names import did_you_mean
+
+    allowed = set(_SECTIONS) | {"seed", "recipe"}
+    problems: list[str] = []
+    unknown = sorted(set(raw) - allowed, key=str)
+    for key in unknown:
+        refused = refused_key_error(str(key))
+        if refused is not None:
+            raise refused
+    if unknown:
+        problems.append(
+            "unknown config key(s) " + ", ".join(
+                f"{key}{did_you_mean(key, allowed)}" for key in map(str, unknown))
+            + f" (valid: {', '.join(sorted(allowed))})")
+    for name, spec_cls in _SECTIONS.items():
+        section = raw.get(name) or {}
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"config section {name!r} must be a mapping")
+        valid_keys = {f.name for f in fields(spec_cls)}
+        bad = sorted(set(section) - valid_keys, key=str)
+        for key in bad:
+            refused = refused_key_error(f"{name}.{key}")
+            if refused is not None:
+                raise refused
+        if bad:
+            problems.append(
+                "unknown key(s) " + ", ".join(
+                    f"{name}.{b}{did_you_mean(b, valid_keys)}" for b in map(str, bad))
+                + f" (valid in {name}: {', '.join(sorted(valid_keys))})")
+    if problems:
+        raise ConfigError("; ".join(problems))
 
 
 def load_mapping_file(path: str | Path) -> dict[str, Any]:

@@ -40,8 +40,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
-    from compare.audit import audit_trained
+def load_audited(args: argparse.Namespace) -> tuple[Any, Path, Path, Any]:
+    """The stored run to audit, checked: (its RunResult, its result file, its checkpoint, the
+    data set rebuilt with the fingerprint it trained on).
+
+    Raises:
+        DpCompareError: no readable record, a run not finished, no checkpoint.
+        DataError: the rebuilt data set is not the one the run trained on.
+    """
     from dpcore.config import RunConfig
     from dpcore.pipeline import prepare_dataset
     from dpcore.results import RESULT_FILE, read_result
@@ -69,6 +75,23 @@ def run(args: argparse.Namespace) -> int:
             f"but the run trained on {expected}: the members would not be its training set; "
             "give the --data-dir the run used"
         )
+    return result, result_path, checkpoint, dataset
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the run, its checkpoint and its data checked; nothing attacked or
+    written."""
+    result, result_path, _checkpoint, dataset = load_audited(args)
+    print(f"dry run: would audit {result.run_id} ({result.backend}) on {dataset.name}: "
+          f"{args.n or 'all'} members and non-members each, seed {args.seed}; the audit "
+          f"would be stored in {result_path}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from compare.audit import audit_trained
+
+    result, result_path, checkpoint, dataset = load_audited(args)
     trained = load_backend(result.backend).load_checkpoint(checkpoint)
     audit = audit_trained(trained, dataset, result.privacy, n=args.n, seed=args.seed)
     _store_audit(result_path, audit)
@@ -111,7 +134,11 @@ def print_audit(audit: dict[str, Any], path: Path) -> None:
     print(f"{'held-out advantage':<24}{ours['heldout_advantage']:.3f}  "
           f"{ours['confidence']:.0%} CI [{ours['ci_low']:.3f}, {ours['ci_high']:.3f}]")
     eps = audit["epsilon"]
-    claim = "no DP claim" if eps is None else f"eps {eps:.4g}, delta {audit['delta']:.3g}"
+    kind = {"epsilon_pld": "PLD", "epsilon_rdp": "RDP"}
+    used = next((name for key, name in kind.items() if key in str(audit.get("claim"))), "")
+    claim = ("no DP claim" if eps is None else
+             f"epsilon {eps:.4g} by the shared {used} accountant (the smaller of its RDP and "
+             f"PLD figures), delta {audit['delta']:.3g}")
     print(f"{'bound':<24}{audit['bound']:.3f}  ({claim})")
     verdict = ("SUSPECTED PRIVACY BUG: the advantage exceeds the bound"
                if audit["suspected_privacy_bug"] else "within the bound")

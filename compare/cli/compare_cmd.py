@@ -89,7 +89,14 @@ def add_executor_options(parser: argparse.ArgumentParser) -> None:
                             "CPUs/GPUs fit)")
 
 
-def run(args: argparse.Namespace) -> int:
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the grid expanded and every run still to do checked as ``train`` checks
+    one (names, recipe, the model's shape on its data, the privacy plan); one line per run
+    with its settings; nothing trained, started or written."""
+    return run(args, dry_run=True)
+
+
+def run(args: argparse.Namespace, dry_run: bool = False) -> int:
     raw = load_preset(args.preset) if args.preset else load_grid_file(args.config)
     backends = None
     if args.backends is not None:
@@ -110,8 +117,11 @@ def run(args: argparse.Namespace) -> int:
                         executor=args.executor, ray_address=args.ray_address,
                         cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
                         max_concurrent=args.max_concurrent, train=not args.no_train,
-                        claim_wait=args.claim_wait, claim_stale_after=args.claim_stale_after)
+                        claim_wait=args.claim_wait, claim_stale_after=args.claim_stale_after,
+                        dry_run=dry_run)
     outcome, out = store.outcome, store.root
+    if outcome is None:  # a dry run
+        return 0
     if outcome.failed:
         _report_failures(out, outcome.failed)
         return 1

@@ -35,6 +35,16 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the data root checked; nothing is opened or decoded."""
+    from dpcore.data import resolve_data_root
+    from dpcore.data.registry import DATASETS
+
+    root = resolve_data_root(args.data_dir)
+    print(f"dry run: would list {len(DATASETS)} registered data sets, looking under {root}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     """Print the data set table, or download one; returns 0 (errors raise DataError)."""
     from dpcore.data import dataset_table, resolve_data_root

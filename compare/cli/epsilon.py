@@ -71,6 +71,22 @@ EPSILON_LABELS = {
 }
 
 
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: every option checked and the setting resolved (steps, q, delta, the
+    noise, calibrated if asked) by the shared accountant only; no library is imported."""
+    import copy
+
+    quick = copy.copy(args)
+    quick.no_library = True
+    result = compute(quick)
+    print(f"dry run: would compute epsilon of {result['mechanism']} at noise "
+          f"{result['noise_multiplier']:.6g}, q {result['sampling_rate']:.6g}, "
+          f"{result['steps']} steps, delta {result['delta']:.3g}"
+          + ("" if args.no_library else ", and the libraries' own figures")
+          + "; all options checked")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     result = compute(args)
     if args.json:

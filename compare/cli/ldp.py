@@ -69,6 +69,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--delta", type=float, default=None,
                         help="delta of the Gaussian (epsilon, delta) figures, in (0, 1); default "
                         "1/N rounded down to a power of ten, N = number of noised images")
+    parser.add_argument("--image-size", type=int, default=None,
+                        help="resize the images to this side length first (default: as "
+                        "`dpcompare train` loads the data set, e.g. digits at 16x16, so the "
+                        "epsilon per image is the one of the images a run trains on)")
     parser.add_argument("--train-limit", type=int, default=None,
                         help="use a seeded subset of this many training images")
     parser.add_argument("--test-limit", type=int, default=None,
@@ -126,6 +130,38 @@ def _parse_levels(text: str | None, option: str) -> list[float]:
     return levels
 
 
+def data_spec(args: argparse.Namespace) -> DataSpec:
+    """The data spec of the options: the image size of ``--image-size``, else the one ``train``
+    uses for this data set (:data:`dpcore.defaults.DATA_DEFAULTS`: digits at 16x16), so that
+    ``ldp`` and ``train`` state the same epsilon per image for the same images."""
+    from dpcore.defaults import fill_defaults
+
+    size = args.image_size
+    if size is None:
+        size = fill_defaults({"data": {"name": args.dataset}})[0]["data"].get("image_size")
+    return DataSpec(name=args.dataset, image_size=size, train_limit=args.train_limit,
+                    test_limit=args.test_limit)
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the mechanism, options, output folder and data set checked (the data set
+    loaded); nothing noised or written."""
+    from dpcore.data import load_dataset, resolve_data_root
+
+    mechanism = mechanism_from_args(args)
+    splits = _parse_splits(args.splits)
+    if args.out:
+        check_output_folder(args.out, "--out")
+    ds = load_dataset(data_spec(args), resolve_data_root(args.data_dir))
+    epsilons = mechanism.epsilons(ds.input_shape, args.delta if args.delta is not None
+                                  else default_delta(len(ds.x_train)))
+    per_image = (epsilons.get("per_image") or {}).get("epsilon")
+    print(f"dry run: would privatise {ds.name} ({'x'.join(map(str, ds.input_shape))}; "
+          f"splits {', '.join(splits)}) with {mechanism.label()}, seed {args.seed}: epsilon "
+          f"per image {per_image:.6g}; nothing noised or written")
+    return 0
+
+
 def compute(args: argparse.Namespace) -> dict[str, Any]:
     """Privatise the data set, write the files and return the figures ``run`` prints."""
     from dpcore.data import as_float01, load_dataset, resolve_data_root
@@ -146,8 +182,7 @@ def compute(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.out:
         check_output_folder(args.out, "--out")
-    spec = DataSpec(name=args.dataset, train_limit=args.train_limit, test_limit=args.test_limit)
-    ds = load_dataset(spec, resolve_data_root(args.data_dir))
+    ds = load_dataset(data_spec(args), resolve_data_root(args.data_dir))
     out_dir = Path(args.out) if args.out else (
         Path("ldp_out") / f"{safe_name(ds.name)}-{mechanism.label()}-seed{args.seed}")
     check_output_folder(out_dir, "--out")

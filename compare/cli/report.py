@@ -40,6 +40,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the runs folder read and the report folder checked; nothing written."""
+    from compare import tidy
+
+    check_output_folder(args.out, "--out")
+    results = tidy.load_results(Path(args.runs_dir))
+    print(f"dry run: would write the report of {len(results)} run(s) in {args.runs_dir} "
+          f"to {args.out}; nothing written")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.records is None:
         if args.runs_dir is None or args.out is None:

@@ -71,8 +71,10 @@ def test_laplace_json_on_generated_data(tmp_path: Path,
 
 
 def test_dp_pix_and_gaussian_on_digits(capsys: pytest.CaptureFixture[str]) -> None:
-    pix = _run_json(capsys, "--dataset", "digits", "--mechanism", "dp_pix", "--k", "2",
-                    "--m", "2", "--epsilon", "1", "--clip", "--train-limit", "60",
+    # --image-size 8: digits' native size (without it, ldp takes train's 16x16, 256 px)
+    pix = _run_json(capsys, "--dataset", "digits", "--image-size", "8", "--mechanism",
+                    "dp_pix", "--k", "2", "--m", "2", "--epsilon", "1", "--clip",
+                    "--train-limit", "60",
                     "--test-limit", "20", "--montage-rows", "2")
     assert pix["epsilon"]["per_m_neighbourhood"]["epsilon"] == 1.0
     assert pix["epsilon"]["per_image"]["epsilon"] == pytest.approx(64 * 1.0 / 2)

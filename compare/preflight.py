@@ -1,0 +1,90 @@
+"""Every check of a grid's runs before the first one trains (:func:`check_grid`).
+
+A grid used to find a model too large for its images, or a target epsilon no noise reaches,
+only when that run started, after other runs had trained. Here each run still to do is checked
+first: its data set and model names, what its backend's library recipe can run, that the model
+fits the data's shape, and that its privacy plan exists. Every problem is reported at once, in
+one line, and nothing is trained or written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from compare.grid import Grid, GridCell
+from dpcore.config import PrivacySpec, RunConfig
+from dpcore.errors import ConfigError, DpCompareError
+from dpcore.results import ResultsStore
+
+__all__ = ["check_grid", "pending_runs"]
+
+
+def pending_runs(grid: Grid, out: str | Path) -> list[tuple[GridCell, str]]:
+    """The (cell, backend) runs of ``grid`` not finished in the store ``out`` (the ones a
+    ``compare`` call would train); every run when ``out`` does not exist yet."""
+    store = ResultsStore(out)
+    pending = []
+    for cell, backend in grid.runs():
+        if Path(out).is_dir() and store.is_finished(cell.config.config_hash, backend):
+            continue
+        pending.append((cell, backend))
+    return pending
+
+
+def _data_only(config: RunConfig) -> RunConfig:
+    """``config`` without its local-DP step: the data set's shape and size, loaded once per
+    data spec (privatising it per seed is the run's work, not the check's)."""
+    if config.data.ldp_mechanism is None:
+        return config
+    return config.replace(
+        data=dataclasses.replace(config.data, ldp_mechanism=None, ldp_params={}),
+        privacy=PrivacySpec())
+
+
+def check_grid(runs: Sequence[tuple[GridCell, str]], data_dir: str | Path | None) -> int:
+    """Check every run of ``runs`` as ``dpcompare train`` checks one before training
+    (:func:`compare.api.check_run`); returns how many were checked.
+
+    Data sets are loaded once per data spec, models traced once per (model, data), privacy
+    plans computed once per (privacy, schedule, data size).
+
+    Raises:
+        DpCompareError: one line naming every failing setting (first occurrence of each
+            message) and its run; nothing is trained or written.
+    """
+    from compare.api import check_run
+    from dpcore.names import check_names
+    from dpcore.pipeline import prepare_dataset
+    from dpcore.recipes import check_backend_recipe
+
+    problems: dict[str, str] = {}
+    datasets: dict[str, Any] = {}
+    seen: set[str] = set()
+    for cell, backend in runs:
+        config = cell.config
+        where = f"{backend} {cell.setting or config.config_hash}"
+        try:
+            check_names(config)
+            check_backend_recipe(config, backend)
+            loadable = _data_only(config)
+            data_key = repr(loadable.data)
+            if data_key not in datasets:
+                datasets[data_key] = prepare_dataset(loadable, data_dir)
+            dataset = datasets[data_key]
+            key = repr((config.model, config.privacy, config.train, config.factors,
+                        config.data, config.recipe))
+            if key not in seen:
+                check_run(config, dataset)
+                seen.add(key)
+        except DpCompareError as exc:
+            problems.setdefault(str(exc), where)
+    if problems:
+        listed = "; ".join(f"{where}: {message}" for message, where in problems.items())
+        raise ConfigError(
+            f"{len(problems)} problem(s) found before any training (nothing was trained): "
+            f"{listed}")
+    return len(runs)
+
