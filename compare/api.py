@@ -428,17 +428,20 @@ def check_run(config: RunConfig, dataset: Dataset) -> Any:
 
 def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
                filled: Mapping[str, Any]) -> str:
-    """The one line ``train`` (and each grid run) prints before training: model, data, the
-    privacy (noise and the epsilon it plans, by RDP, else PLD), steps, and every
-    hyper-parameter in force with those filled from the defaults marked ``(default)``."""
+    """The one line ``train`` prints before training: model, data, the privacy (noise and the
+    epsilon it plans, by the shared RDP and PLD accountants), steps, and every
+    hyper-parameter in force with those filled from the defaults marked ``(default)``. A
+    library recipe may run other steps than planned (Opacus's loader): the summary then gives
+    the epsilon of what ran beside the planned one."""
     from dpcore.defaults import describe_settings
 
     privacy = plan.mechanism
     if plan.mechanism.startswith("dpsgd"):
-        eps = plan.epsilon_rdp if plan.epsilon_rdp is not None else plan.epsilon_pld
-        kind = "RDP" if plan.epsilon_rdp is not None else "PLD"
-        eps_text = "n/a" if eps is None else f"{eps:.4g}"
-        privacy += f" noise {plan.noise_multiplier:.4g}, epsilon {eps_text} ({kind}) planned"
+        figures = [f"{kind} {eps:.4g}" for kind, eps in (("RDP", plan.epsilon_rdp),
+                                                          ("PLD", plan.epsilon_pld))
+                   if eps is not None]
+        privacy += (f" noise {plan.noise_multiplier:.4g}, epsilon "
+                    f"{', '.join(figures) or 'n/a'} planned")
     return (f"{backend}: {config.model.name} on {dataset.name} "
             f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), {privacy}, "
             f"{plan.batches.steps} steps of B={plan.batches.expected_batch_size}; "

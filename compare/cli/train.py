@@ -57,6 +57,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help=f"learning rate (default with SGD {TRAIN_DEFAULTS['train.lr']:g}, "
                         f"momentum {TRAIN_DEFAULTS['train.momentum']:g}; activation "
                         f"{TRAIN_DEFAULTS['model.activation']}: see dpcore/defaults.py)")
+    parser.add_argument("--momentum", type=float,
+                        help="SGD momentum in [0, 1) (default "
+                        f"{TRAIN_DEFAULTS['train.momentum']:g}, the bench's tuned default: "
+                        "Keras and PyTorch default to 0, so give 0 with a learning rate "
+                        "chosen for plain SGD)")
     parser.add_argument("--mechanism", choices=sorted(MECHANISMS),
                         help="none, gaussian or laplace DP-SGD, or ldp (set data.ldp_* too)")
     noise = parser.add_mutually_exclusive_group()
@@ -64,6 +69,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="noise std (Laplace: scale) divided by the clip norm")
     noise.add_argument("--epsilon", type=float,
                        help="target epsilon; the noise multiplier is calibrated to reach it")
+    parser.add_argument("--calibrate-with", choices=["rdp", "pld"],
+                        help="accountant that turns --epsilon into a noise multiplier (sets "
+                        "factors.calibration_accountant; default rdp for gaussian, pld for "
+                        "laplace; Opacus's prv needs torch, which the shared ledger never "
+                        "imports: see `dpcompare epsilon --calibrate-with prv`)")
     parser.add_argument("--max-grad-norm", type=float, help="per-example clip norm C")
     parser.add_argument("--delta", type=float, help="delta (default 1/N rounded down to 10^-k)")
     parser.add_argument("--seed", type=int, help="seed of batches, initial weights and noise")
@@ -158,6 +168,8 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
         explicit += [f"train.steps={args.steps}", "train.epochs=null"]
     put("train.batch_size", args.batch_size)
     put("train.lr", args.lr)
+    put("train.momentum", args.momentum)
+    put("factors.calibration_accountant", args.calibrate_with)
     put("privacy.max_grad_norm", args.max_grad_norm)
     put("privacy.delta", args.delta)
     put("seed", args.seed)
