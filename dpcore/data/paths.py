@@ -42,12 +42,23 @@ def resolve_data_root(cli_value: str | Path | None) -> Path:
     return path
 
 
+#: Where ``pip install medmnist`` (its ``INFO``/``download=True``) saves the npz files.
+MEDMNIST_HOME = Path("~/.medmnist")
+
+
 def locate(info: DatasetInfo, root: Path) -> tuple[Path, str] | None:
-    """The first existing candidate of ``info`` under ``root`` and its relative name, or None."""
+    """The first existing candidate of ``info`` under ``root`` and its relative name, or None.
+
+    A MedMNIST data set missing under ``root`` is also looked for where the ``medmnist``
+    package saves it, ``~/.medmnist/<name>.npz`` (reported as its first candidate)."""
     for rel in info.candidates:
         path = root / rel
         if path.exists():
             return path, rel
+    if info.loader == "medmnist" and info.candidates:
+        saved = MEDMNIST_HOME.expanduser() / f"{info.name}.npz"
+        if saved.is_file():
+            return saved, info.candidates[0]
     return None
 
 

@@ -126,3 +126,21 @@ def test_ldp_states_the_epsilon_per_image_train_uses(tmp_path: Path,
     result = json.loads(capsys.readouterr().out)
     assert result["image_shape"] == [16, 16, 1]
     assert result["epsilon"]["per_image"]["epsilon"] == pytest.approx(256.0)
+
+
+def test_medmnist_files_saved_by_the_medmnist_package_are_found(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pip install medmnist`` saves ``~/.medmnist/pneumoniamnist.npz``: used when the data
+    root lacks the file."""
+    from dpcore.config import DataSpec
+    from dpcore.data import load_dataset
+    from tests.dpcore.data_writers import isolate, write_medmnist
+
+    isolate(monkeypatch, tmp_path)
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    arrays = write_medmnist(home / ".medmnist" / "pneumoniamnist.npz")
+    root = tmp_path / "root"
+    root.mkdir()
+    dataset = load_dataset(DataSpec(name="pneumoniamnist"), root)
+    assert len(dataset.x_train) == len(arrays["train_images"])
