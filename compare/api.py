@@ -435,17 +435,46 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
     the epsilon of what ran beside the planned one."""
     from dpcore.defaults import describe_settings
 
+    def figures(rdp: float | None, pld: float | None) -> str:
+        shown = [f"{kind} {eps:.4g}" for kind, eps in (("RDP", rdp), ("PLD", pld))
+                 if eps is not None]
+        return ", ".join(shown) or "n/a"
+
     privacy = plan.mechanism
+    steps = f"{plan.batches.steps} steps of B={plan.batches.expected_batch_size}"
     if plan.mechanism.startswith("dpsgd"):
-        figures = [f"{kind} {eps:.4g}" for kind, eps in (("RDP", plan.epsilon_rdp),
-                                                          ("PLD", plan.epsilon_pld))
-                   if eps is not None]
         privacy += (f" noise {plan.noise_multiplier:.4g}, epsilon "
-                    f"{', '.join(figures) or 'n/a'} planned")
+                    f"{figures(plan.epsilon_rdp, plan.epsilon_pld)} planned")
+        ran = _library_as_run(config, backend, plan, len(dataset.x_train))
+        if ran is not None:  # the library's loader runs other steps than planned
+            ran_steps, rate, rdp, pld = ran
+            privacy = (f"{plan.mechanism} noise {plan.noise_multiplier:.4g}, epsilon "
+                       f"{figures(rdp, pld)} for the {ran_steps} steps at q={rate:.4g} its "
+                       f"library runs ({figures(plan.epsilon_rdp, plan.epsilon_pld)} planned "
+                       f"for {plan.batches.steps})")
+            steps = f"{ran_steps} steps of B={plan.batches.expected_batch_size}"
     return (f"{backend}: {config.model.name} on {dataset.name} "
             f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), {privacy}, "
-            f"{plan.batches.steps} steps of B={plan.batches.expected_batch_size}; "
-            f"{describe_settings(config, filled)}")
+            f"{steps}; {describe_settings(config, filled)}")
+
+
+def _library_as_run(config: RunConfig, backend: str, plan: Any, n_train: int
+                    ) -> tuple[int, float, float | None, float | None] | None:
+    """(steps, q, RDP and PLD epsilon) of what a ``recipe: library`` DP-SGD run will take
+    through its library's loader (:func:`dpcore.recipes.library_schedule`), or None when
+    that is what the plan says (or the run is no library DP-SGD run)."""
+    from dpcore.accounting import dpsgd_event, epsilon_pld, epsilon_rdp
+    from dpcore.recipes import library_schedule
+    from dpcore.trainloop import library_epochs
+
+    if config.recipe != "library" or plan.noise_multiplier <= 0:
+        return None
+    per_epoch, rate = library_schedule(config, n_train, backend)
+    steps = library_epochs(plan) * per_epoch
+    if steps == plan.batches.steps and math.isclose(rate, plan.batches.sampling_rate):
+        return None
+    event = dpsgd_event(plan.mechanism, plan.noise_multiplier, rate, steps)
+    return steps, rate, epsilon_rdp(event, plan.delta), epsilon_pld(event, plan.delta)
 
 
 # --- grids: dpcompare compare -------------------------------------------------------------

@@ -263,3 +263,23 @@ def recipe_record(config: RunConfig, backend: str, trainer: str | None = None
             "effective_factors": effective_factors(config.recipe, backend,
                                                    config.privacy.sampling, factors),
             "privacy_claim": privacy_claim(config, backend)}
+
+
+def library_schedule(config: RunConfig, n_train: int, backend: str) -> tuple[int, float]:
+    """(steps per epoch, sampling rate) a ``recipe: library`` run takes through its library's
+    own loader, known before training (the start line states the epsilon of these steps):
+
+    * ``torch``: Opacus's ``make_private`` keeps the length of the ``DataLoader`` it wraps,
+      ``ceil(N / B)`` batches, and samples at q = 1 / that length;
+    * ``tf``: ``model.fit`` on ``N // B`` fixed batches of B (the last partial one dropped),
+      q = B / N.
+
+    The bench's own plan takes ``round(N / B)`` steps per epoch at q = B / N, so the two can
+    differ (digits, B = 64: 22 planned, 23 run by Opacus). Checked against the runners in
+    ``tests/backends/test_recipe_cli.py``.
+    """
+    batch = config.train.batch_size
+    if backend == "torch":
+        steps = max(1, math.ceil(n_train / batch))
+        return steps, 1.0 / steps
+    return max(1, n_train // batch), batch / n_train
