@@ -109,7 +109,7 @@ def epsilon_pld(event: dpe.DpEvent, delta: float) -> float | None:
 #: dp_accounting holds a few such arrays and their FFTs at once: about 100 MB at this size).
 PLD_MAX_POINTS = 1_000_000
 #: Points of the coarse one-step grid on which the composed width is estimated.
-_PROBE_POINTS = 10_000
+_PROBE_POINTS = 2_000
 #: Log of the tail mass dp_accounting drops when it builds and composes a PLD (its defaults).
 _PLD_LOG_TRUNCATION = -50.0
 _PLD_TAIL_TRUNCATION = 1e-15
