@@ -251,8 +251,12 @@ def test_train_equals_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[st
     ours = json_safe(result.to_dict())
     assert ours["config_hash"] == cli["config_hash"] and ours["run_id"] == cli["run_id"]
     for key in ("config", "metrics", "privacy", "faithfulness", "dataset", "status",
-                "checkpoint"):
+                "checkpoint", "defaults"):
         assert ours[key] == cli[key], key
+    # the record says which values came from the defaults; the RunConfig is at hand
+    assert ours["defaults"]["train.momentum"] == 0.9 and "train.lr" not in ours["defaults"]
+    assert result.run_config == api.as_config(result.config)
+    assert result.run_config.train.momentum == 0.9
     assert [{k: v for k, v in r.items() if "seconds" not in k} for r in ours["history"]] == \
         [{k: v for k, v in r.items() if "seconds" not in k} for r in cli["history"]]
     assert lines[0].startswith("torch: cnn4 on digits") and lines[1].startswith("epoch 1/")
@@ -284,7 +288,7 @@ def test_train_equals_cli_train(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (lambda: api.train({"data": {"name": "digits"}, "bogus": 1}, "torch"), ConfigError,
      ["bogus"]),
     (lambda: api.train({"data": {"name": "digits"}}, "jax"), ConfigError,
-     ["backend='jax'", "valid: tf, torch"]),
+     ["backend 'jax'", "valid: tf, torch"]),
     (lambda: api.train({"data": {"name": "digits"}}, "torch", faithfulness_subset=-1),
      ConfigError, ["faithfulness_subset=-1", "valid: an integer >= 0"]),
     (lambda: api.load_model("no/such/run"), DataError, ["no/such/run", "holds no checkpoint"]),
