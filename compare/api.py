@@ -175,10 +175,9 @@ def accounting_figures(
     notes = []
     if sampling_rate is not None and not math.isclose(sampling_rate, batch_size / n,
                                                       rel_tol=1e-3):
-        notes.append(f"{names['sampling_rate']} {sampling_rate:g} is used, not "
-                     f"{names['batch_size']}/{names['n']} = {batch_size}/{n} = "
-                     f"{batch_size / n:.4g} (the batch size enters only TF Privacy's "
-                     "compute_dp_sgd_privacy(n, batch, epochs) figure)")
+        notes.append(f"the sampling rate {sampling_rate:g} is used, not batch size / n = "
+                     f"{batch_size}/{n} = {batch_size / n:.4g} (the batch size enters only "
+                     "TF Privacy's compute_dp_sgd_privacy(n, batch, epochs) figure)")
     if not 0 < q <= 1 or math.isnan(q):
         raise bad("sampling_rate", q, "(0, 1]")
     delta = delta if delta is not None else default_delta(n)
