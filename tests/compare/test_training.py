@@ -21,15 +21,15 @@ pytest.importorskip("torch")
 
 BASE: dict[str, Any] = {
     "data": {"name": "digits", "image_size": 16},
-    "model": {"name": "cnn4"},
-    "train": {"steps": 3, "batch_size": 64, "lr": 0.5},
+    "model": {"name": "cnn4", "activation": "relu"},
+    "train": {"steps": 3, "batch_size": 64, "lr": 0.5, "momentum": 0.0},
     "privacy": {"mechanism": "dpsgd-gaussian", "noise_multiplier": 1.0},
 }
 TRAIN_ARGS = ["train", "--backend", "torch", "--dataset", "digits", "--model", "cnn4",
               "--set", "data.image_size=16", "--steps", "3", "--batch-size", "64",
               "--lr", "0.5", "--noise-multiplier", "1.0", "--faithfulness-subset", "8",
-              # BASE's model and optimizer in full: options the CLI is not given take the
-              # tuned defaults of dpcore.defaults, which the grid's base does not use
+              # BASE's model and optimizer in full (a key neither gives would take the same
+              # default of dpcore.defaults on both paths)
               "--set", "model.activation=relu", "--set", "train.momentum=0.0", "--quiet"]
 
 
