@@ -13,8 +13,9 @@ The commands are extracted from the README's fenced code blocks (continuation li
   commands skipped are exactly those of the marked blocks (a marker on a block with nothing to
   skip, or an unmarked command that cannot run, fails).
 
-The ``python`` blocks are checked statically: they compile, and every name they use is
-defined in them or a builtin.
+Shell globs expand against the repository; ``name: value`` lines of a block are output shown
+beside a command, not commands. The ``python`` blocks are checked statically: they compile,
+and every name they use is defined in them or a builtin.
 """
 
 from __future__ import annotations
@@ -39,8 +40,12 @@ NOT_RUNNABLE = {
     ".venv/bin/python -m pytest": "the test suite itself",
     "ray ": "needs a Ray cluster",
 }
-#: Sub-commands whose README commands run in full (seconds, no training, nothing written).
+#: Sub-commands whose README commands run in full (seconds, no training, nothing written),
+#: unless they name one of :data:`NEVER_IN_FULL` (e.g. a download: always a dry run).
 RUN_IN_FULL = frozenset({"datasets"})
+NEVER_IN_FULL = frozenset({"--download", "--download-url"})
+#: A line of a block that shows a command's output, not a command: ``name: value``.
+OUTPUT = re.compile(r"^[\w.-]+:\s")
 PLACEHOLDER = re.compile(r"(^|[\s/=:])[A-Z][A-Z0-9_]{2,}|<[^>]+>|\[|\]|(^|\s)\|(\s|$)")
 
 
@@ -100,7 +105,7 @@ def shell_commands(text: str) -> list[Command]:
         joined = re.sub(r"\n[ \t]+", " ", joined)
         for offset, line in enumerate(joined.splitlines()):
             line = line.split(" #", 1)[0].strip()
-            if not line or line.startswith("#"):
+            if not line or line.startswith("#") or OUTPUT.match(line):
                 continue
             for part in line.split("&&"):
                 if part.strip():
@@ -157,14 +162,16 @@ def test_concrete_command_runs_or_dry_runs(command: Command, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     from compare.cli.main import main
 
-    args = command.words[1:]
+    # shell globs (``reports/*``) expand against the repository, as a user's shell would
+    args = [str(path) for word in command.words[1:]
+            for path in (sorted(README.parent.glob(word)) if "*" in word else [word])]
     data_dir = os.environ.get("DPCOMPARE_DATA_DIR")
     needs_data = [w for w in args if w in ("pneumoniamnist", "retinamnist", "mnist",
                                            "cats_vs_dogs", "imdb", "chest_xray", "aptos")]
     if needs_data and not (data_dir and Path(data_dir).is_dir()):
         pytest.skip(f"needs the real data set {needs_data[0]} (DPCOMPARE_DATA_DIR not set)")
     monkeypatch.chdir(tmp_path)  # relative outputs (runs/mine...) would land here
-    full = args[0] in RUN_IN_FULL
+    full = args[0] in RUN_IN_FULL and not NEVER_IN_FULL & set(args)
     status = main(args if full else [*args, "--dry-run"])
     captured = capsys.readouterr()
     assert status == 0, f"README line {command.line}: {command.text}\n{captured.err}"

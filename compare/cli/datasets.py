@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from compare.cli.common import add_data_dir_option, print_json
+from dpcore.errors import DataError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -41,6 +42,14 @@ def dry_run(args: argparse.Namespace) -> int:
     from dpcore.data.registry import DATASETS
 
     root = resolve_data_root(args.data_dir)
+    if getattr(args, "download", None):
+        from dpcore.data.download import DOWNLOADS
+
+        if args.download not in DOWNLOADS:
+            raise DataError(f"--download {args.download!r} is not downloadable; valid: "
+                            f"{', '.join(DOWNLOADS)}")
+        print(f"dry run: would download {args.download} into {root}; nothing fetched")
+        return 0
     print(f"dry run: would list {len(DATASETS)} registered data sets, looking under {root}")
     return 0
 

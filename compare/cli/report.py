@@ -41,13 +41,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def dry_run(args: argparse.Namespace) -> int:
-    """``--dry-run``: the runs folder read and the report folder checked; nothing written."""
+    """``--dry-run``: the runs folder read (or each ``--records`` folder checked for records)
+    and the report folder checked; nothing written."""
     from compare import tidy
+    from compare.records import has_records
 
-    check_output_folder(args.out, "--out")
-    results = tidy.load_results(Path(args.runs_dir))
-    print(f"dry run: would write the report of {len(results)} run(s) in {args.runs_dir} "
-          f"to {args.out}; nothing written")
+    if args.out is not None:
+        check_output_folder(args.out, "--out")
+    if args.records is None:
+        if args.runs_dir is None or args.out is None:
+            raise ConfigError("give RUNS_DIR with --out DIR, or --records REPORT_DIR...")
+        results = tidy.load_results(Path(args.runs_dir))
+        print(f"dry run: would write the report of {len(results)} run(s) in {args.runs_dir} "
+              f"to {args.out}; nothing written")
+        return 0
+    folders = [Path(p) for p in args.records]
+    missing = [str(f) for f in folders if not f.is_dir()]
+    if missing:
+        raise ConfigError(f"--records folder(s) {', '.join(missing)} do not exist; valid: "
+                          "report folders holding records/")
+    with_records = [f for f in folders if has_records(f)]
+    print(f"dry run: would rebuild {len(with_records)} of {len(folders)} report folder(s) "
+          "from their records (the others hold none); nothing written")
     return 0
 
 
