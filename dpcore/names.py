@@ -61,16 +61,18 @@ def check_names(config: object) -> None:
     Raises:
         ConfigError: naming the key, the bad value, a suggestion and the valid names.
     """
-    from dpcore.architectures import MODEL_NAMES
-    from dpcore.data.registry import DATASETS, MEDMNIST_PREFIX
+    from dpcore.architectures import CUSTOM_MODEL, MODEL_NAMES
+    from dpcore.data.registry import DATASETS, PATH_PREFIXES
 
+    model_names = (*MODEL_NAMES, CUSTOM_MODEL)
     data_name = str(config.data.name)  # type: ignore[attr-defined]
-    if data_name not in DATASETS and not data_name.startswith(MEDMNIST_PREFIX):
+    if data_name not in DATASETS and not data_name.startswith(tuple(PATH_PREFIXES)):
         raise ConfigError(
             f"data.name={data_name!r} is not known{did_you_mean(data_name, DATASETS)}; "
-            f"valid: {', '.join(DATASETS)}, or {MEDMNIST_PREFIX}PATH")
+            f"valid: {', '.join(DATASETS)}, or "
+            f"{', or '.join(prefix + 'PATH' for prefix in PATH_PREFIXES)}")
     model_name = str(config.model.name)  # type: ignore[attr-defined]
-    if model_name not in MODEL_NAMES:
+    if model_name not in model_names:
         raise ConfigError(
-            f"model.name={model_name!r} is not known{did_you_mean(model_name, MODEL_NAMES)}; "
-            f"valid: {', '.join(MODEL_NAMES)}")
+            f"model.name={model_name!r} is not known{did_you_mean(model_name, model_names)}; "
+            f"valid: {', '.join(model_names)}")
