@@ -823,33 +823,27 @@ def _check_keys(raw: Mapping[str, Any]) -> None:
     """
     from dpcore.names import did_you_mean
 
-    allowed = set(_SECTIONS) | {"seed", "recipe"}
-    problems: list[str] = []
-    unknown = sorted(set(raw) - allowed, key=str)
-    for key in unknown:
-        refused = refused_key_error(str(key))
-        if refused is not None:
-            raise refused
-    if unknown:
-        problems.append(
-            "unknown config key(s) " + ", ".join(
-                f"{key}{did_you_mean(key, allowed)}" for key in map(str, unknown))
-            + f" (valid: {', '.join(sorted(allowed))})")
-    for name, spec_cls in _SECTIONS.items():
-        section = raw.get(name) or {}
-        if not isinstance(section, Mapping):
-            raise ConfigError(f"config section {name!r} must be a mapping")
-        valid_keys = {f.name for f in fields(spec_cls)}
-        bad = sorted(set(section) - valid_keys, key=str)
+    def unknown(given: Iterable[Any], valid: set[str], prefix: str, where: str) -> None:
+        """Record the unknown keys of one mapping (a refused one raises its reason)."""
+        bad = sorted(set(given) - valid, key=str)
         for key in bad:
-            refused = refused_key_error(f"{name}.{key}")
+            refused = refused_key_error(f"{prefix}{key}")
             if refused is not None:
                 raise refused
         if bad:
             problems.append(
-                "unknown key(s) " + ", ".join(
-                    f"{name}.{b}{did_you_mean(b, valid_keys)}" for b in map(str, bad))
-                + f" (valid in {name}: {', '.join(sorted(valid_keys))})")
+                f"unknown {where} " + ", ".join(
+                    f"{prefix}{key}{did_you_mean(key, valid)}" for key in map(str, bad))
+                + f" ({'valid' if not prefix else 'valid in ' + prefix[:-1]}: "
+                f"{', '.join(sorted(valid))})")
+
+    problems: list[str] = []
+    unknown(raw, set(_SECTIONS) | {"seed", "recipe"}, "", "config key(s)")
+    for name, spec_cls in _SECTIONS.items():
+        section = raw.get(name) or {}
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"config section {name!r} must be a mapping")
+        unknown(section, {f.name for f in fields(spec_cls)}, f"{name}.", "key(s)")
     if problems:
         raise ConfigError("; ".join(problems))
 
