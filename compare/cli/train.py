@@ -75,6 +75,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "flip with probability 1/2) and cropN (pad N pixels, crop back at a "
                         "random offset), e.g. hflip,crop4; none for no augmentation; sets the "
                         "config's augment section (augment.hflip, augment.crop_padding)")
+    parser.add_argument("--audit-canaries", type=int, metavar="M",
+                        help="one-run privacy audit with M canaries (audit_canaries.count; "
+                        "kind gradient by default, --set audit_canaries.kind=input for "
+                        "mislabelled images); prints claimed, proved and audited epsilon")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override any config key, e.g. train.optimizer=adam (repeatable)")
@@ -154,6 +158,7 @@ def build_config(args: argparse.Namespace) -> RunConfig:
     put("privacy.delta", args.delta)
     put("seed", args.seed)
     put("recipe", args.recipe)
+    put("audit_canaries.count", args.audit_canaries)
     if args.augment is not None:
         for key, value in parse_augment(args.augment).items():
             explicit.append(f"augment.{key}={str(value).lower()}")
@@ -222,8 +227,36 @@ def print_summary(result: dict[str, Any], path: Path, checkpoint: Path) -> None:
         print(f"{label:<24}{'n/a' if value is None else f'{value:.4f}'}")
     for key, value in (privacy.get("library_epsilon") or {}).items():
         print(f"{'epsilon ' + key:<24}{'n/a' if value is None else f'{value:.4f}'}")
+    print_privacy_figures(result)
     timing = result["timing"]
     if timing.get("examples_per_second"):
         print(f"speed                   {timing['examples_per_second']:.0f} examples/s")
     print(f"result                  {path}")
     print(f"checkpoint              {checkpoint}")
+
+
+def print_privacy_figures(result: dict[str, Any]) -> None:
+    """Claimed, proved and audited epsilon, and a privacy violation if the audit found one."""
+    privacy = result["privacy"]
+    if "epsilon_proved_reason" not in privacy:
+        return
+    if privacy.get("deliberately_broken"):
+        print(f"DELIBERATELY BROKEN      {privacy['deliberately_broken']}")
+    for key, label in (("epsilon_claimed", "epsilon claimed"),
+                       ("epsilon_proved", "epsilon proved")):
+        value = privacy.get(key)
+        print(f"{label:<24}{'n/a' if value is None else f'{value:.4f}'}")
+    if privacy.get("epsilon_proved") is None:
+        print(f"{'  (why none)':<24}{privacy['epsilon_proved_reason']}")
+    one_run = (result.get("audit") or {}).get("one_run")
+    if one_run is None:
+        return
+    print(f"{'epsilon audited':<24}{one_run['epsilon_lower_bound']:.4f} (one run, "
+          f"{one_run['kind']} canaries: {one_run['correct']} of {one_run['k']} guesses right, "
+          f"m={one_run['m']}, 95% lower bound)")
+    if one_run.get("violation"):
+        print("PRIVACY VIOLATION       the audited lower bound is above the "
+              f"{'proved' if privacy.get('epsilon_proved') is not None else 'claimed'} "
+              "epsilon")
+    else:
+        print("privacy violation       none found by the audit")
