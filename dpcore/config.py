@@ -1035,7 +1035,8 @@ def check_combination(config: RunConfig) -> None:
 
 
 def check_audit_combination(config: RunConfig) -> None:
-    """Refuse a fault without an audit, and gradient canaries where no shared step runs.
+    """Refuse a fault without an audit, input canaries on a text data set, and gradient
+    canaries where no shared step runs.
 
     Raises:
         ConfigError: ``factors.fault`` other than ``none`` without ``audit_canaries.count``;
@@ -1049,6 +1050,15 @@ def check_audit_combination(config: RunConfig) -> None:
             "valid: factors.fault=none, or an audit (audit_canaries.count > 0, "
             "--audit-canaries M)"
         )
+    if canaries.active and canaries.kind == "input":
+        from dpcore.data.registry import DATASETS  # lazy: the registry is data, not config
+
+        info = DATASETS.get(config.data.name)
+        if info is not None and info.task != "image":
+            raise ConfigError(
+                f"audit_canaries.kind='input' (mislabelled training images) needs an image "
+                f"data set; data.name={config.data.name!r} is {info.task}; valid there: no "
+                "audit_canaries")
     if not canaries.active or canaries.kind != "gradient":
         return
     if config.recipe != "harmonised":
