@@ -11,6 +11,8 @@ the backends). Besides the stored fields each run row gets:
 * ``ldp_test_inputs`` (the test images of a local-DP run's headline metrics, ``clean`` or
   ``privatised``; "" otherwise) and ``accuracy_clean_test`` / ``accuracy_privatised_test``
   (its test accuracy on each; NaN for other runs and records stored before both were kept).
+* ``epsilon_claimed`` / ``epsilon_proved`` / ``epsilon_audited``, ``privacy_violation``,
+  ``fault``: :mod:`compare.reporting.privacy_section` (which also flags the setting label).
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ import pandas as pd
 
 from compare.grid import SETTING_SEPARATOR, setting_label
 from compare.reporting.collapse import collapse_reason, majority_rate
+from compare.reporting.privacy_section import (
+    PRIVACY_TEXT_COLUMNS,
+    flag_settings,
+    privacy_columns,
+)
 from dpcore.architectures import architecture
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
@@ -227,6 +234,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         row["ldp_test_inputs"] = ldp_eval.get("headline", "")
         for name in ("clean", "privatised"):
             row[f"accuracy_{name}_test"] = (ldp_eval.get(name) or {}).get("accuracy")
+        row.update(privacy_columns(r))  # claimed | proved | audited (issue 30)
         if r.audit:
             row["attack_auc"] = r.audit.get("attack_auc")
             row["attack_advantage"] = r.audit.get("advantage")
@@ -235,9 +243,9 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             row["heldout_advantage_ci_low"] = loss_threshold.get("ci_low")
             row["suspected_privacy_bug"] = bool(r.audit.get("suspected_privacy_bug"))
         rows.append(row)
-    frame = pd.DataFrame(rows)
+    frame = flag_settings(pd.DataFrame(rows))
     for column in frame.columns:
-        if column not in TEXT_COLUMNS:
+        if column not in TEXT_COLUMNS and column not in PRIVACY_TEXT_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     # A reading order: per data set and model, mechanism by mechanism (non-private last),
     # epsilon ascending; then the two backends side by side.

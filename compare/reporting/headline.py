@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 
+from compare.reporting.privacy_section import privacy_sentence
 from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, mean_interval, verdict_word
 
 
@@ -131,6 +132,9 @@ def collapse_sentence(frame: pd.DataFrame) -> str:
 def headline(frame: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
     """The 2-4 opening sentences."""
     sentences = [backend_sentence(paired)]
+    privacy = privacy_sentence(frame) if "epsilon_proved" in frame else None
+    if privacy:  # claimed | proved | audited (compare.reporting.privacy_section)
+        sentences.append(privacy)
     cost = privacy_cost_sentence(frame)
     if cost:
         sentences.append(cost)
