@@ -101,8 +101,9 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
-    """Markdown lines of the section (writes ``privacy.csv``); empty without DP runs."""
-    dp = frame[frame["mechanism"].astype(str) != "none"]
+    """Markdown lines of the section (writes ``privacy.csv``); empty without private or
+    audited runs (a non-private run shows here when it audited: its audit's ceiling)."""
+    dp = frame[(frame["mechanism"].astype(str) != "none") | frame["epsilon_audited"].notna()]
     table = privacy_table(dp)
     if table.empty:
         return []

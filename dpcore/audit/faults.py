@@ -11,10 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from dpcore.trainloop import StepMechanism
+
+class _Mechanism(Protocol):
+    """The fields of :class:`dpcore.trainloop.StepMechanism` a fault rewrites (typed here as a
+    protocol: ``dpcore.trainloop`` imports this module, not the other way round)."""
+
+    clip_norm: float
+    noise_scale: float
+    noise_multiplier: float
+
+    @property
+    def private(self) -> bool: ...
+
+
+StepMechanism = TypeVar("StepMechanism", bound=_Mechanism)
 
 #: Clip norm standing for "no clipping": every example's clip factor C / max(norm, C) (TF
 #: Privacy) or min(1, C / (norm + 1e-6)) (Opacus) is then exactly 1 for any finite gradient,
