@@ -29,7 +29,9 @@ from compare.grid import SETTING_SEPARATOR, setting_label
 from compare.reporting.collapse import collapse_reason, majority_rate
 from compare.reporting.privacy_section import (
     PRIVACY_TEXT_COLUMNS,
+    apply_flags,
     flag_settings,
+    flags_of_results,
     privacy_columns,
 )
 from dpcore.architectures import architecture
@@ -308,7 +310,7 @@ def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                                         "epsilon_spent"])
     for column in ("epoch", "test_accuracy", "test_loss", "loss", "epsilon_spent"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return apply_flags(frame, flags_of_results(results))  # broken / violation in the legend
 
 
 def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import math
 
 import pandas as pd
 
-from compare.reporting.privacy_section import privacy_sentence
+from compare.reporting.privacy_section import honest, privacy_sentence
 from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, mean_interval, verdict_word
 
 
@@ -135,7 +135,7 @@ def headline(frame: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
     privacy = privacy_sentence(frame) if "epsilon_proved" in frame else None
     if privacy:  # claimed | proved | audited (compare.reporting.privacy_section)
         sentences.append(privacy)
-    cost = privacy_cost_sentence(frame)
+    cost = privacy_cost_sentence(honest(frame))  # deliberately broken runs left out
     if cost:
         sentences.append(cost)
     sentences.append(collapse_sentence(frame))

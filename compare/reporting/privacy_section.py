@@ -13,11 +13,14 @@ headline (:func:`privacy_sentence`) and in this section's table.
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from compare.grid import setting_label
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.proved import figures_of_result, is_violation
 from dpcore.results import RunResult
@@ -56,22 +59,47 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
 
 
 def flag_settings(frame: pd.DataFrame) -> pd.DataFrame:
-    """Append ``[deliberately broken]`` / ``[PRIVACY VIOLATION]`` to the ``setting`` label of
-    every run of a setting with a faulty run / an audited violation (all its backends and
-    seeds, so tables and figures keep them together)."""
+    """Append ``[deliberately broken]`` / ``[PRIVACY VIOLATION]`` to the ``setting`` (tables)
+    and ``point`` (figures) labels of every run of a setting with a faulty run / an audited
+    violation (all its backends and seeds, so tables and figures keep them together)."""
     if frame.empty or "setting" not in frame:
         return frame
-    frame = frame.copy()
+    return apply_flags(frame, setting_flags(frame))
+
+
+def setting_flags(frame: pd.DataFrame) -> dict[str, str]:
+    """Setting label -> the suffix its runs get ("" for none), from a frame with ``setting``,
+    ``fault`` and ``privacy_violation`` columns."""
     broken = set(frame.loc[frame["fault"].astype(str) != "", "setting"])
     violated = set(frame.loc[frame["privacy_violation"] == "yes", "setting"])
+    return {s: "".join(f" [{t}]" for t, on in ((BROKEN_FLAG, s in broken),
+                                                (VIOLATION_FLAG, s in violated)) if on)
+            for s in set(frame["setting"])}
 
-    def label(setting: str) -> str:
-        tags = ([BROKEN_FLAG] if setting in broken else []) + (
-            [VIOLATION_FLAG] if setting in violated else [])
-        return setting + "".join(f" [{t}]" for t in tags)
 
-    frame["setting"] = frame["setting"].map(label)
+def flags_of_results(results: Sequence[RunResult]) -> dict[str, str]:
+    """:func:`setting_flags` of RunResults (for the frames built from them directly)."""
+    rows = [{"setting": setting_label(r.labels) if r.labels else r.config_hash,
+             **privacy_columns(r)} for r in results]
+    return setting_flags(pd.DataFrame(rows)) if rows else {}
+
+
+def apply_flags(frame: pd.DataFrame, flags: Mapping[str, str]) -> pd.DataFrame:
+    """``frame`` with each run's ``setting`` and ``point`` label followed by its setting's
+    flag (:func:`setting_flags`)."""
+    if frame.empty or not any(flags.values()):
+        return frame
+    frame = frame.copy()
+    suffix = [flags.get(s, "") for s in frame["setting"]]
+    if "point" in frame:  # figures label runs by their point along the swept axis
+        frame["point"] = [str(p) + f for p, f in zip(frame["point"], suffix, strict=True)]
+    frame["setting"] = [str(s) + f for s, f in zip(frame["setting"], suffix, strict=True)]
     return frame
+
+
+def honest(frame: pd.DataFrame) -> pd.DataFrame:
+    """The runs without ``factors.fault`` (a deliberately broken run is nobody's result)."""
+    return frame[frame["fault"].astype(str) == ""] if "fault" in frame else frame
 
 
 def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
@@ -100,6 +128,56 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Marker of each privacy figure in :func:`plot_privacy`.
+FIGURE_MARKERS = {"claimed": "o", "proved": "s", "audited": "X"}
+
+
+def privacy_long(frame: pd.DataFrame) -> pd.DataFrame:
+    """Tidy table of the finished runs' privacy figures: setting, backend, seed, figure
+    (claimed / proved / audited), epsilon; infinite and missing values left out."""
+    done = frame.loc[frame["status"] == "finished", ["setting", "backend", "seed",
+                                                      "epsilon_claimed", "epsilon_proved",
+                                                      "epsilon_audited"]]
+    long = done.melt(id_vars=["setting", "backend", "seed"],
+                     value_vars=["epsilon_claimed", "epsilon_proved", "epsilon_audited"],
+                     var_name="figure", value_name="epsilon")
+    long["figure"] = long["figure"].str.replace("epsilon_", "", regex=False)
+    long["epsilon"] = pd.to_numeric(long["epsilon"], errors="coerce")
+    return long[long["epsilon"].notna() & ~long["epsilon"].isin([math.inf])]
+
+
+def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
+    """Claimed, proved and audited epsilon per setting (y), one panel per backend (seaborn
+    ``catplot``, col=backend); flagged settings carry their flag in the label. False (nothing
+    written) when no finite figure exists."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from dpcore.io import atomic_path
+
+    long = privacy_long(frame)
+    if long.empty:
+        return False
+    long = long.assign(setting=long["setting"].map(lambda t: "\n".join(
+        textwrap.wrap(str(t), 44))))
+    grid = sns.catplot(data=long, x="epsilon", y="setting", hue="figure", col="backend",
+                       kind="strip", jitter=False, dodge=True, height=0.5 + 0.55 * long[
+                           "setting"].nunique(), aspect=1.1, s=60, alpha=0.8,
+                       hue_order=[f for f in FIGURE_MARKERS if f in set(long["figure"])])
+    grid.set_axis_labels("epsilon (one dot per seed; ∞ not drawn)", "")
+    for ax in grid.axes.flat:
+        ax.grid(axis="x", alpha=0.3)
+    try:
+        with atomic_path(path) as tmp:
+            grid.savefig(tmp, format="png", dpi=110)
+    finally:
+        plt.close(grid.figure)
+    return True
+
+
 def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
     """Markdown lines of the section (writes ``privacy.csv``); empty without private or
     audited runs (a non-private run shows here when it audited: its audit's ceiling)."""
@@ -119,6 +197,9 @@ def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
              markdown_table(table, ["setting", "backend", "seeds", "claimed", "proved",
                                     "audited (max)", "audit (kind, correct/k of m)",
                                     "violation", "fault"]), ""]
+    if plot_privacy(dp, out / "privacy.png"):
+        lines += ["Claimed, proved and audited (95% lower bound) epsilon of every run:", "",
+                  "![claimed, proved and audited epsilon](privacy.png)", ""]
     reasons = table[["setting", "backend", "proved: relation", "proved: basis or why none"]]
     lines += ["Basis of each proved epsilon (neighbouring relation; how it was bounded, or why "
               "no bound is known):", "", markdown_table(reasons), ""]
@@ -146,7 +227,8 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
                      "epsilon no bound proves")
     gap = done[(proved > done["epsilon_claimed"].astype(float) * 1.001)]
     if not gap.empty:
-        parts.append(f"{gap['setting'].nunique()} setting(s) prove only more than they claim")
+        parts.append(f"{gap['setting'].nunique()} setting(s) have a proved epsilon above their "
+                     "claim")
     audited = done[done["epsilon_audited"].notna()]
     if not audited.empty:
         bad = audited[audited["privacy_violation"] == "yes"]
@@ -166,5 +248,7 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     return "; ".join(parts) + "."
 
 
-__all__ = ["BROKEN_FLAG", "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG", "flag_settings",
-           "privacy_columns", "privacy_section", "privacy_sentence", "privacy_table"]
+__all__ = ["BROKEN_FLAG", "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG", "apply_flags",
+           "flag_settings", "flags_of_results", "honest", "setting_flags",
+           "plot_privacy", "privacy_columns", "privacy_long", "privacy_section",
+           "privacy_sentence", "privacy_table"]
