@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -163,19 +164,28 @@ def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
         return False
     long = long.assign(setting=long["setting"].map(lambda t: "\n".join(
         textwrap.wrap(str(t), 44))))
-    grid = sns.catplot(data=long, x="epsilon", y="setting", hue="figure", col="backend",
-                       kind="strip", jitter=False, dodge=True, height=0.5 + 0.55 * long[
-                           "setting"].nunique(), aspect=1.1, s=60, alpha=0.8,
-                       hue_order=[f for f in FIGURE_MARKERS if f in set(long["figure"])])
+    with warnings.catch_warnings():
+        # many long setting labels: seaborn's tight_layout gives up and warns; the figure is
+        # still drawn with every label (the margins grow instead)
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
+        grid = _catplot(sns, long)
     grid.set_axis_labels("epsilon (one dot per seed; ∞ not drawn)", "")
     for ax in grid.axes.flat:
         ax.grid(axis="x", alpha=0.3)
     try:
-        with atomic_path(path) as tmp:
+        with atomic_path(path) as tmp, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Tight layout not applied")
             grid.savefig(tmp, format="png", dpi=110)
     finally:
         plt.close(grid.figure)
     return True
+
+
+def _catplot(sns: Any, long: pd.DataFrame) -> Any:
+    return sns.catplot(data=long, x="epsilon", y="setting", hue="figure", col="backend",
+                       kind="strip", jitter=False, dodge=True, height=0.5 + 0.55 * long[
+                           "setting"].nunique(), aspect=1.1, s=60, alpha=0.8,
+                       hue_order=[f for f in FIGURE_MARKERS if f in set(long["figure"])])
 
 
 def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
