@@ -286,8 +286,9 @@ def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                 "precision": entry.get("precision"),
                 "support": entry.get("support"),
             })
-    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "dataset",
-                                       "class", "accuracy", "precision", "support"])
+    frame = pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "dataset",
+                                        "class", "accuracy", "precision", "support"])
+    return apply_flags(frame, flags_of_results(results))  # broken / violation on the labels
 
 
 def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -332,8 +333,9 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                              "setting": setting_label(r.labels) if r.labels else r.config_hash,
                              "panel": panel, "point": point, "curve": curve,
                              "fraction": fraction, "probability": value})
-    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "panel", "point",
-                                       "curve", "fraction", "probability"])
+    frame = pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "panel",
+                                        "point", "curve", "fraction", "probability"])
+    return apply_flags(frame, flags_of_results(results))  # broken / violation on the labels
 
 
 __all__ = ["FAITHFULNESS_KEYS", "SANITY_KEYS", "curves_frame", "epsilon_of", "front_end",
