@@ -169,7 +169,7 @@ def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
         # still drawn with every label (the margins grow instead)
         warnings.filterwarnings("ignore", message="Tight layout not applied")
         grid = _catplot(sns, long)
-    grid.set_axis_labels("epsilon (one dot per seed; ∞ not drawn)", "")
+    grid.set_axis_labels("epsilon", "")
     for ax in grid.axes.flat:
         ax.grid(axis="x", alpha=0.3)
     try:
@@ -183,8 +183,9 @@ def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
 
 def _catplot(sns: Any, long: pd.DataFrame) -> Any:
     return sns.catplot(data=long, x="epsilon", y="setting", hue="figure", col="backend",
-                       kind="strip", jitter=False, dodge=True, height=0.5 + 0.55 * long[
-                           "setting"].nunique(), aspect=1.1, s=60, alpha=0.8,
+                       kind="strip", jitter=False, dodge=True,
+                       height=max(2.8, 0.5 + 0.55 * long["setting"].nunique()), aspect=1.4,
+                       s=60, alpha=0.8,
                        hue_order=[f for f in FIGURE_MARKERS if f in set(long["figure"])])
 
 
@@ -208,7 +209,8 @@ def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
                                     "audited (max)", "audit (kind, correct/k of m)",
                                     "violation", "fault"]), ""]
     if plot_privacy(dp, out / "privacy.png"):
-        lines += ["Claimed, proved and audited (95% lower bound) epsilon of every run:", "",
+        lines += ["Claimed, proved and audited (95% lower bound) epsilon of every run (one "
+                  "dot per seed; infinite values are not drawn):", "",
                   "![claimed, proved and audited epsilon](privacy.png)", ""]
     reasons = table[["setting", "backend", "proved: relation", "proved: basis or why none"]]
     lines += ["Basis of each proved epsilon (neighbouring relation; how it was bounded, or why "
