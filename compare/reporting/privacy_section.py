@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from compare.figdigest import note_figure
 from compare.grid import setting_label
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.proved import figures_of_result, is_violation
@@ -176,6 +177,7 @@ def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
         with atomic_path(path) as tmp, warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Tight layout not applied")
             grid.savefig(tmp, format="png", dpi=110)
+        note_figure(grid.figure, path)  # the plotted data's digest, for the report's records
     finally:
         plt.close(grid.figure)
     return True
