@@ -38,6 +38,7 @@ from compare.reporting.frames import (
 )
 from compare.reporting.headline import headline
 from compare.reporting.ldp_eval import ldp_evaluation_section
+from compare.reporting.privacy_section import privacy_section
 from compare.reporting.published_section import published_section
 from compare.reporting.stats import (
     AGREEMENT_TOLERANCE,
@@ -751,6 +752,7 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
     lines += ["## Headline", "", " ".join(headline(frame, paired)), ""]
     lines += published_section(published, frame)
     lines += findings_section(published, out)
+    lines += privacy_section(frame, out)
     lines += attribution_section(results, published, out) or claims_section(results)
     lines += _accuracy_section(frame, summary, out)
     lines += _backend_section(paired, out, frame)
@@ -763,7 +765,7 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
               ""]
     eps_cols = ["setting", "backend", "noise_multiplier", "steps", "sampling_rate", "delta",
                 "epsilon_rdp", "epsilon_pld", "epsilon_opacus_rdp", "epsilon_opacus_prv",
-                "epsilon_tf_privacy"]
+                "epsilon_tf_privacy", "epsilon_proved"]
     first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
     dp_rows = first_seed[first_seed["mechanism"].astype(str).str.startswith("dpsgd")]
     lines += [markdown_table(dp_rows, eps_cols), ""]

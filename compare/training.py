@@ -29,9 +29,12 @@ from typing import Any
 import numpy as np
 
 from dpcore.architectures import IMAGE_ARCHITECTURES, explainable
+from dpcore.audit.canaries import InputCanaries
+from dpcore.audit.plan import check_audit_inputs
 from dpcore.backend import load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.data.images import as_float01
 from dpcore.errors import DpCompareError
 from dpcore.metrics.sanity import RANDOMISATION_SEED
 from dpcore.results import ResultsStore, RunResult, library_versions, run_id, utc_now
@@ -119,10 +122,15 @@ def train_and_record(
     # The inputs as the model is trained on them (factors.input_scaling / eval_split): the
     # faithfulness and audit below then see them too. Idempotent.
     dataset = apply_data_factors(config, dataset)
+    check_audit_inputs(config, dataset)  # before anything trains
+    canaries = (InputCanaries.for_dataset(config.audit_canaries, config.seed, dataset)
+                if config.audit_canaries.active and config.audit_canaries.kind == "input"
+                else None)
     try:
         train = load_backend(backend)
-        trained = train.train(config, dataset, perf or PerfSpec(), progress=progress,
-                              callbacks=list(callbacks))
+        trained = train.train(config, dataset if canaries is None
+                              else canaries.training_set(dataset),
+                              perf or PerfSpec(), progress=progress, callbacks=list(callbacks))
         if config.privacy.is_dpsgd:
             from dpcore.privacy_checks import check_dp_model
 
@@ -136,10 +144,16 @@ def train_and_record(
         if result.status == "finished" and dataset.ldp_test_images is not None:
             result.metrics["ldp_test_inputs"] = ldp_test_metrics(backend, trained, dataset,
                                                                  config.data.ldp_test_inputs)
+        if canaries is not None:
+            proba = train.predict_proba(trained.model, as_float01(canaries.images(dataset)))
+            result.audit = {"one_run": canaries.audit(
+                config.audit_canaries, proba, float(result.privacy["delta"])).to_dict()}
         if result.status == "finished" and evaluation.audit:
             from compare.audit import audit_trained
 
-            result.audit = audit_trained(trained, dataset, result.privacy)
+            result.audit = {**(result.audit or {}),
+                            **audit_trained(trained, dataset, result.privacy)}
+        record_privacy_figures(result)
         checkpoint = Path(train.save_checkpoint(
             trained, store.run_dir(config.config_hash, backend) / CHECKPOINT_FILE))
         result.checkpoint = str(checkpoint.relative_to(store.root))
@@ -151,6 +165,27 @@ def train_and_record(
         store_interrupted(store, config, backend, dataset, started, labels=labels,
                           grid_name=grid_name)
         raise
+
+
+def record_privacy_figures(result: RunResult) -> None:
+    """Put the claimed and proved epsilon (:mod:`dpcore.proved`) in ``result.privacy`` and,
+    for an audited run, whether its audited bound is a privacy violation (above the proved
+    epsilon, or above the claim where nothing is proved) in ``result.audit["one_run"]``; a
+    run with ``factors.fault`` is marked ``deliberately_broken`` in both."""
+    from dpcore.audit.faults import BROKEN_LABEL
+    from dpcore.proved import is_violation, privacy_figures
+
+    result.privacy.update(privacy_figures(result.config, result.backend, result.privacy))
+    fault = (result.config.get("factors") or {}).get("fault", "none")
+    if fault != "none":
+        result.privacy["deliberately_broken"] = f"{BROKEN_LABEL}: factors.fault={fault}"
+    one_run = (result.audit or {}).get("one_run")
+    if one_run is not None:
+        one_run["violation"] = is_violation(one_run.get("epsilon_lower_bound"),
+                                            result.privacy.get("epsilon_claimed"),
+                                            result.privacy.get("epsilon_proved"))
+        if fault != "none":
+            one_run["deliberately_broken"] = fault
 
 
 def incomplete_record(

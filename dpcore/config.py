@@ -46,6 +46,10 @@ INITIALISATIONS = ("neutral", "torch")
 INPUT_SCALINGS = ("unit", "standardised")
 CALIBRATION_ACCOUNTANTS = ("rdp", "pld")
 EVAL_SPLITS = ("test", "train")
+#: ``factors.fault``: deliberately broken DP steps, for audit checks only (issue 30).
+FAULTS = ("none", "no_noise", "no_clip", "noise_div10")
+#: ``audit_canaries.kind``: white-box gradient canaries or black-box mislabelled images.
+CANARY_KINDS = ("gradient", "input")
 
 # -- settings refused for privacy reasons -----------------------------------------------------
 # None of these is an option of the bench; they are named here so that a user who asks for one
@@ -503,6 +507,10 @@ class FactorSpec:
             ``dpcore`` never imports; PLD is dp_accounting's numerical accountant of the same
             kind and agrees with PRV to about 1 %.
         eval_split: the split whose accuracy the run reports: ``test`` or ``train``.
+        fault: a deliberately broken DP step, for audit checks only: ``none``, ``no_noise``
+            (no noise is added), ``no_clip`` (nothing is clipped) or ``noise_div10`` (a tenth
+            of the noise). Refused unless the run audits (``audit_canaries``); every record
+            and report row of such a run says "deliberately broken".
     """
 
     normalisation: str = "expected"
@@ -511,6 +519,7 @@ class FactorSpec:
     input_scaling: str = "unit"
     calibration_accountant: str | None = None
     eval_split: str = "test"
+    fault: str = "none"
 
     def __post_init__(self) -> None:
         if self.init == "keras":  # the neutral initialisation *is* Keras' default scheme
@@ -530,6 +539,7 @@ class FactorSpec:
             _check_choice("factors.calibration_accountant", self.calibration_accountant,
                           CALIBRATION_ACCOUNTANTS)
         _check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)
+        _check_choice("factors.fault", self.fault, FAULTS)
 
     def non_default(self) -> dict[str, Any]:
         """The fields that differ from the harmonised defaults (what the config hash sees)."""
@@ -590,6 +600,63 @@ class AugmentSpec:
 
 
 @dataclass(frozen=True)
+class AuditCanarySpec:
+    """Canaries of a one-run privacy audit (Steinke, Nasr, Jagielski 2023; :mod:`dpcore.audit`).
+
+    ``count`` canaries are each included in training independently with probability 1/2 by a
+    generator seeded from the run seed; after training, the ``guesses`` highest-scoring ones
+    are guessed "in" (and the lowest "out" when ``guess_out``), and the right guesses give an
+    epsilon lower bound. Canaries change what trains, so a config with them has its own hash;
+    the default (no canaries) is left out of the hash.
+
+    Attributes:
+        count: M, number of canaries (0 = no audit).
+        kind: ``gradient`` (white-box, harmonised DP-SGD: a per-example gradient along its own
+            weight coordinate, added to the clipped sum before the noise) or ``input``
+            (black-box, any recipe: a training image with a fixed wrong label).
+        guesses: k, "in" guesses (default M / 10).
+        guess_out: also guess "out" for the k lowest scores.
+    """
+
+    count: int = 0
+    kind: str = "gradient"
+    guesses: int | None = None
+    guess_out: bool = False
+
+    def __post_init__(self) -> None:
+        _integer_field(self, "count", "audit_canaries.count", low=0,
+                       valid="an integer >= 0 (0 = no audit)")
+        _check_choice("audit_canaries.kind", self.kind, CANARY_KINDS)
+        if not isinstance(self.guess_out, bool):
+            raise ConfigError(f"audit_canaries.guess_out={self.guess_out!r} is not valid; "
+                              "valid: true or false")
+        if self.guesses is not None:
+            _integer_field(self, "guesses", "audit_canaries.guesses", low=1,
+                           valid="an integer >= 1, or null (M / 10)")
+            room = self.count // 2 if self.guess_out else self.count
+            if self.count and self.guesses > room:
+                raise ConfigError(
+                    f"audit_canaries.guesses={self.guesses} is more than the "
+                    f"{self.count} canaries allow; valid: 1..{room}")
+
+    @property
+    def active(self) -> bool:
+        """True when the run audits."""
+        return self.count > 0
+
+    @property
+    def k(self) -> int:
+        """The number of "in" guesses: ``guesses``, default max(1, M // 10)."""
+        return self.guesses if self.guesses is not None else max(1, self.count // 10)
+
+    def non_default(self) -> dict[str, Any]:
+        """The fields that differ from no audit (what the config hash sees)."""
+        default = AuditCanarySpec()
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if getattr(self, f.name) != getattr(default, f.name)}
+
+
+@dataclass(frozen=True)
 class PerfSpec:
     """Performance-only switches: never part of the config hash, never change the result.
 
@@ -645,11 +712,12 @@ _SECTIONS: dict[str, type] = {
     "train": TrainSpec,
     "factors": FactorSpec,
     "augment": AugmentSpec,
+    "audit_canaries": AuditCanarySpec,
 }
 # ``factors``, ``augment`` and ``recipe`` are left out of RunConfig.to_dict (and so of the
 # config hash) while they hold their defaults: configs written before they existed keep their
 # hash, so stored runs stay valid.
-_OPTIONAL_SECTIONS = ("factors", "augment")
+_OPTIONAL_SECTIONS = ("factors", "augment", "audit_canaries")
 # Fields of the always-written sections that are likewise left out while at their defaults.
 _OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
     "data": ("options", "ldp_test_inputs"),
@@ -702,6 +770,7 @@ class RunConfig:
     factors: FactorSpec = field(default_factory=FactorSpec)
     recipe: str = "harmonised"
     augment: AugmentSpec = field(default_factory=AugmentSpec)
+    audit_canaries: AuditCanarySpec = field(default_factory=AuditCanarySpec)
 
     def __post_init__(self) -> None:
         _check_choice("recipe", self.recipe, RECIPES)
@@ -932,6 +1001,7 @@ def check_combination(config: RunConfig) -> None:
             data set is known: :func:`dpcore.augment.check_augment_data`.)
     """
     factors, privacy, train = config.factors, config.privacy, config.train
+    check_audit_combination(config)
     k = factors.microbatch_size
     if k > 1:
         if privacy.sampling != "shuffle":
@@ -991,4 +1061,45 @@ def check_combination(config: RunConfig) -> None:
         raise ConfigError(
             f"train.ema_decay={train.ema_decay!r} is not part of either library's recipe; "
             "valid under recipe=library: null"
+        )
+
+
+def check_audit_combination(config: RunConfig) -> None:
+    """Refuse a fault without an audit, input canaries on a text data set, and gradient
+    canaries where no shared step runs.
+
+    Raises:
+        ConfigError: ``factors.fault`` other than ``none`` without ``audit_canaries.count``;
+            gradient canaries under ``recipe: library`` (the library's own step has no canary
+            hook: use input canaries) or without DP-SGD (no clipped sum to add them to).
+    """
+    canaries, fault = config.audit_canaries, config.factors.fault
+    if fault != "none" and not canaries.active:
+        raise ConfigError(
+            f"factors.fault={fault!r} deliberately breaks DP and is for audit checks only; "
+            "valid: factors.fault=none, or an audit (audit_canaries.count > 0, "
+            "--audit-canaries M)"
+        )
+    if canaries.active and canaries.kind == "input":
+        from dpcore.data.registry import DATASETS  # lazy: the registry is data, not config
+
+        info = DATASETS.get(config.data.name)
+        if info is not None and info.task != "image":
+            raise ConfigError(
+                f"audit_canaries.kind='input' (mislabelled training images) needs an image "
+                f"data set; data.name={config.data.name!r} is {info.task}; valid there: no "
+                "audit_canaries")
+    if not canaries.active or canaries.kind != "gradient":
+        return
+    if config.recipe != "harmonised":
+        raise ConfigError(
+            f"audit_canaries.kind='gradient' needs recipe=harmonised (the canaries enter the "
+            f"shared DP step); recipe={config.recipe!r} runs the library's own step; valid "
+            "there: audit_canaries.kind=input"
+        )
+    if not config.privacy.is_dpsgd:
+        raise ConfigError(
+            f"audit_canaries.kind='gradient' needs DP-SGD (the canary gradients are added to "
+            f"the clipped sum); privacy.mechanism={config.privacy.mechanism!r}; valid: "
+            "dpsgd-gaussian, dpsgd-laplace, or audit_canaries.kind=input"
         )

@@ -37,6 +37,7 @@ from typing import Any
 
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.architectures import architecture
+from dpcore.audit.canaries import GradientCanaries
 from dpcore.augment import check_augment_data
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
@@ -290,10 +291,17 @@ def fit(
         details.update(inputs.record())
     elif (reason := front_not_cached_reason(config, perf, dataset)) is not None:
         details["fixed_front_not_cached_because"] = reason
-    engine = make_engine(plan, step_mechanism(config, plan))
+    mechanism = step_mechanism(config, plan)
+    engine = make_engine(plan, mechanism)
+    canaries, initial = None, None
+    if config.audit_canaries.active and config.audit_canaries.kind == "gradient":
+        initial = engine.get_weights()
+        canaries = GradientCanaries.for_run(
+            config.audit_canaries, config.seed, {k: v.shape for k, v in initial.items()},
+            mechanism, plan.batches.sampling_rate, config.privacy.max_grad_norm)
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
-                               callbacks=callbacks, inputs=inputs)
+                               callbacks=callbacks, inputs=inputs, canaries=canaries)
     finally:  # also on divergence, a callback's exception or Ctrl-C
         engine.close()
     del inputs  # the features can be large (MNIST, scatter: ~1 GB); the model needs none
@@ -302,6 +310,9 @@ def fit(
         library_epsilon=library_epsilon_or_empty(library_epsilon, plan),
         started_at=started, perf_details=details, recipe=recipe_record(config, backend),
     )
+    if canaries is not None and initial is not None:
+        audit = canaries.audit(config.audit_canaries, initial, outcome.weights, plan.delta)
+        result.audit = {"one_run": audit.to_dict()}
     return TrainedModel(
         backend=backend, model=model, config=config, weights=outcome.weights,
         input_shape=dataset.input_shape, n_classes=dataset.n_classes, task=dataset.task,

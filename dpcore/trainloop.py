@@ -91,28 +91,48 @@ class StepMechanism:
 
 
 def step_mechanism(config: RunConfig, plan: PrivacyPlan) -> StepMechanism:
-    """The :class:`StepMechanism` of a run: DP-SGD settings or the non-private step."""
+    """The :class:`StepMechanism` of a run: DP-SGD settings or the non-private step, broken
+    as ``factors.fault`` says (:mod:`dpcore.audit.faults`; ``none`` for every honest run)."""
+    from dpcore.audit.faults import apply_fault
+
     privacy = config.privacy
     batch = plan.batches.expected_batch_size
     if privacy.mechanism == "dpsgd-gaussian":
-        return StepMechanism("l2", privacy.max_grad_norm, "gaussian",
-                             plan.noise_multiplier * privacy.max_grad_norm,
-                             plan.noise_multiplier, batch, config.factors.microbatch_size)
-    if privacy.mechanism == "dpsgd-laplace":
-        return StepMechanism("l1", privacy.max_grad_norm, "laplace",
-                             plan.noise_multiplier * privacy.max_grad_norm,
-                             plan.noise_multiplier, batch)
-    return StepMechanism(None, math.inf, None, 0.0, 0.0, batch)
+        mechanism = StepMechanism("l2", privacy.max_grad_norm, "gaussian",
+                                  plan.noise_multiplier * privacy.max_grad_norm,
+                                  plan.noise_multiplier, batch, config.factors.microbatch_size)
+    elif privacy.mechanism == "dpsgd-laplace":
+        mechanism = StepMechanism("l1", privacy.max_grad_norm, "laplace",
+                                  plan.noise_multiplier * privacy.max_grad_norm,
+                                  plan.noise_multiplier, batch)
+    else:
+        return StepMechanism(None, math.inf, None, 0.0, 0.0, batch)
+    return apply_fault(mechanism, config.factors.fault)  # factors.fault: audit checks only
+
+
+class CanarySource(Protocol):
+    """What the loop asks once per step for the audit's canaries
+    (:class:`dpcore.audit.canaries.GradientCanaries`)."""
+
+    def step_gradient(self) -> dict[str, np.ndarray] | None:
+        """This step's summed clipped canary gradients (neutral layout), None if none."""
 
 
 class StepEngine(Protocol):
     """What a backend implements; the driver owns the rest of training."""
 
-    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
+                   extra: Mapping[str, np.ndarray] | None = None) -> float:
         """One logical step over ``chunks`` (possibly none: a noise-only update).
 
         ``divisor``: of the noised sum, default the expected batch size B; the driver passes
         one only when ``factors.normalisation`` is not ``expected``.
+
+        ``extra``: a vector in the neutral weight layout (keys of ``get_weights``; a missing
+        key is zeros) that the engine adds to the clipped sum *before* the noise, as one more
+        already-clipped record: the canary hook of the one-run audit
+        (:class:`dpcore.audit.canaries.GradientCanaries`). The driver passes it only in a step
+        where a canary is sampled.
 
         Returns:
             The sum over the batch's examples of their cross-entropy loss (nats) at the
@@ -302,7 +322,7 @@ def training_chunks(
 def run_training(
     config: RunConfig, dataset: Dataset, perf: PerfSpec, plan: PrivacyPlan, engine: StepEngine,
     *, progress: bool = True, callbacks: Sequence[EpochCallback] = (),
-    inputs: CachedInputs | None = None,
+    inputs: CachedInputs | None = None, canaries: CanarySource | None = None,
 ) -> TrainingOutcome:
     """Train ``engine``'s model for ``plan.batches.steps`` logical steps.
 
@@ -333,6 +353,8 @@ def run_training(
             (:mod:`dpcore.frontcache`): the engine's model is then the head, trained and
             evaluated on these features in place of the data set's images (same order).
             Not with ``config.augment`` (the features of augmented images change each step).
+        canaries: the audit's gradient canaries: asked once per step for the (clipped) canary
+            gradient, which the engine adds to the clipped sum before the noise (``extra``).
 
     Raises:
         ConfigError: augmentation of a text data set or with too much padding
@@ -386,12 +408,13 @@ def run_training(
                 indices = indices[: len(indices) // k * k]
             chunks = training_chunks(x_train, y_train, indices, chunk_size, task, augment,
                                      config.seed, step + 1)
-            if factors.normalisation == "expected":
-                batch_loss = float(engine.train_step(chunks))
-            else:
-                divisor = step_divisor(factors.normalisation, batches.expected_batch_size,
-                                       len(indices), k)
-                batch_loss = float(engine.train_step(chunks, divisor=divisor))
+            step_args: dict[str, Any] = {}
+            if factors.normalisation != "expected":
+                step_args["divisor"] = step_divisor(
+                    factors.normalisation, batches.expected_batch_size, len(indices), k)
+            if canaries is not None and (extra := canaries.step_gradient()) is not None:
+                step_args["extra"] = extra
+            batch_loss = float(engine.train_step(chunks, **step_args))
             step += 1
             if ema is not None:
                 ema.update(engine.get_weights(), step)

@@ -219,6 +219,12 @@ def _make_chunked_class(dp_cls: type) -> type:
                 summed = list(records)
             return list(query.accumulate_preprocessed_record(sample_state, summed))
 
+        def add_to_sum(self, sample_state: Records, record: Sequence[tf.Tensor]) -> Records:
+            """Add one already-clipped record (the audit's canary gradient, computed and
+            clipped by dpcore) to the sum, before the noise: the canary hook."""
+            return list(self._dp_sum_query.accumulate_preprocessed_record(
+                sample_state, list(record)))
+
         def noised_mean(self, sample_state: Records, expected_batch_size: int) -> Records:
             """The query's noised sum (noise drawn once), divided by the expected batch size."""
             noised, _, _ = self._dp_sum_query.get_noised_result(sample_state, self._global_state)

@@ -16,7 +16,7 @@ import tensorflow as tf
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.trainloop import Chunk, StepMechanism, noise_seed
 from tfpipe import dp
-from tfpipe.models import get_weights, set_weights
+from tfpipe.models import get_weights, neutral_to_variables, set_weights
 from tfpipe.predict import probability_function
 
 
@@ -54,11 +54,13 @@ class TfStepEngine:
         grads = self.optimizer.noised_mean(state, divisor)
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
 
-    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
+                   extra: Mapping[str, np.ndarray] | None = None) -> float:
         """Accumulate the chunks' clipped gradients, then noise once, divide and step.
 
         ``divisor``: of the noised sum; default the expected batch size B (see
-        ``factors.normalisation``).
+        ``factors.normalisation``). ``extra``: a neutral-layout vector added to the clipped
+        sum before the noise (the audit's canary hook, :class:`dpcore.trainloop.StepEngine`).
         """
         state = self.optimizer.initial_sample_state(self.variables)
         loss = 0.0
@@ -66,6 +68,9 @@ class TfStepEngine:
             state, chunk_loss = self._accumulate(
                 tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state)
             loss += float(chunk_loss)
+        if extra is not None:
+            state = self.optimizer.add_to_sum(
+                state, neutral_to_variables(self.model, self.variables, extra))
         if divisor is None:
             divisor = float(self.mechanism.expected_batch_size)
         self._apply(state, tf.constant(divisor, tf.float32))

@@ -14,7 +14,7 @@ so TF Privacy's vectorised per-example gradients work.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -260,6 +260,28 @@ def _variables(model: keras.Model) -> dict[str, tf.Variable]:
 def get_weights(model: keras.Model) -> Weights:
     """The model's weights in the neutral layout (float32 numpy copies)."""
     return {k: np.array(v.numpy(), dtype=np.float32) for k, v in _variables(model).items()}
+
+
+def neutral_to_variables(model: keras.Model, variables: Sequence[tf.Variable],
+                         vector: Mapping[str, np.ndarray]) -> list[tf.Tensor]:
+    """A neutral-layout vector (missing keys: zeros) as one tensor per variable of
+    ``variables`` (the neutral layout is Keras's own, so only the order changes).
+
+    Raises:
+        ConfigError: a key that is not one of the model's weights.
+    """
+    by_id = {id(v): k for k, v in _variables(model).items()}
+    unknown = sorted(set(vector) - set(by_id.values()))
+    if unknown:
+        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
+                          f"{', '.join(sorted(by_id.values()))}")
+    out = []
+    for var in variables:
+        key = by_id.get(id(var))
+        value = vector.get(key) if key is not None else None
+        out.append(tf.zeros(var.shape, var.dtype) if value is None
+                   else tf.constant(np.asarray(value).reshape(var.shape), var.dtype))
+    return out
 
 
 def set_weights(model: keras.Model, weights: Mapping[str, np.ndarray]) -> None:

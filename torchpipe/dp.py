@@ -70,7 +70,39 @@ def laplace_noise(scale: float, reference: torch.Tensor,
     return scale * (e1 - e2)
 
 
-class LaplaceDPOptimizer(DPOptimizer):
+class SharedStepDPOptimizer(DPOptimizer):
+    """Opacus ``DPOptimizer`` whose clipped sum takes one more, already-clipped record given
+    by dpcore (the audit's canary gradient) just before the noise: the canary hook.
+
+    ``add_noise`` (Opacus's extension point, called once per logical batch by the reference
+    and the fast engine alike) first adds the pending record to ``summed_grad``, then draws
+    the noise (:meth:`noise_sum`: Opacus's Gaussian noise; Laplace in the subclass).
+    """
+
+    _pending_sum: dict[int, torch.Tensor] | None = None
+
+    def add_to_sum(self, record: dict[int, torch.Tensor]) -> None:
+        """Queue ``record`` (tensors keyed by ``id`` of their parameter) for the next
+        ``add_noise``."""
+        self._pending_sum = dict(record)
+
+    def add_noise(self) -> None:
+        """Add the pending record (if any) to ``summed_grad``, then the noise."""
+        pending, self._pending_sum = self._pending_sum, None
+        if pending:
+            for p in self.params:
+                value = pending.get(id(p))
+                if value is not None:
+                    p.summed_grad = (value.clone() if p.summed_grad is None
+                                     else p.summed_grad + value)
+        self.noise_sum()
+
+    def noise_sum(self) -> None:
+        """Opacus's own ``add_noise``: ``grad = summed_grad + N(0, (sigma C)^2)``."""
+        super().add_noise()
+
+
+class LaplaceDPOptimizer(SharedStepDPOptimizer):
     """Opacus DPOptimizer with per-example L1 clipping and Laplace noise (Laplace DP-SGD).
 
     ``max_grad_norm`` is the L1 bound C of each example's flat gradient, and
@@ -94,7 +126,7 @@ class LaplaceDPOptimizer(DPOptimizer):
             p.summed_grad = grad if p.summed_grad is None else p.summed_grad + grad
             _mark_as_processed(p.grad_sample)
 
-    def add_noise(self) -> None:
+    def noise_sum(self) -> None:
         """``grad = summed_grad + Laplace(0, noise_multiplier * max_grad_norm)``."""
         scale = self.noise_multiplier * self.max_grad_norm
         for p in self.params:
@@ -161,7 +193,7 @@ def make_dp_optimizer(base: torch.optim.Optimizer, mechanism: StepMechanism,
                       generator: torch.Generator) -> DPOptimizer:
     """The Opacus DP optimizer of ``mechanism`` around ``base`` (divides by B = expected)."""
     if mechanism.clip_kind == "l2" and mechanism.noise_kind == "gaussian":
-        cls: type[DPOptimizer] = DPOptimizer
+        cls: type[DPOptimizer] = SharedStepDPOptimizer
     elif mechanism.clip_kind == "l1" and mechanism.noise_kind == "laplace":
         cls = LaplaceDPOptimizer
     else:

@@ -24,7 +24,7 @@ from dpcore.errors import ConfigError
 from dpcore.trainloop import Chunk, StepMechanism, noise_seed
 from torchpipe import dp
 from torchpipe.device import model_device
-from torchpipe.models import get_weights, set_weights
+from torchpipe.models import get_weights, neutral_to_parameters, set_weights
 from torchpipe.predict import is_text_model, labels_tensor, probabilities, to_tensor
 
 #: Opacus grad-sample modes the reference engine accepts. Measured on cnn4, 28x28, chunks of
@@ -103,15 +103,18 @@ class TorchStepEngine:
             warnings.filterwarnings("ignore", message="Full backward hook is firing")
             loss.backward()
 
-    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
+                   extra: Mapping[str, np.ndarray] | None = None) -> float:
         """Clip and accumulate chunk by chunk (skipped Opacus steps), noise once, step once.
 
         ``divisor``: of the noised sum; default the expected batch size B (see
-        ``factors.normalisation``).
+        ``factors.normalisation``). ``extra``: a neutral-layout vector added to the clipped
+        sum before the noise (the audit's canary hook, :class:`dpcore.trainloop.StepEngine`).
         """
         chunks = list(chunks) or [self._empty_chunk()]
         if not self.mechanism.private:
             return self._plain_step(chunks)
+        self._queue_extra(extra)
         if isinstance(self.optimizer, DPOptimizer):
             # Opacus divides the noised sum by ``expected_batch_size`` (loss_reduction="mean")
             self.optimizer.expected_batch_size = (
@@ -128,6 +131,12 @@ class TorchStepEngine:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return total
+
+    def _queue_extra(self, extra: Mapping[str, np.ndarray] | None) -> None:
+        """Hand ``extra`` to the DP optimizer, which adds it to the clipped sum just before
+        its noise (:class:`torchpipe.dp.SharedStepDPOptimizer`)."""
+        if extra is not None:
+            self.optimizer.add_to_sum(neutral_to_parameters(self.model, extra))
 
     def _plain_step(self, chunks: Sequence[Chunk]) -> float:
         """Non-private: gradient of the summed loss over all chunks, divided by B."""

@@ -38,10 +38,11 @@ forward, i.e. tied weights) is not supported: :func:`unsupported_layers` names i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from opacus.grad_sample.embedding import compute_embedding_norm_sample
@@ -333,13 +334,16 @@ class FastTorchStepEngine(TorchStepEngine):
                 f"{self.mechanism.microbatch_size} needs perf.engine=reference")
         return model
 
-    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None) -> float:
+    def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
+                   extra: Mapping[str, np.ndarray] | None = None) -> float:
         """Clipped sums chunk by chunk, then the Opacus optimizer's noise, division and step.
 
-        ``divisor``: of the noised sum; default the expected batch size B.
+        ``divisor``: of the noised sum; default the expected batch size B. ``extra``: added
+        to the clipped sum before the noise (the canary hook, as the reference engine).
         """
         if not self.mechanism.private:
             return super().train_step(chunks, divisor)
+        self._queue_extra(extra)
         params = [p for p in self.model.parameters() if p.requires_grad]
         summed = [torch.zeros_like(p) for p in params]
         device = model_device(self.model)

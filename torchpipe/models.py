@@ -341,6 +341,27 @@ def get_weights(model: nn.Module) -> Weights:
     }
 
 
+def neutral_to_parameters(model: nn.Module, vector: Mapping[str, np.ndarray]
+                          ) -> dict[int, torch.Tensor]:
+    """A neutral-layout vector as tensors in PyTorch's layout, keyed by ``id`` of the
+    parameter they belong to (keys not in ``vector`` are left out: zeros).
+
+    Raises:
+        ConfigError: a key that is not one of the model's weights.
+    """
+    params = _parameters(model)
+    unknown = sorted(set(vector) - set(params))
+    if unknown:
+        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
+                          f"{', '.join(sorted(params))}")
+    out: dict[int, torch.Tensor] = {}
+    for key, value in vector.items():
+        kind, param, tensor = params[key]
+        native = to_torch_layout(kind, param, np.asarray(value, np.float32))
+        out[id(tensor)] = torch.from_numpy(native).to(dtype=tensor.dtype, device=tensor.device)
+    return out
+
+
 def set_weights(model: nn.Module, weights: Mapping[str, np.ndarray]) -> None:
     """Load neutral-layout weights; all-or-nothing.
 

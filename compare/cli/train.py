@@ -87,6 +87,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "flip with probability 1/2) and cropN (pad N pixels, crop back at a "
                         "random offset), e.g. hflip,crop4; none for no augmentation; sets the "
                         "config's augment section (augment.hflip, augment.crop_padding)")
+    parser.add_argument("--audit-canaries", type=int, metavar="M",
+                        help="one-run privacy audit with M canaries (audit_canaries.count; "
+                        "kind gradient by default, --set audit_canaries.kind=input for "
+                        "mislabelled images); prints claimed, proved and audited epsilon")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override any config key, e.g. train.optimizer=adam (repeatable)")
@@ -174,6 +178,7 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     put("privacy.delta", args.delta)
     put("seed", args.seed)
     put("recipe", args.recipe)
+    put("audit_canaries.count", args.audit_canaries)
     if args.augment is not None:
         for key, value in parse_augment(args.augment).items():
             explicit.append(f"augment.{key}={str(value).lower()}")
@@ -286,6 +291,7 @@ def summary_rows(result: dict[str, Any], path: Path, checkpoint: Path
             rows.append((f"epsilon, shared {label}", text))
         for key, value in (privacy.get("library_epsilon") or {}).items():
             rows.append((f"epsilon, library {key}", shown(value)))
+    rows += privacy_figure_rows(result)
     timing = result["timing"]
     if timing.get("examples_per_second"):
         rows.append(("speed", f"{timing['examples_per_second']:.0f} examples/s"))
@@ -293,4 +299,35 @@ def summary_rows(result: dict[str, Any], path: Path, checkpoint: Path
         rows.append(("from defaults", ", ".join(f"{k}={v}" for k, v in
                                                 result["defaults"].items())))
     rows += [("result", str(path)), ("checkpoint", str(checkpoint))]
+    return rows
+
+
+def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
+    """Rows of the claimed, proved and audited epsilon, and whether the audit found a privacy
+    violation (none for a record written before these figures existed)."""
+    privacy = result["privacy"]
+    if "epsilon_proved_reason" not in privacy:
+        return []
+    rows: list[tuple[str, str]] = []
+    if privacy.get("deliberately_broken"):
+        rows.append(("DELIBERATELY BROKEN", str(privacy["deliberately_broken"])))
+    for key, label in (("epsilon_claimed", "epsilon claimed"),
+                       ("epsilon_proved", "epsilon proved")):
+        value = privacy.get(key)
+        rows.append((label, "n/a" if value is None else f"{value:.4f}"))
+    if privacy.get("epsilon_proved") is None:
+        rows.append(("  (why none)", str(privacy["epsilon_proved_reason"])))
+    one_run = (result.get("audit") or {}).get("one_run")
+    if one_run is None:
+        return rows
+    rows.append(("epsilon audited",
+                 f"{one_run['epsilon_lower_bound']:.4f} (one run, {one_run['kind']} canaries: "
+                 f"{one_run['correct']} of {one_run['k']} guesses right, m={one_run['m']}, 95% "
+                 "lower bound)"))
+    if one_run.get("violation"):
+        basis = "proved" if privacy.get("epsilon_proved") is not None else "claimed"
+        rows.append(("PRIVACY VIOLATION",
+                     f"the audited lower bound is above the {basis} epsilon"))
+    else:
+        rows.append(("privacy violation", "none found by the audit"))
     return rows

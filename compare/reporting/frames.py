@@ -11,6 +11,8 @@ the backends). Besides the stored fields each run row gets:
 * ``ldp_test_inputs`` (the test images of a local-DP run's headline metrics, ``clean`` or
   ``privatised``; "" otherwise) and ``accuracy_clean_test`` / ``accuracy_privatised_test``
   (its test accuracy on each; NaN for other runs and records stored before both were kept).
+* ``epsilon_claimed`` / ``epsilon_proved`` / ``epsilon_audited``, ``privacy_violation``,
+  ``fault``: :mod:`compare.reporting.privacy_section` (which also flags the setting label).
 """
 
 from __future__ import annotations
@@ -25,6 +27,13 @@ import pandas as pd
 
 from compare.grid import SETTING_SEPARATOR, setting_label
 from compare.reporting.collapse import collapse_reason, majority_rate
+from compare.reporting.privacy_section import (
+    PRIVACY_TEXT_COLUMNS,
+    apply_flags,
+    flag_settings,
+    flags_of_results,
+    privacy_columns,
+)
 from dpcore.architectures import architecture
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
@@ -227,6 +236,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         row["ldp_test_inputs"] = ldp_eval.get("headline", "")
         for name in ("clean", "privatised"):
             row[f"accuracy_{name}_test"] = (ldp_eval.get(name) or {}).get("accuracy")
+        row.update(privacy_columns(r))  # claimed | proved | audited (issue 30)
         if r.audit:
             row["attack_auc"] = r.audit.get("attack_auc")
             row["attack_advantage"] = r.audit.get("advantage")
@@ -235,9 +245,9 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             row["heldout_advantage_ci_low"] = loss_threshold.get("ci_low")
             row["suspected_privacy_bug"] = bool(r.audit.get("suspected_privacy_bug"))
         rows.append(row)
-    frame = pd.DataFrame(rows)
+    frame = flag_settings(pd.DataFrame(rows))
     for column in frame.columns:
-        if column not in TEXT_COLUMNS:
+        if column not in TEXT_COLUMNS and column not in PRIVACY_TEXT_COLUMNS:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     # A reading order: per data set and model, mechanism by mechanism (non-private last),
     # epsilon ascending; then the two backends side by side.
@@ -276,8 +286,9 @@ def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                 "precision": entry.get("precision"),
                 "support": entry.get("support"),
             })
-    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "dataset",
-                                       "class", "accuracy", "precision", "support"])
+    frame = pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "dataset",
+                                        "class", "accuracy", "precision", "support"])
+    return apply_flags(frame, flags_of_results(results))  # broken / violation on the labels
 
 
 def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -300,7 +311,7 @@ def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                                         "epsilon_spent"])
     for column in ("epoch", "test_accuracy", "test_loss", "loss", "epsilon_spent"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    return frame
+    return apply_flags(frame, flags_of_results(results))  # broken / violation in the legend
 
 
 def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -322,8 +333,9 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                              "setting": setting_label(r.labels) if r.labels else r.config_hash,
                              "panel": panel, "point": point, "curve": curve,
                              "fraction": fraction, "probability": value})
-    return pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "panel", "point",
-                                       "curve", "fraction", "probability"])
+    frame = pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "panel",
+                                        "point", "curve", "fraction", "probability"])
+    return apply_flags(frame, flags_of_results(results))  # broken / violation on the labels
 
 
 __all__ = ["FAITHFULNESS_KEYS", "SANITY_KEYS", "curves_frame", "epsilon_of", "front_end",

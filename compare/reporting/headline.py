@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 
+from compare.reporting.privacy_section import honest, privacy_sentence
 from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, mean_interval, verdict_word
 
 
@@ -131,7 +132,10 @@ def collapse_sentence(frame: pd.DataFrame) -> str:
 def headline(frame: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
     """The 2-4 opening sentences."""
     sentences = [backend_sentence(paired)]
-    cost = privacy_cost_sentence(frame)
+    privacy = privacy_sentence(frame) if "epsilon_proved" in frame else None
+    if privacy:  # claimed | proved | audited (compare.reporting.privacy_section)
+        sentences.append(privacy)
+    cost = privacy_cost_sentence(honest(frame))  # deliberately broken runs left out
     if cost:
         sentences.append(cost)
     sentences.append(collapse_sentence(frame))

@@ -1,0 +1,268 @@
+"""The report's privacy figures: claimed | proved | audited epsilon, side by side, per run.
+
+*Claimed* and *proved* come from :func:`dpcore.proved.figures_of_result` (stored in records
+written since issue 30, recomputed from the config and privacy plan of older ones, so a report
+rebuilt from old records shows them too). *Audited* is the one-run audit's 95 % lower bound
+(``audit.one_run``), where the run audited. An audited bound above the proved epsilon (above
+the claim where nothing is proved) is a **privacy violation**; a run with ``factors.fault`` is
+**deliberately broken**. Both are flagged in every table and figure through the setting's
+label (:func:`flag_settings`: every run of the setting, so backends stay paired), in the
+headline (:func:`privacy_sentence`) and in this section's table.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from compare.figdigest import note_figure
+from compare.grid import setting_label
+from compare.reporting.tables import fmt, markdown_table
+from dpcore.proved import figures_of_result, is_violation
+from dpcore.results import RunResult
+
+VIOLATION_FLAG = "PRIVACY VIOLATION"
+BROKEN_FLAG = "deliberately broken"
+
+#: Columns of :func:`privacy_columns` that hold text.
+PRIVACY_TEXT_COLUMNS = ("epsilon_proved_reason", "epsilon_proved_relation", "fault",
+                        "audit_kind", "privacy_violation")
+
+
+def privacy_columns(result: RunResult) -> dict[str, Any]:
+    """The run-row columns of one RunResult: ``epsilon_claimed``, ``epsilon_proved`` (NaN when
+    none is proved), its reason and relation, ``epsilon_audited`` (NaN without an audit),
+    ``audit_kind``/``audit_m``/``audit_k``/``audit_correct``, ``fault`` ("" when honest) and
+    ``privacy_violation`` ("yes"/"")."""
+    figures = figures_of_result(result)
+    one_run = (result.audit or {}).get("one_run") or {}
+    audited = one_run.get("epsilon_lower_bound")
+    fault = str((result.config.get("factors") or {}).get("fault", "none"))
+    claimed, proved = figures.get("epsilon_claimed"), figures.get("epsilon_proved")
+    return {
+        "epsilon_claimed": math.nan if claimed is None else float(claimed),
+        "epsilon_proved": math.nan if proved is None else float(proved),
+        "epsilon_proved_reason": str(figures.get("epsilon_proved_reason") or ""),
+        "epsilon_proved_relation": str(figures.get("epsilon_proved_relation") or ""),
+        "epsilon_audited": math.nan if audited is None else float(audited),
+        "audit_kind": str(one_run.get("kind", "")),
+        "audit_m": one_run.get("m"),
+        "audit_k": one_run.get("k"),
+        "audit_correct": one_run.get("correct"),
+        "fault": "" if fault == "none" else fault,
+        "privacy_violation": "yes" if is_violation(audited, claimed, proved) else "",
+    }
+
+
+def flag_settings(frame: pd.DataFrame) -> pd.DataFrame:
+    """Append ``[deliberately broken]`` / ``[PRIVACY VIOLATION]`` to the ``setting`` (tables)
+    and ``point`` (figures) labels of every run of a setting with a faulty run / an audited
+    violation (all its backends and seeds, so tables and figures keep them together)."""
+    if frame.empty or "setting" not in frame:
+        return frame
+    return apply_flags(frame, setting_flags(frame))
+
+
+def setting_flags(frame: pd.DataFrame) -> dict[str, str]:
+    """Setting label -> the suffix its runs get ("" for none), from a frame with ``setting``,
+    ``fault`` and ``privacy_violation`` columns."""
+    broken = set(frame.loc[frame["fault"].astype(str) != "", "setting"])
+    violated = set(frame.loc[frame["privacy_violation"] == "yes", "setting"])
+    return {s: "".join(f" [{t}]" for t, on in ((BROKEN_FLAG, s in broken),
+                                                (VIOLATION_FLAG, s in violated)) if on)
+            for s in set(frame["setting"])}
+
+
+def flags_of_results(results: Sequence[RunResult]) -> dict[str, str]:
+    """:func:`setting_flags` of RunResults (for the frames built from them directly)."""
+    rows = [{"setting": setting_label(r.labels) if r.labels else r.config_hash,
+             **privacy_columns(r)} for r in results]
+    return setting_flags(pd.DataFrame(rows)) if rows else {}
+
+
+def apply_flags(frame: pd.DataFrame, flags: Mapping[str, str]) -> pd.DataFrame:
+    """``frame`` with each run's ``setting`` and ``point`` label followed by its setting's
+    flag (:func:`setting_flags`)."""
+    if frame.empty or not any(flags.values()):
+        return frame
+    frame = frame.copy()
+    suffix = [flags.get(s, "") for s in frame["setting"]]
+    if "point" in frame:  # figures label runs by their point along the swept axis
+        frame["point"] = [str(p) + f for p, f in zip(frame["point"], suffix, strict=True)]
+    frame["setting"] = [str(s) + f for s, f in zip(frame["setting"], suffix, strict=True)]
+    return frame
+
+
+def honest(frame: pd.DataFrame) -> pd.DataFrame:
+    """The runs without ``factors.fault`` (a deliberately broken run is nobody's result)."""
+    return frame[frame["fault"].astype(str) == ""] if "fault" in frame else frame
+
+
+def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (setting, backend) of finished runs: claimed and proved epsilon (they do not depend
+    on the seed), the largest audited bound over seeds with its audit, violations, fault."""
+    done = frame[frame["status"] == "finished"]
+    rows = []
+    for (setting, backend), group in done.groupby(["setting", "backend"], sort=False):
+        audited = group["epsilon_audited"].astype(float)
+        best = group.loc[audited.idxmax()] if audited.notna().any() else None
+        rows.append({
+            "setting": setting, "backend": backend, "seeds": len(group),
+            "claimed": group["epsilon_claimed"].iloc[0],
+            "proved": group["epsilon_proved"].iloc[0],
+            "audited (max)": audited.max() if best is not None else math.nan,
+            "audit (kind, correct/k of m)": "" if best is None else (
+                f"{best['audit_kind']}, {fmt(best['audit_correct'])}/{fmt(best['audit_k'])} of "
+                f"{fmt(best['audit_m'])}"),
+            "violation": (f"{VIOLATION_FLAG} ({int((group['privacy_violation'] == 'yes').sum())}"
+                          f" of {len(group)} runs)"
+                          if (group["privacy_violation"] == "yes").any() else ""),
+            "fault": group["fault"].iloc[0],
+            "proved: relation": group["epsilon_proved_relation"].iloc[0],
+            "proved: basis or why none": group["epsilon_proved_reason"].iloc[0],
+        })
+    return pd.DataFrame(rows)
+
+
+#: Marker of each privacy figure in :func:`plot_privacy`.
+FIGURE_MARKERS = {"claimed": "o", "proved": "s", "audited": "X"}
+
+
+def privacy_long(frame: pd.DataFrame) -> pd.DataFrame:
+    """Tidy table of the finished runs' privacy figures: setting, backend, seed, figure
+    (claimed / proved / audited), epsilon; infinite and missing values left out."""
+    done = frame.loc[frame["status"] == "finished", ["setting", "backend", "seed",
+                                                      "epsilon_claimed", "epsilon_proved",
+                                                      "epsilon_audited"]]
+    long = done.melt(id_vars=["setting", "backend", "seed"],
+                     value_vars=["epsilon_claimed", "epsilon_proved", "epsilon_audited"],
+                     var_name="figure", value_name="epsilon")
+    long["figure"] = long["figure"].str.replace("epsilon_", "", regex=False)
+    long["epsilon"] = pd.to_numeric(long["epsilon"], errors="coerce")
+    return long[long["epsilon"].notna() & ~long["epsilon"].isin([math.inf])]
+
+
+def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
+    """Claimed, proved and audited epsilon per setting (y), one panel per backend (seaborn
+    ``catplot``, col=backend); flagged settings carry their flag in the label. False (nothing
+    written) when no finite figure exists."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    from dpcore.io import atomic_path
+
+    long = privacy_long(frame)
+    if long.empty:
+        return False
+    long = long.assign(setting=long["setting"].map(lambda t: "\n".join(
+        textwrap.wrap(str(t), 44))))
+    with warnings.catch_warnings():
+        # many long setting labels: seaborn's tight_layout gives up and warns; the figure is
+        # still drawn with every label (the margins grow instead)
+        warnings.filterwarnings("ignore", message="Tight layout not applied")
+        grid = _catplot(sns, long)
+    grid.set_axis_labels("epsilon", "")
+    for ax in grid.axes.flat:
+        ax.grid(axis="x", alpha=0.3)
+    try:
+        with atomic_path(path) as tmp, warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Tight layout not applied")
+            grid.savefig(tmp, format="png", dpi=110)
+        note_figure(grid.figure, path)  # the plotted data's digest, for the report's records
+    finally:
+        plt.close(grid.figure)
+    return True
+
+
+def _catplot(sns: Any, long: pd.DataFrame) -> Any:
+    return sns.catplot(data=long, x="epsilon", y="setting", hue="figure", col="backend",
+                       kind="strip", jitter=False, dodge=True,
+                       height=max(2.8, 0.5 + 0.55 * long["setting"].nunique()), aspect=1.4,
+                       s=60, alpha=0.8,
+                       hue_order=[f for f in FIGURE_MARKERS if f in set(long["figure"])])
+
+
+def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
+    """Markdown lines of the section (writes ``privacy.csv``); empty without private or
+    audited runs (a non-private run shows here when it audited: its audit's ceiling)."""
+    dp = frame[(frame["mechanism"].astype(str) != "none") | frame["epsilon_audited"].notna()]
+    table = privacy_table(dp)
+    if table.empty:
+        return []
+    table.to_csv(out / "privacy.csv", index=False)
+    lines = ["## Privacy: claimed, proved, audited", "",
+             "*Claimed*: the shared accountant's epsilon for the setting (local DP: the "
+             "per-image epsilon). *Proved*: the tightest bound known for what actually ran "
+             "(dpcore/proved.py; `–` where none is known, with the reason). *Audited*: the "
+             "one-run audit's 95% lower bound (Steinke, Nasr, Jagielski 2023) from canaries "
+             "in the same run (max over seeds), where the run audited. An audited bound above "
+             "the proved epsilon (the claimed one where nothing is proved) is a privacy "
+             "violation; `fault` marks a deliberately broken step (an audit check).", "",
+             markdown_table(table, ["setting", "backend", "seeds", "claimed", "proved",
+                                    "audited (max)", "audit (kind, correct/k of m)",
+                                    "violation", "fault"]), ""]
+    if plot_privacy(dp, out / "privacy.png"):
+        lines += ["Claimed, proved and audited (95% lower bound) epsilon of every run (one "
+                  "dot per seed; infinite values are not drawn):", "",
+                  "![claimed, proved and audited epsilon](privacy.png)", ""]
+    reasons = table[["setting", "backend", "proved: relation", "proved: basis or why none"]]
+    lines += ["Basis of each proved epsilon (neighbouring relation; how it was bounded, or why "
+              "no bound is known):", "", markdown_table(reasons), ""]
+    return lines
+
+
+def privacy_sentence(frame: pd.DataFrame) -> str | None:
+    """The headline's privacy sentence: the proved epsilon range of the DP-SGD runs, how many
+    have no proved bound, the audits and every violation; None without DP-SGD runs."""
+    done = frame[(frame["status"] == "finished")
+                 & frame["mechanism"].astype(str).str.startswith("dpsgd")]
+    if done.empty:
+        return None
+    proved = done["epsilon_proved"].astype(float)
+    parts = []
+    if proved.notna().any():
+        low, high = proved.min(), proved.max()
+        parts.append(f"Proved epsilon of the DP-SGD runs: {fmt(low, 3)}" +
+                     (f" to {fmt(high, 3)}" if high != low else ""))
+    else:
+        parts.append("No DP-SGD run has a proved epsilon")
+    unproved = sorted(set(done.loc[proved.isna(), "setting"]))
+    if unproved:
+        parts.append(f"{len(unproved)} setting{'s' if len(unproved) != 1 else ''} claim an "
+                     "epsilon no bound proves")
+    gap = done[(proved > done["epsilon_claimed"].astype(float) * 1.001)]
+    if not gap.empty:
+        parts.append(f"{gap['setting'].nunique()} setting(s) have a proved epsilon above their "
+                     "claim")
+    audited = done[done["epsilon_audited"].notna()]
+    if not audited.empty:
+        bad = audited[audited["privacy_violation"] == "yes"]
+        text = (f"{len(audited)} run{'s' if len(audited) != 1 else ''} audited (one run): "
+                f"{len(bad)} {VIOLATION_FLAG}{'S' if len(bad) != 1 else ''}")
+        if not bad.empty:
+            text += (f" (audited above the proved or claimed epsilon, in "
+                     f"{bad['setting'].nunique()} setting(s) on "
+                     f"{', '.join(sorted(set(bad['backend'])))}; flagged in every table)")
+        parts.append(text)
+    broken = done[done["fault"].astype(str) != ""]
+    if not broken.empty:
+        faults = ", ".join(sorted(set(broken["fault"].astype(str))))
+        caught = int((broken["privacy_violation"] == "yes").sum())
+        parts.append(f"{len(broken)} of these runs are {BROKEN_FLAG} on purpose to test the "
+                     f"audit ({faults}); it caught {caught} of them")
+    return "; ".join(parts) + "."
+
+
+__all__ = ["BROKEN_FLAG", "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG", "apply_flags",
+           "flag_settings", "flags_of_results", "honest", "setting_flags",
+           "plot_privacy", "privacy_columns", "privacy_long", "privacy_section",
+           "privacy_sentence", "privacy_table"]

@@ -1,0 +1,312 @@
+"""Claimed and proved epsilon of a run: what the accountant reports, and what holds for what ran.
+
+*Claimed* is the shared accountant's epsilon of the run's plan (``privacy.epsilon_rdp``, PLD
+where RDP does not apply), which assumes Poisson sampling, per-example clipping and a fixed
+divisor. *Proved* is the tightest bound this module knows for the step that actually ran,
+from a dp_accounting DpEvent, or ``None`` with the reason when no bound is known. Each rule
+states the neighbouring relation it assumes:
+
+* Poisson sampling, per-example clipping, a fixed divisor (B): the claim itself
+  (add-or-remove-one example; sensitivity C).
+* Microbatches of k > 1 examples under Poisson sampling: one example can move its
+  microbatch's clipped mean by up to 2C, so the Gaussian events use noise multiplier sigma / 2
+  (add-or-remove-one; TF Privacy's ``compute_dp_sgd_privacy_statement(used_microbatching=True)``
+  halves the noise multiplier the same way).
+* Shuffled fixed-size batches (any k): no amplification by sampling. Under replace-one (the
+  relation of fixed-size batches, where a data set's size is public) the replaced example sits
+  in exactly one batch per epoch and moves that batch's clipped sum by at most 2C (from one
+  clipped unit to another), so each epoch is one Gaussian release with noise multiplier
+  sigma / 2, composed over the epochs (TF Privacy's statement, "each example occurring once
+  per epoch", composes per epoch the same way). A loose upper bound: shuffling does amplify,
+  but no tight bound for it is implemented here.
+* A divisor that depends on who is in the batch (the actual size under Poisson), pixel
+  statistics of the private set (``input_scaling: standardised``), accuracy measured on the
+  training set (``eval_split: train``): ``None``, with the reason (no bound is cited).
+* Local DP: the per-image epsilon the LDP layer computes (training is post-processing).
+* A deliberately broken run (``factors.fault``): the proof is of the algorithm the config
+  specifies, which the faulty step (a simulated implementation bug) no longer runs; the audit
+  is what can tell.
+
+:func:`privacy_figures` gives both figures for a stored RunResult (new or old), so that a
+report rebuilt from old records shows them too. Epsilons come from dp_accounting's RDP
+accountant (Gaussian; as the claim) or PLD accountant (Laplace, which RDP supports only
+without subsampling); this module only builds events and calls :mod:`dpcore.accounting`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dp_accounting import dp_event as dpe
+
+from dpcore.accounting import epsilon_pld, epsilon_rdp
+from dpcore.errors import ConfigError
+from dpcore.recipes import effective_factors
+
+ADD_REMOVE = "add-or-remove-one example"
+REPLACE_ONE = "replace-one example (the data set's size is public)"
+LDP_RELATION = "one image's pixel values changed (local DP, per image)"
+
+#: Data-dependent divisors (:func:`dpcore.recipes.divisor_rule`) no bound covers.
+DATA_DEPENDENT_DIVISORS = ("actual batch size", "actual microbatch count")
+
+
+@dataclass(frozen=True)
+class ProvedEpsilon:
+    """A run's proved epsilon (``None`` when no bound is known) with its basis.
+
+    Attributes:
+        epsilon: the bound at the run's delta (``inf`` for a non-private run).
+        relation: the neighbouring relation the bound assumes ("" where none applies).
+        reason: how the bound was obtained, or why there is none.
+        accountant: ``rdp``, ``pld``, ``ldp`` (the LDP layer's) or ``None``.
+    """
+
+    epsilon: float | None
+    relation: str
+    reason: str
+    accountant: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """What one DP-SGD run ran, as far as its privacy is concerned.
+
+    Attributes:
+        mechanism: ``dpsgd-gaussian`` or ``dpsgd-laplace``.
+        noise_multiplier: sigma (noise std / C, or Laplace scale / C).
+        sampling: ``poisson`` or ``shuffle``.
+        sampling_rate: q (Poisson) or B / N (shuffle).
+        steps: noised steps taken.
+        steps_per_epoch: steps of one pass over the data (shuffle).
+        delta: the run's delta.
+        microbatch_size: k, examples per clipped unit.
+        divisor: :func:`dpcore.recipes.divisor_rule` of the step.
+        input_scaling: ``unit`` or ``standardised``.
+        eval_split: ``test`` or ``train``.
+    """
+
+    mechanism: str
+    noise_multiplier: float
+    sampling: str
+    sampling_rate: float
+    steps: int
+    steps_per_epoch: int
+    delta: float
+    microbatch_size: int = 1
+    divisor: str = "B"
+    input_scaling: str = "unit"
+    eval_split: str = "test"
+
+
+# -- settings no bound covers: each returns the reason, or None ----------------------------
+def _data_dependent_divisor(f: StepFacts) -> str | None:
+    if f.divisor in DATA_DEPENDENT_DIVISORS:
+        return (f"the noised sum is divided by the {f.divisor}, which depends on who is in the "
+                "batch (membership leaks through the divisor); no bound is cited for it")
+    return None
+
+
+def _standardised(f: StepFacts) -> str | None:
+    if f.input_scaling == "standardised":
+        return ("the pixel mean and std of the private training set are released without "
+                "noise (input_scaling=standardised); no bound covers them")
+    return None
+
+
+def _train_accuracy(f: StepFacts) -> str | None:
+    if f.eval_split == "train":
+        return ("the reported accuracy is measured on the private training set and released "
+                "without noise (eval_split=train); no bound covers it")
+    return None
+
+
+#: Registered checks: any reason they give makes the proved epsilon ``None``.
+UNPROVABLE: tuple[Callable[[StepFacts], str | None], ...] = (
+    _data_dependent_divisor, _standardised, _train_accuracy,
+)
+
+
+def _base_event(mechanism: str, noise_multiplier: float) -> dpe.DpEvent:
+    if mechanism == "dpsgd-gaussian":
+        return dpe.GaussianDpEvent(noise_multiplier)
+    if mechanism == "dpsgd-laplace":
+        return dpe.LaplaceDpEvent(noise_multiplier)
+    raise ConfigError(f"mechanism={mechanism!r} has no DP-SGD event; valid: dpsgd-gaussian, "
+                      "dpsgd-laplace")
+
+
+def _epsilon(event: dpe.DpEvent, mechanism: str, delta: float) -> tuple[float | None, str]:
+    if mechanism == "dpsgd-gaussian":
+        return epsilon_rdp(event, delta), "rdp"
+    return epsilon_pld(event, delta), "pld"
+
+
+def proved_dpsgd(f: StepFacts) -> ProvedEpsilon:
+    """The proved epsilon of a DP-SGD run described by ``f`` (see the module docstring)."""
+    reasons = [r for check in UNPROVABLE if (r := check(f)) is not None]
+    if reasons:
+        return ProvedEpsilon(None, "", "; ".join(reasons))
+    if f.noise_multiplier <= 0:
+        return ProvedEpsilon(math.inf, "", "no noise: not private")
+    if f.sampling == "shuffle":
+        epochs = max(1, math.ceil(f.steps / max(f.steps_per_epoch, 1)))
+        event = dpe.SelfComposedDpEvent(
+            _base_event(f.mechanism, f.noise_multiplier / 2), epochs)
+        eps, accountant = _epsilon(event, f.mechanism, f.delta)
+        poisson = _poisson_event(f, halve=True)
+        as_poisson, _ = _epsilon(poisson, f.mechanism, f.delta)
+        return ProvedEpsilon(
+            eps, REPLACE_ONE,
+            f"shuffled fixed-size batches: no amplification by sampling; each example is in "
+            f"one batch per epoch, whose clipped sum it moves by at most 2C, so one release at "
+            f"noise multiplier {f.noise_multiplier:g} / 2 per epoch, composed over {epochs} "
+            f"epochs (a loose upper bound: shuffling amplifies, but no tight bound is "
+            f"implemented; the same sigma / 2 with Poisson amplification, not proved for "
+            f"shuffling, would give {_fmt(as_poisson)})", accountant)
+    if f.microbatch_size > 1:
+        eps, accountant = _epsilon(_poisson_event(f, halve=True), f.mechanism, f.delta)
+        return ProvedEpsilon(
+            eps, ADD_REMOVE,
+            f"microbatches of {f.microbatch_size}: one example moves its microbatch's clipped "
+            f"mean by up to 2C, so noise multiplier {f.noise_multiplier:g} / 2 with Poisson "
+            "amplification", accountant)
+    eps, accountant = _epsilon(_poisson_event(f, halve=False), f.mechanism, f.delta)
+    return ProvedEpsilon(eps, ADD_REMOVE,
+                         "Poisson sampling, per-example clipping, fixed divisor: the claim "
+                         "is proved", accountant)
+
+
+def _poisson_event(f: StepFacts, *, halve: bool) -> dpe.DpEvent:
+    base = _base_event(f.mechanism, f.noise_multiplier / (2 if halve else 1))
+    if f.sampling_rate < 1:
+        base = dpe.PoissonSampledDpEvent(f.sampling_rate, base)
+    return dpe.SelfComposedDpEvent(base, max(int(f.steps), 1))
+
+
+def _fmt(value: float | None) -> str:
+    return "no epsilon" if value is None else f"epsilon {value:.4g}"
+
+
+# -- stored records ------------------------------------------------------------------------
+def claimed_epsilon(privacy: Mapping[str, Any]) -> float | None:
+    """The claimed epsilon of a RunResult's ``privacy`` entry: the shared accountant's
+    (RDP, PLD where RDP is unsupported) for DP-SGD, the LDP layer's per-image epsilon for
+    local DP, ``inf`` for a non-private run, ``None`` where none was recorded."""
+    mechanism = privacy.get("mechanism")
+    if mechanism == "none":
+        return math.inf
+    if mechanism == "ldp":
+        return _ldp_per_image(privacy)
+    for key in ("epsilon_rdp", "epsilon_pld"):
+        if privacy.get(key) is not None:
+            return float(privacy[key])
+    return None
+
+
+def _ldp_per_image(privacy: Mapping[str, Any]) -> float | None:
+    ldp = privacy.get("ldp") or {}
+    value = ldp.get("epsilon_per_image") if isinstance(ldp, Mapping) else None
+    return None if value is None else float(value)
+
+
+def step_facts(config: Mapping[str, Any], backend: str, privacy: Mapping[str, Any]
+               ) -> StepFacts:
+    """The :class:`StepFacts` of a stored run (config dict, backend, ``privacy`` entry).
+
+    A ``library`` run's sampling rate, steps and steps per epoch are those it ran with
+    (``privacy.as_run``); its divisor and fixed factors are its library's own.
+    """
+    priv_cfg = config.get("privacy") or {}
+    sampling = str(priv_cfg.get("sampling", "poisson"))
+    recipe = str(config.get("recipe", "harmonised"))
+    factors = {k: v for k, v in (config.get("factors") or {}).items() if k != "fault"}
+    eff = effective_factors(recipe, backend, sampling, factors)
+    as_run = privacy.get("as_run") or {}
+    steps = as_run.get("steps") or privacy.get("steps_completed") or privacy.get("steps") or 0
+    rate = float(as_run.get("sampling_rate") or privacy.get("sampling_rate") or 1.0)
+    per_epoch = as_run.get("steps_per_epoch")
+    if per_epoch is None:
+        n, b = privacy.get("n_examples"), privacy.get("expected_batch_size")
+        per_epoch = math.ceil(n / b) if n and b else max(1, round(1 / rate))
+    return StepFacts(
+        mechanism=str(privacy.get("mechanism")),
+        noise_multiplier=float(privacy.get("noise_multiplier") or 0.0),
+        sampling=sampling, sampling_rate=rate, steps=int(steps),
+        steps_per_epoch=int(per_epoch), delta=float(privacy["delta"]),
+        microbatch_size=int(eff["microbatch_size"]), divisor=str(eff["divisor"]),
+        input_scaling=str(eff["input_scaling"]), eval_split=str(eff["eval_split"]),
+    )
+
+
+def proved_for_record(config: Mapping[str, Any], backend: str, privacy: Mapping[str, Any]
+                      ) -> ProvedEpsilon:
+    """The proved epsilon of a stored run (config dict as stored, backend, ``privacy``)."""
+    mechanism = privacy.get("mechanism")
+    if mechanism == "none":
+        return ProvedEpsilon(math.inf, "", "not private (no DP-SGD)")
+    if mechanism == "ldp":
+        eps = _ldp_per_image(privacy)
+        return ProvedEpsilon(
+            eps, LDP_RELATION,
+            "local DP: the per-image epsilon of the LDP layer (training on the privatised "
+            "images is post-processing)" if eps is not None else
+            "local DP: no per-image epsilon recorded", "ldp" if eps is not None else None)
+    if privacy.get("delta") is None or privacy.get("noise_multiplier") is None:
+        return ProvedEpsilon(None, "", "no privacy plan recorded (the run did not train)")
+    proved = proved_dpsgd(step_facts(config, backend, privacy))
+    fault = str((config.get("factors") or {}).get("fault", "none"))
+    if fault != "none":
+        proved = ProvedEpsilon(
+            proved.epsilon, proved.relation,
+            f"{proved.reason}; DELIBERATELY BROKEN (factors.fault={fault}): this is the bound "
+            "of the algorithm the config specifies, which the faulty step does not run",
+            proved.accountant)
+    return proved
+
+
+def privacy_figures(config: Mapping[str, Any], backend: str, privacy: Mapping[str, Any]
+                    ) -> dict[str, Any]:
+    """The RunResult ``privacy`` keys of both figures: ``epsilon_claimed``,
+    ``epsilon_proved``, ``epsilon_proved_reason``, ``epsilon_proved_relation``,
+    ``epsilon_proved_accountant``."""
+    proved = proved_for_record(config, backend, privacy)
+    return {"epsilon_claimed": claimed_epsilon(privacy), "epsilon_proved": proved.epsilon,
+            "epsilon_proved_reason": proved.reason,
+            "epsilon_proved_relation": proved.relation,
+            "epsilon_proved_accountant": proved.accountant}
+
+
+def figures_of_result(result: Any) -> dict[str, Any]:
+    """:func:`privacy_figures` of a RunResult; a record that stores them keeps its own
+    (``epsilon_proved`` null in JSON for a non-private run is read back as ``inf``)."""
+    privacy = result.privacy or {}
+    if "epsilon_proved_reason" in privacy:
+        out = {k: privacy.get(k) for k in (
+            "epsilon_claimed", "epsilon_proved", "epsilon_proved_reason",
+            "epsilon_proved_relation", "epsilon_proved_accountant")}
+        if privacy.get("mechanism") == "none":
+            out["epsilon_claimed"] = out["epsilon_proved"] = math.inf
+        return out
+    return privacy_figures(result.config, result.backend, privacy)
+
+
+def is_violation(audited: float | None, claimed: float | None, proved: float | None) -> bool:
+    """True when an audited epsilon lower bound is above the proved epsilon, or above the
+    claimed one where nothing is proved: the run leaks more than its guarantee allows
+    (with the audit's confidence, 95 %)."""
+    reference = proved if proved is not None else claimed
+    if audited is None or reference is None:
+        return False
+    return float(audited) > float(reference)
+
+
+__all__ = ["ADD_REMOVE", "REPLACE_ONE", "UNPROVABLE", "ProvedEpsilon", "StepFacts",
+           "claimed_epsilon", "figures_of_result", "is_violation", "privacy_figures",
+           "proved_dpsgd", "proved_for_record", "step_facts"]

@@ -1,0 +1,180 @@
+"""Audit canaries, faults and their config rules (dpcore.audit, dpcore.config)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from dpcore.audit.canaries import (
+    CANARY_NORM_MULTIPLE,
+    GradientCanaries,
+    InputCanaries,
+    canary_seed,
+)
+from dpcore.audit.faults import NO_CLIP_NORM, apply_fault
+from dpcore.audit.plan import check_audit_inputs
+from dpcore.config import AuditCanarySpec, RunConfig
+from dpcore.data.dataset import Dataset
+from dpcore.errors import ConfigError
+from dpcore.trainloop import StepMechanism
+
+SHAPES = {"a.kernel": (3, 4), "b.bias": (5,)}
+HONEST = StepMechanism("l2", 2.0, "gaussian", 2.0, 1.0, 10)
+
+
+def canaries(count: int = 10, mechanism: StepMechanism = HONEST, q: float = 1.0,
+             seed: int = 3) -> GradientCanaries:
+    return GradientCanaries.for_run(AuditCanarySpec(count=count), seed, SHAPES, mechanism, q,
+                                    clip_norm=2.0)
+
+
+def test_gradient_canaries_have_distinct_coordinates_and_a_recorded_seed() -> None:
+    c = canaries(17)
+    flat = {(c.keys[k], int(i)) for k, i in zip(c.key_index, c.flat_index, strict=True)}
+    assert len(flat) == 17
+    assert c.seed == canary_seed(3)
+    again = canaries(17)
+    assert (again.included == c.included).all() and (again.flat_index == c.flat_index).all()
+
+
+def test_a_sampled_canary_enters_clipped_to_c() -> None:
+    c = canaries(17, q=1.0)  # every included canary in every step
+    step = c.step_gradient()
+    assert step is not None
+    total = sum(float(v.sum()) for v in step.values())
+    assert total == pytest.approx(2.0 * c.included.sum())  # each clipped to C = 2
+    assert max(float(v.max()) for v in step.values()) == pytest.approx(2.0)
+
+
+def test_no_clip_lets_the_canary_through_at_full_norm() -> None:
+    c = canaries(17, mechanism=apply_fault(HONEST, "no_clip"))
+    step = c.step_gradient()
+    assert step is not None
+    assert max(float(v.max()) for v in step.values()) == pytest.approx(
+        CANARY_NORM_MULTIPLE * 2.0)
+
+
+def test_canaries_are_poisson_sampled_at_the_runs_rate() -> None:
+    c = canaries(17, q=0.0)
+    assert c.step_gradient() is None
+
+
+def test_scores_are_the_movement_against_the_canary() -> None:
+    c = canaries(17)
+    initial = {k: np.zeros(s, np.float32) for k, s in SHAPES.items()}
+    final = {k: np.zeros(s, np.float32) for k, s in SHAPES.items()}
+    key, index = c.keys[c.key_index[0]], c.flat_index[0]
+    final[key].reshape(-1)[index] = -0.5
+    scores = c.scores(initial, final)
+    assert scores[0] == pytest.approx(0.5) and not scores[1:].any()
+
+
+def test_more_gradient_canaries_than_coordinates_is_refused() -> None:
+    with pytest.raises(ConfigError, match="more than the model's 17 weight coordinates"):
+        canaries(18)
+
+
+def _images(n: int = 20, task: str = "image") -> Dataset:
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 255, (n, 8, 8, 1), dtype=np.uint8)
+    y = np.arange(n, dtype=np.int64) % 3
+    return Dataset("tiny", task, x, y, x[:5], y[:5], ("a", "b", "c"))
+
+
+def test_input_canaries_are_mislabelled_copies_appended_when_included() -> None:
+    ds = _images()
+    c = InputCanaries.for_dataset(AuditCanarySpec(count=8, kind="input"), 1, ds)
+    assert (c.labels != ds.y_train[c.source_index]).all()
+    grown = c.training_set(ds)
+    assert len(grown.x_train) == len(ds.x_train) + int(c.included.sum())
+    assert (grown.y_train[len(ds.x_train):] == c.labels[c.included]).all()
+
+
+def test_input_canary_scores_are_the_wrong_labels_probability() -> None:
+    ds = _images()
+    spec = AuditCanarySpec(count=4, kind="input", guesses=1)
+    c = InputCanaries.for_dataset(spec, 1, ds)
+    proba = np.full((4, 3), 0.1)
+    first_in = int(np.flatnonzero(c.included)[0])
+    proba[first_in, c.labels[first_in]] = 0.9
+    assert c.audit(spec, proba, 1e-5).correct == 1
+
+
+def test_input_canaries_bad_input() -> None:
+    with pytest.raises(ConfigError, match="more than the 20 training examples"):
+        InputCanaries.for_dataset(AuditCanarySpec(count=21, kind="input"), 0, _images())
+    tokens = np.ones((20, 6), np.int64)
+    text = Dataset("tinytext", "text", tokens, np.arange(20) % 2, tokens[:4],
+                   np.arange(4) % 2, ("neg", "pos"), vocabulary_size=5)
+    with pytest.raises(ConfigError, match="needs an image data set"):
+        InputCanaries.for_dataset(AuditCanarySpec(count=2, kind="input"), 0, text)
+
+
+def test_check_audit_inputs_counts_the_models_coordinates() -> None:
+    config = RunConfig.from_dict({"model": {"name": "cnn4"},
+                                  "privacy": {"mechanism": "dpsgd-gaussian",
+                                              "noise_multiplier": 1.0},
+                                  "audit_canaries": {"count": 10 ** 7}})
+    ds = _images(40)
+    ds = dataclasses.replace(ds, x_train=np.zeros((40, 28, 28, 1), np.uint8),
+                             x_test=np.zeros((5, 28, 28, 1), np.uint8))
+    with pytest.raises(ConfigError, match="weight coordinates of model 'cnn4'"):
+        check_audit_inputs(config, ds)
+
+
+@pytest.mark.parametrize(("fault", "clip", "scale", "sigma"), [
+    ("none", 2.0, 2.0, 1.0), ("no_noise", 2.0, 0.0, 0.0),
+    ("no_clip", NO_CLIP_NORM, 2.0, 2.0 / NO_CLIP_NORM), ("noise_div10", 2.0, 0.2, 0.1),
+])
+def test_faults_break_the_step_mechanism(fault: str, clip: float, scale: float,
+                                         sigma: float) -> None:
+    m = apply_fault(HONEST, fault)
+    assert (m.clip_norm, m.noise_scale) == (clip, pytest.approx(scale))
+    assert m.noise_multiplier == pytest.approx(sigma)
+    assert m.noise_multiplier * m.clip_norm == pytest.approx(scale)  # Opacus's noise std
+
+
+DP = {"mechanism": "dpsgd-gaussian", "noise_multiplier": 1.0}
+
+
+def test_a_fault_without_an_audit_is_refused() -> None:
+    with pytest.raises(ConfigError, match="factors.fault='no_noise'.*audit_canaries.count"):
+        RunConfig.from_dict({"privacy": DP, "factors": {"fault": "no_noise"}})
+    RunConfig.from_dict({"privacy": DP, "factors": {"fault": "no_noise"},
+                         "audit_canaries": {"count": 10}})
+
+
+def test_unknown_fault_and_kind_are_refused() -> None:
+    with pytest.raises(ConfigError, match="factors.fault"):
+        RunConfig.from_dict({"factors": {"fault": "half_noise"}})
+    with pytest.raises(ConfigError, match="audit_canaries.kind"):
+        RunConfig.from_dict({"audit_canaries": {"count": 1, "kind": "label"}})
+
+
+def test_gradient_canaries_need_the_harmonised_dpsgd_step() -> None:
+    with pytest.raises(ConfigError, match="recipe=harmonised"):
+        RunConfig.from_dict({"recipe": "library", "privacy": {**DP, "sampling": "shuffle"},
+                             "audit_canaries": {"count": 10}})
+    with pytest.raises(ConfigError, match="needs DP-SGD"):
+        RunConfig.from_dict({"audit_canaries": {"count": 10}})
+    RunConfig.from_dict({"recipe": "library", "privacy": {**DP, "sampling": "shuffle"},
+                         "audit_canaries": {"count": 10, "kind": "input"}})
+
+
+def test_defaults_keep_the_config_hash_and_an_audit_changes_it() -> None:
+    plain = RunConfig.from_dict({"privacy": DP})
+    explicit = RunConfig.from_dict({"privacy": DP, "factors": {"fault": "none"},
+                                    "audit_canaries": {"count": 0}})
+    audited = RunConfig.from_dict({"privacy": DP, "audit_canaries": {"count": 10}})
+    assert plain.config_hash == explicit.config_hash
+    assert "audit_canaries" not in plain.to_dict() and "factors" not in plain.to_dict()
+    assert audited.config_hash != plain.config_hash
+    assert RunConfig.from_dict(audited.to_dict()) == audited
+
+
+def test_default_guesses_are_a_tenth_of_the_canaries() -> None:
+    assert AuditCanarySpec(count=1000).k == 100
+    with pytest.raises(ConfigError, match="guesses=600"):
+        AuditCanarySpec(count=1000, guesses=600, guess_out=True)
