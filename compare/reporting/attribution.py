@@ -221,16 +221,17 @@ def run_factors(result: RunResult) -> dict[str, Any]:
 
 
 def proved_of(result: RunResult) -> tuple[float | None, str]:
-    """The epsilon proved for what a run ran, and the recorded reason or relation.
+    """The epsilon proved for what a run ran, and the reason (why none, or the basis).
 
-    Read from the record (``privacy.epsilon_proved``, ``privacy.epsilon_proved_reason``);
-    a record written before proved epsilons existed gives ``(None, "not recorded")``.
+    As recorded in the run (``privacy.epsilon_proved``), or computed from its stored config
+    and privacy entry by the same rules (:func:`dpcore.proved.figures_of_result`) for a record
+    written before proved epsilons existed.
     """
-    privacy = result.privacy or {}
-    if "epsilon_proved" not in privacy:
-        return None, "not recorded"
-    value = privacy.get("epsilon_proved")
-    note = str(privacy.get("epsilon_proved_reason") or "")
+    from dpcore.proved import figures_of_result
+
+    figures = figures_of_result(result)
+    value = figures.get("epsilon_proved")
+    note = str(figures.get("epsilon_proved_reason") or "")
     return (None if value is None else float(value)), note
 
 

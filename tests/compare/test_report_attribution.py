@@ -31,6 +31,7 @@ from compare.reporting.attribution_section import (
 )
 from compare.reporting.attribution_section import effects_table as attribution_effects
 from compare.reporting.attribution_text import conclusion
+from dpcore.accounting import dpsgd_event, epsilon_rdp
 from dpcore.recipes import CLAIMED_NOT_PROVED, PROVED
 from dpcore.results import ResultsStore
 from tests.compare.attribution_fakes import (
@@ -136,7 +137,10 @@ def test_the_published_gap_is_set_against_every_pair_of_candidate_recipes() -> N
                     "epsilon proved"] == "22.5"
     assert rows.loc[("TF Privacy stock (library)", "TF Privacy"), "epsilon proved"] == (
         "none (shuffled batches: no bound known)")
-    assert rows.loc[("harmonised", "Opacus"), "epsilon proved"] == "none (not recorded)"
+    # a record without the figure: computed from its stored plan (Poisson, per example, fixed
+    # divisor: the RDP epsilon of noise 1.0, q 0.01, 10 steps, delta 1e-5)
+    event = dpsgd_event("dpsgd-gaussian", 1.0, 0.01, 10)
+    assert rows.loc[("harmonised", "Opacus"), "epsilon proved"] == f"{epsilon_rdp(event, 1e-5):.4g}"
 
 
 def test_a_contrast_of_two_groups_is_welchs_interval() -> None:
