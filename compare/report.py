@@ -768,6 +768,15 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
                 "epsilon_tf_privacy", "epsilon_proved"]
     first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
     dp_rows = first_seed[first_seed["mechanism"].astype(str).str.startswith("dpsgd")]
+    planned_differs = (dp_rows["steps"] != dp_rows["steps_planned"]) & \
+        dp_rows["steps_planned"].notna()
+    if planned_differs.any():  # a library's loader ran other steps than planned: both shown
+        eps_cols = [*eps_cols[:4], "steps_planned", *eps_cols[4:7], "epsilon_rdp_planned",
+                    *eps_cols[7:]]
+        lines[-1:] = ["`steps` and `epsilon_*` are those of the steps that ran; a library "
+                      "recipe's own loader ran other steps than planned in "
+                      f"{int(planned_differs.sum())} row(s), whose planned figures are in "
+                      "`steps_planned` and `epsilon_rdp_planned`.", ""]
     lines += [markdown_table(dp_rows, eps_cols), ""]
     frame[eps_cols].to_csv(out / "epsilon.csv", index=False)
 

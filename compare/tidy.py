@@ -75,16 +75,28 @@ def flatten(mapping: Mapping[str, Any] | None, prefix: str = "") -> dict[str, An
     return out
 
 
+def as_run_privacy(privacy: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's privacy figures for the steps that ran: ``steps``, ``sampling_rate``,
+    ``epsilon_rdp`` and ``epsilon_pld`` from ``privacy.as_run`` where the run recorded it (a
+    library recipe, whose own loader decides the steps and the rate), else the planned ones
+    (the harmonised recipe runs exactly the planned steps)."""
+    as_run = privacy.get("as_run") or {}
+    return {key: as_run.get(key, privacy.get(key))
+            for key in ("steps", "sampling_rate", "epsilon_rdp", "epsilon_pld")}
+
+
 def central_epsilon(result: RunResult) -> float:
-    """The epsilon plotted for a run: the shared accountant's DP-SGD epsilon, RDP (PLD where
-    RDP has no bound); ``inf`` for runs trained without DP-SGD (``none``, ``ldp``); NaN if
-    the run recorded none (e.g. it failed before accounting)."""
+    """The epsilon plotted for a run: the shared accountant's DP-SGD epsilon of the steps that
+    ran (:func:`as_run_privacy`), RDP (PLD where RDP has no bound); ``inf`` for runs trained
+    without DP-SGD (``none``, ``ldp``); NaN if the run recorded none (e.g. it failed before
+    accounting)."""
     privacy = result.privacy
     if privacy.get("mechanism") in ("none", "ldp"):
         return math.inf
+    ran = as_run_privacy(privacy)
     for key in ("epsilon_rdp", "epsilon_pld"):
-        if privacy.get(key) is not None:
-            return float(privacy[key])
+        if ran.get(key) is not None:
+            return float(ran[key])
     return math.nan
 
 

@@ -34,6 +34,7 @@ from compare.reporting.privacy_section import (
     flags_of_results,
     privacy_columns,
 )
+from compare.tidy import as_run_privacy, central_epsilon
 from dpcore.architectures import architecture
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
@@ -109,18 +110,8 @@ def front_end_mismatches(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def epsilon_of(result: RunResult) -> float:
-    """The epsilon plotted for a run: the central (DP-SGD) epsilon of the shared accountant,
-    RDP (PLD if RDP is unsupported); inf for non-private and local-DP runs, which train without
-    DP-SGD (a local-DP run's own per-value / per-image epsilons are reported separately)."""
-    privacy = result.privacy
-    if privacy.get("mechanism") in ("none", "ldp"):
-        return math.inf
-    for key in ("epsilon_rdp", "epsilon_pld"):
-        value = privacy.get(key)
-        if value is not None:
-            return float(value)
-    return math.nan
+#: The epsilon plotted for a run (one rule: :func:`compare.tidy.central_epsilon`).
+epsilon_of = central_epsilon
 
 
 def library_epsilon(library: dict[str, Any], name: str) -> float | None:
@@ -165,6 +156,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
     for r in results:
         config = r.config
         privacy = r.privacy
+        ran = as_run_privacy(privacy)
         library = privacy.get("library_epsilon") or {}
         ldp = (r.dataset.get("ldp") or privacy.get("ldp") or {})
         if not isinstance(ldp, dict):
@@ -193,11 +185,15 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "noise_multiplier": privacy.get("noise_multiplier"),
             "max_grad_norm": config["privacy"].get("max_grad_norm"),
             "delta": privacy.get("delta"),
-            "steps": privacy.get("steps"),
-            "sampling_rate": privacy.get("sampling_rate"),
+            # the steps that ran and their epsilon (a library's loader decides its own);
+            # the planned figures beside them
+            "steps": ran["steps"],
+            "steps_planned": privacy.get("steps"),
+            "sampling_rate": ran["sampling_rate"],
             "epsilon": epsilon_of(r),
-            "epsilon_rdp": privacy.get("epsilon_rdp"),
-            "epsilon_pld": privacy.get("epsilon_pld"),
+            "epsilon_rdp": ran["epsilon_rdp"],
+            "epsilon_rdp_planned": privacy.get("epsilon_rdp"),
+            "epsilon_pld": ran["epsilon_pld"],
             "epsilon_opacus_rdp": library_epsilon(library, "opacus_rdp"),
             "epsilon_opacus_prv": library_epsilon(library, "opacus_prv"),
             "epsilon_tf_privacy": library_epsilon(library, "tf_privacy"),

@@ -196,3 +196,35 @@ def test_faithfulness_tables_show_the_randomisation_check_and_calibrated_figures
     assert columns.index("average_drop") < columns.index("calibrated_average_drop")
     assert "temperature" in columns and "randomisation_spearman" in columns
     assert "25.00 [25.00, 25.00]" in text and "2.500 [2.500, 2.500]" in text
+
+
+def test_the_epsilon_of_the_steps_that_ran_with_the_planned_figure_beside_it(
+        tmp_path: Path) -> None:
+    """A library recipe's loader ran 8 steps where 10 were planned (issue 32: the TF stock row
+    said 885 where 870 ran): frame, epsilon table and plotted epsilon use what ran, the plan
+    beside it."""
+    from compare.report import ReportContext, write_report
+    from compare.reporting.frames import results_frame
+    from dpcore.results import ResultsStore
+    from tests.compare.attribution_fakes import make_run
+
+    ran = {"steps": 8, "sampling_rate": 0.0125, "steps_per_epoch": 8, "epsilon_rdp": 1.21,
+           "epsilon_pld": 1.1}
+    runs = [make_run("TF Privacy stock (library)", s, 0.9, privacy_extra={"as_run": ran})
+            for s in (0, 1)] + [make_run("harmonised tf", s, 0.9) for s in (0, 1)]
+    frame = results_frame(runs)
+    stock = frame[frame["recipe"] == "library"].iloc[0]
+    harmonised = frame[frame["recipe"] == "harmonised"].iloc[0]
+    assert (stock["steps"], stock["steps_planned"], stock["epsilon"]) == (8, 10, 1.21)
+    assert (stock["epsilon_rdp"], stock["epsilon_rdp_planned"]) == (1.21, 1.3)
+    assert (harmonised["steps"], harmonised["steps_planned"], harmonised["epsilon"]) == (
+        10, 10, 1.3)
+    store = ResultsStore(tmp_path / "runs")
+    for r in runs:
+        store.save(r)
+    report = write_report(store.root, tmp_path / "out", ReportContext(command="test"))
+    section = report.read_text().split("## Epsilon side by side")[1].split("\n## ")[0]
+    assert "ran other steps than planned in 1 row(s)" in section
+    assert "| 8 | 10 |" in section
+    epsilons = pd.read_csv(tmp_path / "out" / "epsilon.csv")
+    assert {"steps_planned", "epsilon_rdp_planned"} <= set(epsilons.columns)
