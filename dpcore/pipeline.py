@@ -169,6 +169,8 @@ def apply_data_factors(config: RunConfig, dataset: Dataset) -> Dataset:
             return ((as_float01(x) - mean) / std).astype(np.float32)
 
         changes.update(x_train=scale(dataset.x_train), x_test=scale(dataset.x_test))
+        if dataset.x_val is not None:
+            changes["x_val"] = scale(dataset.x_val)
         if dataset.ldp_test_images is not None:
             changes["ldp_test_images"] = {k: scale(v) for k, v in
                                           dataset.ldp_test_images.items()}

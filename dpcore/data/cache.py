@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 #: Bump when the stored layout or any decoder's output changes: old entries are then unused.
 CACHE_FORMAT = 1
 CACHE_ENV = "DPCOMPARE_CACHE_DIR"
-_ARRAYS = ("x_train", "y_train", "x_test", "y_test", "groups_train", "groups_test")
+_ARRAYS = ("x_train", "y_train", "x_test", "y_test", "groups_train", "groups_test", "x_val",
+           "y_val")
 
 
 def cache_dir(data_root: Path | None) -> Path:
@@ -102,6 +103,8 @@ def read_cached(path: Path, key: str) -> Dataset | None:
             y_train=arrays["y_train"],
             x_test=arrays["x_test"],
             y_test=arrays["y_test"],
+            x_val=arrays.get("x_val"),
+            y_val=arrays.get("y_val"),
         )
         if ds.fingerprint != meta["fingerprint"]:
             log.warning("ignoring cache file %s: its arrays do not match their fingerprint", path)

@@ -41,6 +41,11 @@ class Dataset:
             float32, in the order of ``y_test``), so that the model can be evaluated on both
             (``x_test`` is one of them, per ``data.ldp_test_inputs``); not part of the
             fingerprint. ``None`` otherwise.
+        x_val, y_val: an optional validation split (same example shape and classes as the
+            others; e.g. ``imagefolder:``'s ``val/`` folder with ``val: validation``), used
+            where a consumer asks for one (the temperature of the calibrated faithfulness);
+            ``None`` (both) for the data sets without one. Part of the fingerprint only when
+            present, so every data set without one keeps its fingerprint.
     """
 
     name: str
@@ -58,6 +63,8 @@ class Dataset:
     extra: dict[str, str] = field(default_factory=dict)
     ldp: LdpRecord | None = None
     ldp_test_images: dict[str, np.ndarray] | None = None
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         validate_arrays(self)
@@ -92,6 +99,11 @@ class Dataset:
             digest.update(f"{contiguous.dtype.str}{contiguous.shape}".encode())
             digest.update(contiguous.tobytes())
         digest.update("|".join(self.class_names).encode())
+        if self.x_val is not None and self.y_val is not None:  # absent: the old digest
+            for arr in (self.x_val, self.y_val):
+                contiguous = np.ascontiguousarray(arr)
+                digest.update(f"val{contiguous.dtype.str}{contiguous.shape}".encode())
+                digest.update(contiguous.tobytes())
         value = digest.hexdigest()[:16]
         object.__setattr__(self, "_fingerprint", value)
         return value
@@ -104,7 +116,12 @@ def validate_arrays(ds: Dataset) -> None:
         raise DataError(f"{where}: task={ds.task!r} is not valid; valid: image, text")
     if not ds.class_names:
         raise DataError(f"{where}: has no class names")
-    for split, x, y in (("train", ds.x_train, ds.y_train), ("test", ds.x_test, ds.y_test)):
+    if (ds.x_val is None) != (ds.y_val is None):
+        raise DataError(f"{where}: the validation split needs both x_val and y_val, or neither")
+    splits = [("train", ds.x_train, ds.y_train), ("test", ds.x_test, ds.y_test)]
+    if ds.x_val is not None and ds.y_val is not None:
+        splits.append(("validation", ds.x_val, ds.y_val))
+    for split, x, y in splits:
         if len(x) == 0:
             raise DataError(f"{where}: the {split} split is empty; need at least one example")
         if len(x) != len(y):
@@ -136,6 +153,11 @@ def validate_arrays(ds: Dataset) -> None:
         raise DataError(
             f"{where}: train examples have shape {ds.x_train.shape[1:]} but test examples "
             f"{ds.x_test.shape[1:]}; both splits need one shape"
+        )
+    if ds.x_val is not None and ds.x_val.shape[1:] != ds.x_train.shape[1:]:
+        raise DataError(
+            f"{where}: train examples have shape {ds.x_train.shape[1:]} but validation "
+            f"examples {ds.x_val.shape[1:]}; every split needs one shape"
         )
     for split, groups, n in (("train", ds.groups_train, len(ds.x_train)),
                              ("test", ds.groups_test, len(ds.x_test))):

@@ -121,7 +121,8 @@ def load_dataset(
         if location is not None and key is not None:
             write_cached(location, ds, key)
     if normalize and ds.task == "image":
-        ds = dataclasses.replace(ds, x_train=as_float01(ds.x_train), x_test=as_float01(ds.x_test))
+        ds = dataclasses.replace(ds, x_train=as_float01(ds.x_train), x_test=as_float01(ds.x_test),
+                                 x_val=None if ds.x_val is None else as_float01(ds.x_val))
     return ds
 
 
@@ -180,11 +181,13 @@ def _build(
     info: DatasetInfo, decoded: Decoded, request: DecodeRequest, source: str,
     candidate: str | None,
 ) -> Dataset:
-    x_train, x_test = decoded.x_train, decoded.x_test
+    x_train, x_test, x_val = decoded.x_train, decoded.x_test, decoded.x_val
     extra = dict(decoded.extra)
     if info.task == "image":
         x_train = conform_images(x_train, request.image_size, request.channels, request.resample)
         x_test = conform_images(x_test, request.image_size, request.channels, request.resample)
+        if x_val is not None:
+            x_val = conform_images(x_val, request.image_size, request.channels, request.resample)
         if request.image_size is not None:
             extra["resize"] = (
                 f"{request.image_size}x{request.image_size}, Pillow {request.resample}, "
@@ -206,4 +209,6 @@ def _build(
         source=source,
         vocabulary_size=decoded.vocabulary_size,
         extra=extra,
+        x_val=x_val,
+        y_val=decoded.y_val,
     )

@@ -16,6 +16,7 @@ from compare.training import calibrated_faithfulness_of, randomisation_check_of
 from dpcore.backend import load_backend
 from dpcore.config import RunConfig
 from dpcore.data import as_float01, load_dataset
+from dpcore.metrics.calibration import fit_temperature
 from dpcore.metrics.sanity import FAILS, PASSES, randomised_weights
 
 CONFIG = RunConfig.from_dict({
@@ -74,6 +75,7 @@ def test_calibrated_faithfulness_is_fitted_outside_the_measured_images(
     target, maps = _maps(backend, model.model, x)
     out = calibrated_faithfulness_of(backend, model, dataset, idx, x, maps, target, seed=0)
     assert out["fit_on"] == "test images outside the faithfulness subset"
+    assert out["fit_split"] == "test"
     assert out["n_fit"] == len(dataset.x_test) - 100 and out["n"] == 100
     assert out["temperature"] > 0 and out["nll_after"] <= out["nll_before"] + 1e-9
     assert 0.0 <= out["average_drop"] <= 100.0
@@ -87,3 +89,12 @@ def test_calibrated_faithfulness_is_fitted_outside_the_measured_images(
                                        np.zeros(len(dataset.x_test) - 10, dtype=int), seed=0)
     assert small["fit_on"].startswith("half of the faithfulness subset")
     assert small["n_fit"] + small["n"] == len(dataset.x_test) - 10
+    assert small["fit_split"] == "faithfulness subset"
+    # a data set with a validation split: T is fitted there, on nothing else
+    with_val = dataclasses.replace(dataset, x_val=dataset.x_test[-80:],
+                                   y_val=dataset.y_test[-80:])
+    val = calibrated_faithfulness_of(backend, model, with_val, idx, x, maps, target, seed=0)
+    assert val["fit_split"] == "validation" and val["n_fit"] == 80 and val["n"] == 100
+    proba = load_backend(backend).predict_proba(model.model, as_float01(dataset.x_test[-80:]))
+    assert val["temperature"] == pytest.approx(fit_temperature(proba, dataset.y_test[-80:]),
+                                               rel=1e-6)

@@ -55,7 +55,7 @@ class Decoded:
     """Arrays produced by a loader, before resizing, channel conversion and limits.
 
     ``class_names`` overrides the registry's (for ``medmnist:PATH``); ``extra`` is copied into
-    ``Dataset.extra``.
+    ``Dataset.extra``. ``x_val``/``y_val``: a validation split, if the loader keeps one.
     """
 
     x_train: np.ndarray
@@ -68,6 +68,8 @@ class Decoded:
     class_names: tuple[str, ...] | None = None
     vocabulary_size: int | None = None
     extra: dict[str, str] = field(default_factory=dict)
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
 
 
 def as_labels(y: np.ndarray, n_classes: int | None, where: str) -> np.ndarray:

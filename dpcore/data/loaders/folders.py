@@ -53,9 +53,10 @@ def decode_labelled_files(
     channels: int | None = None,
     skip_unreadable: bool = False,
 ) -> Decoded:
-    """Decode the ``train`` and ``test`` file lists and attach labels and optional groups.
+    """Decode the ``train`` and ``test`` file lists (and ``val``, if given, into ``x_val`` /
+    ``y_val``) and attach labels and optional groups (train and test only).
 
-    Both splits are decoded in one pass, so mixed image sizes across splits are reported with
+    The splits are decoded in one pass, so mixed image sizes across splits are reported with
     file names. Groups come from ``groups`` (one name per file, train files first) or, if that
     is ``None``, from the ``groups_csv`` loader option (a ``file,group`` CSV); they are read
     before any image is decoded so that a bad group file fails fast.
@@ -64,24 +65,28 @@ def decode_labelled_files(
     does not decode is left out (its example dropped from its split) and named in
     ``extra["skipped"]`` instead of raising.
     """
-    train, test = files["train"], files["test"]
+    train, test, val = files["train"], files["test"], files.get("val", [])
     paths = [p for p, _ in train] + [p for p, _ in test]
     groups_csv = request.options.get("groups_csv")
     if groups is None and groups_csv:
         groups = groups_from_csv(groups_csv, root, paths)
-    x, kept = decode_image_files_kept(paths, channels or request.target_channels,
+    every = paths + [p for p, _ in val]
+    x, kept = decode_image_files_kept(every, channels or request.target_channels,
                                       request.image_size, request.resample,
                                       skip_unreadable=skip_unreadable)
-    y = np.array([label for _, label in train + test], dtype=np.int64)[kept]
+    y = np.array([label for _, label in train + test + val], dtype=np.int64)[kept]
     n = int(kept[:len(train)].sum())
+    m = int(kept[:len(paths)].sum())
     extra = dict(extra or {})
     if not kept.all():
-        bad = [str(p) for p, k in zip(paths, kept, strict=True) if not k]
+        bad = [str(p) for p, k in zip(every, kept, strict=True) if not k]
         extra["skipped"] = (f"{len(bad)} unreadable file(s) skipped (skip_unreadable): "
                             + ", ".join(bad[:5]) + (", ..." if len(bad) > 5 else ""))
     if groups is not None:
-        groups = [g for g, k in zip(groups, kept, strict=True) if k]
-    decoded = Decoded(x_train=x[:n], y_train=y[:n], x_test=x[n:], y_test=y[n:], extra=extra)
+        groups = [g for g, k in zip(groups, kept[:len(paths)], strict=True) if k]
+    decoded = Decoded(x_train=x[:n], y_train=y[:n], x_test=x[n:m], y_test=y[n:m], extra=extra)
+    if "val" in files:
+        decoded.x_val, decoded.y_val = x[m:], y[m:]
     if groups is not None:
         codes, names = encode_groups(groups)
         decoded.groups_train, decoded.groups_test = codes[:n], codes[n:]

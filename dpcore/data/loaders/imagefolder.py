@@ -7,9 +7,10 @@ Two layouts are recognised:
   seeded by ``data.split_seed`` and stratified by class (:func:`dpcore.data.splits.
   stratified_split`), the test share being the ``test_fraction`` option (default 0.2);
 * ``PATH/train/CLASS/*`` and ``PATH/test/CLASS/*``: the given split; a ``PATH/val/CLASS/*``
-  folder is appended to train (option ``val: train``, the default, as ``chest_xray`` does) or
-  left out (``val: ignore``). The bench's :class:`~dpcore.data.dataset.Dataset` has no
-  validation split, so a ``val/`` folder cannot be kept apart as one.
+  folder is appended to train (option ``val: train``, the default, as ``chest_xray`` does),
+  left out (``val: ignore``) or kept as the data set's validation split (``val: validation``:
+  ``Dataset.x_val``/``y_val``, decoded with the same size and colour rules; the temperature of
+  the calibrated faithfulness is then fitted on it).
 
 Classes are the sorted folder names (of ``PATH``, or of ``PATH/train``), so label ``k`` is the
 k-th name in sorted order, as ``ImageFolder`` does. Files: PNG, JPEG, BMP and TIFF (any
@@ -19,7 +20,8 @@ different sizes need ``data.image_size``. ``Dataset.extra["files_sha256"]`` is a
 every file's relative path, label and bytes (the same folder anywhere gives the same value).
 
 One-line errors name the folder or file: an empty class folder, a single class, a test class
-unknown to train, an unreadable image (skipped instead, and named in ``extra["skipped"]``,
+unknown to train (or, with ``val: validation``, a val class unknown to train, or no
+``val/`` folder), an unreadable image (skipped instead, and named in ``extra["skipped"]``,
 only with the option ``skip_unreadable: true``), mixed sizes without ``data.image_size``.
 """
 
@@ -44,7 +46,7 @@ from dpcore.data.splits import split_counts, stratified_split
 from dpcore.errors import DataError
 
 SPLIT_DIRS = ("train", "test")
-VAL_CHOICES = ("train", "ignore")
+VAL_CHOICES = ("train", "ignore", "validation")
 _LAYOUT = "expected PATH/CLASS/* or PATH/{train,test}/CLASS/* (one sub-folder per class)"
 
 
@@ -54,8 +56,9 @@ class FolderLayout:
 
     Attributes:
         classes: class folder names in label order (sorted).
-        files: ``{"all": [...]}`` (no given split) or ``{"train": [...], "test": [...]}``:
-            (file, label) pairs, by class then file name (val files appended to train).
+        files: ``{"all": [...]}`` (no given split) or ``{"train": [...], "test": [...]}``
+            (and ``"val"`` with ``val: validation``): (file, label) pairs, by class then file
+            name (val files appended to train with ``val: train``).
         val_note: what happened to a ``val/`` folder (empty when there is none).
     """
 
@@ -102,13 +105,15 @@ def scan(root: Path, val: str = "train", classes: tuple[str, ...] | None = None
 
     Args:
         root: the folder.
-        val: ``train`` (append ``val/`` to train) or ``ignore``.
+        val: ``train`` (append ``val/`` to train), ``ignore``, or ``validation`` (keep it as
+            ``files["val"]``; the folder is then required).
         classes: a preset's fixed class folder names in label order (``chest_xray``:
             NORMAL, PNEUMONIA; the given-split layout is then required); ``None`` finds them.
 
     Raises:
         DataError: one line naming the folder: not a folder, no class folders, one class
-            only, an empty class folder, a test class train lacks, or a bad ``val`` option.
+            only, an empty class folder, a test (or validation) class train lacks, a bad
+            ``val`` option, or ``val: validation`` without a ``val/`` folder.
     """
     if val not in VAL_CHOICES:
         raise DataError(f"val={val!r} is not valid; valid: {', '.join(VAL_CHOICES)}")
@@ -126,6 +131,11 @@ def scan(root: Path, val: str = "train", classes: tuple[str, ...] | None = None
             f"{base}: found one class folder ({classes[0]}); valid: at least 2 class folders "
             "(a classifier needs two classes)"
         )
+    if val == "validation" and not (given and (root / "val").is_dir()):
+        raise DataError(
+            f"{root / 'val'}: val='validation' needs this folder (layout PATH/{{train,test,val}}"
+            "/CLASS/*); valid: add it, or val: train / ignore"
+        )
     if not given:
         return FolderLayout(classes, {"all": _labelled(root, classes, list(classes))})
     files = {"train": _labelled(base, classes, list(classes))}
@@ -138,7 +148,10 @@ def scan(root: Path, val: str = "train", classes: tuple[str, ...] | None = None
         )
     files["test"] = _labelled(root / "test", classes, test_classes)
     note = ""
-    if (root / "val").is_dir():
+    if val == "validation":
+        files["val"] = _validation_files(root / "val", classes)
+        note = f"val/ folder ({len(files['val'])}) kept as the validation split"
+    elif (root / "val").is_dir():
         val_files = _labelled(root / "val", classes,
                               [c for c in _class_dirs(root / "val") if c in classes])
         if val == "train":
@@ -149,12 +162,32 @@ def scan(root: Path, val: str = "train", classes: tuple[str, ...] | None = None
     return FolderLayout(classes, files, note)
 
 
+def _validation_files(folder: Path, classes: tuple[str, ...]) -> list[tuple[Path, int]]:
+    """(file, label) of ``folder/CLASS/*`` kept as the validation split: its classes must be
+    among ``classes`` (the train split's), and it must hold at least one image."""
+    found = _class_dirs(folder)
+    unknown = [c for c in found if c not in classes]
+    if unknown:
+        raise DataError(
+            f"{folder}: class folder(s) {', '.join(unknown)} not in the train split; valid: "
+            f"validation classes among the train classes ({', '.join(classes)})"
+        )
+    files = _labelled(folder, classes, found)
+    check_split(files, files, str(folder), "validation")
+    return files
+
+
 def _fixed_scan(root: Path, val: str, classes: tuple[str, ...]) -> FolderLayout:
     """The given-split layout with a preset's class folders (all required, empty allowed)."""
     files = {split: _labelled(root / split, classes, list(classes), fixed=True)
              for split in SPLIT_DIRS}
     note = ""
-    if (root / "val").is_dir():
+    if val == "validation":
+        require_dir(root / "val", "the val/ folder (val: validation)", "or val: train / ignore")
+        files["val"] = class_folder_files(root / "val", classes, required=False)
+        check_split(files["val"], files["val"], str(root / "val"), "validation")
+        note = f"val/ folder ({len(files['val'])}) kept as the validation split"
+    elif (root / "val").is_dir():
         val_files = class_folder_files(root / "val", classes, required=False)
         if val == "train":
             files["train"] += val_files
@@ -209,7 +242,7 @@ def decode(path: Path | None, request: DecodeRequest) -> Decoded:
                           f"split_seed={request.split_seed}"}
     if layout.val_note:
         extra["val"] = layout.val_note
-    every_file = layout.files["train"] + layout.files["test"]
+    every_file = [f for split in ("train", "test", "val") for f in layout.files.get(split, [])]
     extra["files_sha256"] = files_sha256(root, every_file)
     skip = request.options.get("skip_unreadable", False)
     if not isinstance(skip, bool):
@@ -217,9 +250,10 @@ def decode(path: Path | None, request: DecodeRequest) -> Decoded:
     channels = request.channels or native_channels([p for p, _ in every_file])
     decoded = decode_layout(root, layout, request, extra, channels=channels,
                             skip_unreadable=skip)
-    for split in SPLIT_DIRS:  # every file of a split may have been skipped
-        check_split(getattr(decoded, f"x_{split}"), getattr(decoded, f"y_{split}"),
-                    str(root), split)
+    for split in (*SPLIT_DIRS, "val"):  # every file of a split may have been skipped
+        x, y = getattr(decoded, f"x_{split}"), getattr(decoded, f"y_{split}")
+        if x is not None and y is not None:
+            check_split(x, y, str(root), "validation" if split == "val" else split)
     decoded.class_names = layout.classes
     return decoded
 
