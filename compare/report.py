@@ -103,6 +103,9 @@ def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
                                "collapsed": int(group["collapsed"].sum())}
         if "randomisation_check" in group:
             row.update(randomisation_summary(group["randomisation_check"]))
+        if "temperature_fit" in group:  # the split(s) T was fitted on, over the seeds
+            row["temperature_fit"] = ", ".join(sorted(set(group["temperature_fit"]) - {""})) \
+                or "–"
         for metric in metrics:
             interval = bootstrap_interval(group[metric].to_numpy(float))
             if metric == "epsilon" and np.isinf(group[metric]).all():
@@ -426,8 +429,10 @@ RANDOMISATION_NOTE = (
 #: How the calibrated table is read.
 CALIBRATED_NOTE = (
     "Temperature scaling (Guo et al. 2017): one temperature T per run, fitted by minimising the "
-    "NLL on the test images outside the faithfulness subset (disjoint from the explained "
-    "images; a small test set: half of the subset, the figures on the other half), divides "
+    "NLL on the data set's validation split when it has one (`imagefolder:` with "
+    "`val: validation`), else on the test images outside the faithfulness subset (disjoint "
+    "from the explained images; a small test set: half of the subset, the figures on the "
+    "other half; `temperature_fit` says which: validation, test, faithfulness subset), divides "
     "the logits; it changes no predicted class, only the confidence, so an over-confident "
     "model (T > 1) no longer saturates Average Drop and Increase in Confidence. Both figures "
     "are shown: as the model outputs them and after scaling.")
@@ -471,6 +476,8 @@ def faithfulness_tables(summary: pd.DataFrame) -> list[str]:
                               "increase_in_confidence", "calibrated_increase_in_confidence",
                               "randomisation_spearman", "randomisation_ssim")
                   if f"{k}_text" in summary]
+    if "temperature_fit" in table and "temperature" in calibrated:  # the split T was fitted on
+        calibrated.insert(calibrated.index("temperature") + 1, "temperature_fit")
     if "calibrated_average_drop" in calibrated:
         lines += [f"Faithfulness as output and after temperature scaling, with the "
                   f"randomisation check's similarities ({phrase}):", "",

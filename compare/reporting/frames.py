@@ -54,7 +54,8 @@ SANITY_KEYS = {"randomisation_spearman": ("randomisation_check", "spearman_media
 TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel", "point",
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
                 "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
-                "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs")
+                "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs",
+                "temperature_fit")
 
 
 def front_end(result: RunResult) -> str:
@@ -228,6 +229,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         for column, (entry, key) in SANITY_KEYS.items():
             row[column] = ((r.faithfulness or {}).get(entry) or {}).get(key)
         row["randomisation_check"] = randomisation_verdict(r)
+        row["temperature_fit"] = temperature_fit(r)
         ldp_eval = r.metrics.get("ldp_test_inputs") or {}
         row["ldp_test_inputs"] = ldp_eval.get("headline", "")
         for name in ("clean", "privatised"):
@@ -263,6 +265,20 @@ def randomisation_verdict(result: RunResult) -> str:
     if "passes" not in check:
         return ""
     return "passes" if check["passes"] else "fails"
+
+
+def temperature_fit(result: RunResult) -> str:
+    """The split the run's calibrated faithfulness fitted its temperature on
+    (:func:`compare.training.calibrated_faithfulness_of`): ``"validation"``, ``"test"`` (test
+    images outside the faithfulness subset) or ``"faithfulness subset"`` (half of it); read
+    from ``fit_on`` for records stored before ``fit_split``; ``""`` without calibration."""
+    calibrated = (result.faithfulness or {}).get("calibrated") or {}
+    if "fit_split" in calibrated:
+        return str(calibrated["fit_split"])
+    fit_on = str(calibrated.get("fit_on", ""))
+    if fit_on.startswith("test images"):
+        return "test"
+    return "faithfulness subset" if fit_on.startswith("half of") else ""
 
 
 def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -337,4 +353,4 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
 __all__ = ["FAITHFULNESS_KEYS", "SANITY_KEYS", "curves_frame", "epsilon_of", "front_end",
            "front_end_mismatches", "history_frame",
            "library_epsilon", "mean_epoch_seconds", "panel_and_point", "per_class_frame",
-           "randomisation_verdict", "results_frame"]
+           "randomisation_verdict", "results_frame", "temperature_fit"]

@@ -1,0 +1,38 @@
+"""The report's calibrated table says which split each setting's temperature was fitted on
+(``fit_split`` of the faithfulness record; read from ``fit_on`` for older records)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.compare.report_fakes import fake_result
+
+
+def _faith(calibrated: dict) -> dict:
+    return {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
+            "masked_score": 0.56,
+            "randomisation_check": {"spearman_median": 0.1, "ssim_median": 0.2, "passes": True},
+            "calibrated": {"temperature": 2.5, "average_drop": 25.0,
+                           "increase_in_confidence": 12.0, **calibrated}}
+
+
+def test_the_calibrated_table_names_the_split_t_was_fitted_on(tmp_path: Path) -> None:
+    from compare.report import CALIBRATED_NOTE, _faithfulness_section, summary_table
+    from compare.reporting.frames import results_frame, temperature_fit
+
+    val = {"fit_split": "validation", "fit_on": "the validation split"}
+    old = {"fit_on": "test images outside the faithfulness subset"}  # before fit_split
+    runs = [fake_result(backend="tf", seed=s, point=p, epsilon=e, faithfulness=_faith(c))
+            for s in (0, 1) for p, e, c in (("eps=1", 1.0, val), ("eps=8", 8.0, old))]
+    assert [temperature_fit(r) for r in runs] == ["validation", "test"] * 2
+    assert temperature_fit(fake_result()) == ""
+    frame = results_frame(runs)
+    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path, ()))
+    table = text.split("Faithfulness as output")[1].splitlines()
+    header = next(line for line in table if line.startswith("| setting"))
+    columns = [c.strip() for c in header.strip("|").split("|")]
+    assert columns.index("temperature_fit") == columns.index("temperature") + 1
+    rows = {line.split("|")[1].strip(): line for line in table if "mnist5k ·" in line}
+    assert "| validation |" in rows["mnist5k · eps=1"]
+    assert "| test |" in rows["mnist5k · eps=8"]
+    assert "validation split" in CALIBRATED_NOTE and CALIBRATED_NOTE in text
