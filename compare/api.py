@@ -206,13 +206,11 @@ def accounting_figures(
     if target_epsilon is not None:
         if not target_epsilon > 0 or math.isinf(target_epsilon):
             raise bad("target_epsilon", target_epsilon, "a finite > 0")
-        if calibrate_with == "prv":
-            from torchpipe.accounting import opacus_calibrate
+        from compare.calibrators import load_calibrator
 
-            noise = opacus_calibrate(target_epsilon, q, steps, delta)
-        else:
-            noise = calibrate_noise_multiplier(dp_mechanism, target_epsilon, delta, q, steps,
-                                               accountant=calibrate_with)
+        load_calibrator(calibrate_with)
+        noise = calibrate_noise_multiplier(dp_mechanism, target_epsilon, delta, q, steps,
+                                           accountant=calibrate_with)
     else:
         if not 0 <= noise_multiplier < math.inf:  # type: ignore[operator]
             # inf: no accountant terminates
@@ -417,9 +415,11 @@ def check_run(config: RunConfig, dataset: Dataset) -> Any:
     Raises:
         ConfigError: an image too small for the model, a target epsilon no noise reaches...
     """
+    from compare.calibrators import load_config_calibrator
     from dpcore.architectures import architecture
     from dpcore.pipeline import privacy_plan
 
+    load_config_calibrator(config)  # e.g. Opacus's prv: registered by the torch backend
     architecture(config.model, dataset.input_shape, dataset.n_classes,
                  dataset.vocabulary_size)
     return privacy_plan(config, len(dataset.x_train))

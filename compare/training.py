@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from compare.calibrators import load_config_calibrator
 from dpcore.architectures import IMAGE_ARCHITECTURES, explainable
 from dpcore.audit.canaries import InputCanaries
 from dpcore.audit.plan import check_audit_inputs
@@ -126,6 +127,7 @@ def train_and_record(
     canaries = (InputCanaries.for_dataset(config.audit_canaries, config.seed, dataset)
                 if config.audit_canaries.active and config.audit_canaries.kind == "input"
                 else None)
+    load_config_calibrator(config)  # the backend registering its accountant (e.g. prv)
     try:
         train = load_backend(backend)
         trained = train.train(config, dataset if canaries is None

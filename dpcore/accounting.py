@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import dp_accounting
 from dp_accounting import dp_event as dpe
@@ -261,16 +261,64 @@ def calibration_accountant(mechanism: str) -> str:
     return "rdp" if mechanism == "dpsgd-gaussian" else "pld"
 
 
+class Calibrator(Protocol):
+    """Turns a target epsilon into a noise multiplier (an entry of :data:`CALIBRATORS`).
+
+    Called as ``calibrator(mechanism, target_epsilon, sampling_rate, steps, delta,
+    tolerance=...)`` with the inputs already checked (finite target > 0, delta in (0, 1), a
+    calibratable mechanism); returns the smallest noise multiplier (noise std or scale over
+    the clip norm) whose epsilon by this accountant is at most the target, within
+    ``tolerance`` above the optimum; raises ConfigError (one line) where none is reachable or
+    the accountant does not know the mechanism.
+    """
+
+    def __call__(self, mechanism: str, target_epsilon: float, sampling_rate: float,
+                 steps: int, delta: float, *, tolerance: float) -> float: ...
+
+
+#: Registered calibration accountants: name -> :class:`Calibrator`. ``rdp`` and ``pld``
+#: (dp_accounting) are registered here; a backend registers its library's own (the torch
+#: backend's ``torchpipe.accounting`` registers Opacus's ``prv``) when it is imported.
+CALIBRATORS: dict[str, Calibrator] = {}
+
+#: Calibration accountants a backend provides: name -> the backend (a name of
+#: :data:`dpcore.backend.BACKEND_PACKAGES`) whose import registers it. The compare layer
+#: loads that backend (:func:`dpcore.backend.load_backend`) before it calibrates with one.
+CALIBRATOR_BACKENDS: dict[str, str] = {"prv": "torch"}
+
+
+def register_calibrator(name: str, calibrator: Calibrator) -> None:
+    """Register ``calibrator`` under ``name`` (a later registration of a name replaces it)."""
+    CALIBRATORS[name] = calibrator
+
+
+def get_calibrator(name: str) -> Calibrator:
+    """The calibrator registered as ``name``.
+
+    Raises:
+        ConfigError: ``name`` is not registered (one line listing the registered ones, and
+            which backend provides it when a backend does).
+    """
+    if name not in CALIBRATORS:
+        provider = CALIBRATOR_BACKENDS.get(name)
+        hint = (f" ({name!r} is registered by the {provider} backend, which is not loaded: "
+                f"dpcore.backend.load_backend({provider!r}) registers it)") if provider else ""
+        raise ConfigError(f"calibration accountant={name!r} is not known; valid: "
+                          f"{', '.join(sorted(CALIBRATORS))}{hint}")
+    return CALIBRATORS[name]
+
+
 def calibrate_noise_multiplier(
     mechanism: str, target_epsilon: float, delta: float, sampling_rate: float, steps: int,
     *, tolerance: float = 1e-4, accountant: str | None = None,
 ) -> float:
     """Smallest noise multiplier whose epsilon after ``steps`` steps is at most the target.
 
-    Uses dp_accounting's ``calibrate_dp_mechanism`` with the accountant named by
-    :func:`calibration_accountant` (or ``accountant``, ``rdp`` or ``pld``, when given: the
-    ``factors.calibration_accountant`` switch). The returned value is within ``tolerance``
-    (absolute, in noise-multiplier units) above the optimum, so the target is never exceeded.
+    Uses the calibrator registered (:data:`CALIBRATORS`) as ``accountant`` (the
+    ``factors.calibration_accountant`` switch: ``rdp``, ``pld``, or ``prv`` once the torch
+    backend is loaded), or the one :func:`calibration_accountant` names when it is None. The
+    returned value is within ``tolerance`` (absolute, in noise-multiplier units) above the
+    optimum, so the target is never exceeded by that accountant.
     """
     if not target_epsilon > 0 or math.isinf(target_epsilon):
         raise ConfigError(f"target_epsilon={target_epsilon!r} is not valid; valid: a finite > 0")
@@ -280,10 +328,17 @@ def calibrate_noise_multiplier(
         raise ConfigError(
             f"mechanism={mechanism!r} cannot be calibrated; valid: dpsgd-gaussian, dpsgd-laplace"
         )
-    accountant_name = accountant or calibration_accountant(mechanism)
-    if accountant_name not in ("rdp", "pld"):
-        raise ConfigError(f"calibration accountant={accountant_name!r} is not known; valid: "
-                          "rdp, pld")
+    calibrator = get_calibrator(accountant or calibration_accountant(mechanism))
+    return calibrator(mechanism, target_epsilon, sampling_rate, steps, delta,
+                      tolerance=tolerance)
+
+
+def _calibrate_dp_accounting(
+    accountant_name: str, mechanism: str, target_epsilon: float, sampling_rate: float,
+    steps: int, delta: float, *, tolerance: float,
+) -> float:
+    """The :class:`Calibrator` of dp_accounting's RDP (``rdp``) and bounded PLD (``pld``)
+    accountants, by dp_accounting's ``calibrate_dp_mechanism``."""
 
     def make_accountant() -> dp_accounting.PrivacyAccountant:
         if accountant_name == "rdp":
@@ -307,8 +362,8 @@ def calibrate_noise_multiplier(
     if accountant_name == "pld" and mechanism == "dpsgd-gaussian":
         # A Gaussian PLD at a tiny noise multiplier needs tens of GiB: bracket the PLD optimum
         # below the RDP one (RDP is the looser bound, so it needs at least as much noise).
-        upper = calibrate_noise_multiplier(mechanism, target_epsilon, delta, sampling_rate,
-                                           steps, tolerance=tolerance, accountant="rdp")
+        upper = _calibrate_dp_accounting("rdp", mechanism, target_epsilon, sampling_rate,
+                                         steps, delta, tolerance=tolerance)
         bracket = dp_accounting.ExplicitBracketInterval(max(0.5 * upper, 1e-3), upper)
     try:
         return float(
@@ -324,6 +379,29 @@ def calibrate_noise_multiplier(
             "above a noise of 1); valid: a larger target_epsilon or delta, fewer steps or a "
             "smaller sampling rate"
         ) from exc
+
+
+def _rdp_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
+                    delta: float, *, tolerance: float) -> float:
+    """dp_accounting's RDP accountant as a :class:`Calibrator` (Gaussian only: its
+    subsampled-Laplace event is not supported)."""
+    if mechanism == "dpsgd-laplace":
+        raise ConfigError("calibration accountant='rdp' does not know dpsgd-laplace "
+                          "(dp_accounting's RDP accountant has no subsampled-Laplace bound); "
+                          "valid: pld")
+    return _calibrate_dp_accounting("rdp", mechanism, target_epsilon, sampling_rate, steps,
+                                    delta, tolerance=tolerance)
+
+
+def _pld_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
+                    delta: float, *, tolerance: float) -> float:
+    """dp_accounting's PLD accountant (bounded grid) as a :class:`Calibrator`."""
+    return _calibrate_dp_accounting("pld", mechanism, target_epsilon, sampling_rate, steps,
+                                    delta, tolerance=tolerance)
+
+
+register_calibrator("rdp", _rdp_calibrator)
+register_calibrator("pld", _pld_calibrator)
 
 
 @dataclass(frozen=True)

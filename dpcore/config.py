@@ -44,7 +44,7 @@ RECIPES = ("harmonised", "library")
 NORMALISATIONS = ("expected", "actual", "microbatches")
 INITIALISATIONS = ("neutral", "torch")
 INPUT_SCALINGS = ("unit", "standardised")
-CALIBRATION_ACCOUNTANTS = ("rdp", "pld")
+CALIBRATION_ACCOUNTANTS = ("rdp", "pld", "prv")
 EVAL_SPLITS = ("test", "train")
 #: ``factors.fault``: deliberately broken DP steps, for audit checks only (issue 30).
 FAULTS = ("none", "no_noise", "no_clip", "noise_div10")
@@ -502,10 +502,11 @@ class FactorSpec:
         input_scaling: ``unit`` (pixels in [0, 1]) or ``standardised`` ((x - mean) / std with
             the training set's own pixel mean and std, as the Opacus MNIST example does).
         calibration_accountant: accountant that turns ``privacy.target_epsilon`` into a noise
-            multiplier: ``rdp`` or ``pld`` (dp_accounting); ``None`` = the bench's rule (RDP
-            for Gaussian, PLD for Laplace). Opacus's PRV accountant needs torch, which
-            ``dpcore`` never imports; PLD is dp_accounting's numerical accountant of the same
-            kind and agrees with PRV to about 1 %.
+            multiplier: ``rdp`` or ``pld`` (dp_accounting), or ``prv`` (Opacus's, as
+            ``make_private_with_epsilon``; Gaussian only, on either backend: registered by the
+            torch backend, which the compare layer loads for it, see
+            :data:`dpcore.accounting.CALIBRATORS`); ``None`` = the bench's rule (RDP for
+            Gaussian, PLD for Laplace).
         eval_split: the split whose accuracy the run reports: ``test`` or ``train``.
         fault: a deliberately broken DP step, for audit checks only: ``none``, ``no_noise``
             (no noise is added), ``no_clip`` (nothing is clipped) or ``noise_div10`` (a tenth
@@ -530,12 +531,6 @@ class FactorSpec:
         _check_choice("factors.init", self.init, (*INITIALISATIONS, "keras"))
         _check_choice("factors.input_scaling", self.input_scaling, INPUT_SCALINGS)
         if self.calibration_accountant is not None:
-            if self.calibration_accountant == "prv":
-                raise ConfigError(
-                    "factors.calibration_accountant='prv' is not available: PRV is Opacus's "
-                    "accountant (it needs torch, which dpcore never imports); valid: rdp, pld "
-                    "(PLD is the numerical accountant of the same kind), null"
-                )
             _check_choice("factors.calibration_accountant", self.calibration_accountant,
                           CALIBRATION_ACCOUNTANTS)
         _check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)

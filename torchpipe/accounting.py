@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dpcore.accounting import register_calibrator
+
 #: Most points of Opacus's PRV grid computed (8 bytes each, a few arrays: about 100 MB).
 PRV_MAX_POINTS = 4_000_000
 
@@ -117,3 +119,18 @@ def opacus_calibrate(target_epsilon: float, sampling_rate: float, steps: int, de
         else:
             low = middle
     return high
+
+
+def prv_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
+                   delta: float, *, tolerance: float = 1e-4) -> float:
+    """Opacus's PRV accountant as a :class:`dpcore.accounting.Calibrator` (registered as
+    ``prv`` when this module is imported): :func:`opacus_calibrate`, Gaussian noise only."""
+    from dpcore.errors import ConfigError
+
+    if mechanism != "dpsgd-gaussian":
+        raise ConfigError(f"calibration accountant='prv' does not know {mechanism} (Opacus's "
+                          "PRV accountant knows Gaussian noise only); valid: rdp, pld")
+    return opacus_calibrate(target_epsilon, sampling_rate, steps, delta, tolerance=tolerance)
+
+
+register_calibrator("prv", prv_calibrator)

@@ -69,11 +69,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        help="noise std (Laplace: scale) divided by the clip norm")
     noise.add_argument("--epsilon", type=float,
                        help="target epsilon; the noise multiplier is calibrated to reach it")
-    parser.add_argument("--calibrate-with", choices=["rdp", "pld"],
+    parser.add_argument("--calibrate-with", choices=api.CALIBRATE_WITH,
                         help="accountant that turns --epsilon into a noise multiplier (sets "
                         "factors.calibration_accountant; default rdp for gaussian, pld for "
-                        "laplace; Opacus's prv needs torch, which the shared ledger never "
-                        "imports: see `dpcompare epsilon --calibrate-with prv`)")
+                        "laplace; prv: Opacus's, as make_private_with_epsilon, gaussian only, "
+                        "on either backend)")
     parser.add_argument("--max-grad-norm", type=float, help="per-example clip norm C")
     parser.add_argument("--delta", type=float, help="delta (default 1/N rounded down to 10^-k)")
     parser.add_argument("--seed", type=int, help="seed of batches, initial weights and noise")

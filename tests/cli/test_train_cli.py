@@ -133,6 +133,38 @@ def test_target_epsilon_is_calibrated_and_quiet_prints_nothing_on_stderr(
     assert result["privacy"]["epsilon_rdp"] == pytest.approx(2.0, rel=1e-3)
 
 
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_calibrate_with_prv_reaches_the_target_by_opacus_prv(
+        backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Opacus's PRV calibrates --epsilon on either backend (registered by the torch backend);
+    the noise it picks gives a PRV epsilon at most the target and within 1 % of it."""
+    from torchpipe.accounting import opacus_prv_epsilon
+
+    code = main(["train", "--backend", backend, *DIGITS_ARGS, "--epochs", "1", "--epsilon", "2",
+                 "--calibrate-with", "prv", "--out", str(tmp_path), "--quiet", "--json"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    result = json.loads(captured.out)
+    privacy = result["privacy"]
+    assert privacy["calibrated"] is True
+    assert result["recipe"]["factors"]["calibration_accountant"] == "prv"
+    assert result["recipe"]["effective_factors"]["calibration_accountant"] == "prv"
+    prv = opacus_prv_epsilon(privacy["noise_multiplier"], privacy["sampling_rate"],
+                             privacy["steps"], privacy["delta"])
+    assert prv is not None and 0.99 * 2.0 <= prv <= 2.0
+    # PRV is tighter than RDP: the RDP epsilon of that noise is above the target
+    assert privacy["epsilon_rdp"] > 2.0
+
+
+def test_calibrate_with_prv_refuses_laplace_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["train", "--backend", "tf", *DIGITS_ARGS, "--epochs", "1", "--epsilon", "2",
+                 "--mechanism", "laplace", "--calibrate-with", "prv", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "'prv'" in err and "valid: rdp, pld" in err
+    assert "Traceback" not in err and not [p for p in tmp_path.rglob("*") if p.is_file()]
+
+
 def test_unclipped_local_dp_run_records_why_faithfulness_was_skipped(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["train", "--backend", "torch", *DIGITS_ARGS, "--steps", "2",

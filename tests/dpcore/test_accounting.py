@@ -107,3 +107,39 @@ def test_plan_privacy_for_each_mechanism() -> None:
     record = dp.to_dict()
     assert record["dp_event"]["class_name"] == "SelfComposedDpEvent"
     assert record["steps"] == 100
+
+
+def test_calibrator_registry_rejects_unknown_names_listing_the_registered_ones() -> None:
+    from dpcore.accounting import CALIBRATORS, get_calibrator
+
+    assert {"rdp", "pld"} <= set(CALIBRATORS)
+    with pytest.raises(ConfigError) as err:
+        calibrate_noise_multiplier("dpsgd-gaussian", 1.0, 1e-5, 0.1, 10, accountant="moments")
+    message = str(err.value)
+    assert "'moments'" in message and "\n" not in message
+    assert f"valid: {', '.join(sorted(CALIBRATORS))}" in message
+    with pytest.raises(ConfigError, match="'moments' is not known"):
+        get_calibrator("moments")
+
+
+def test_prv_is_registered_by_the_torch_backend_not_by_dpcore() -> None:
+    """dpcore alone knows rdp and pld (it never imports torch); asking it for prv names the
+    backend that registers it; loading that backend registers it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from dpcore.accounting import calibrate_noise_multiplier, CALIBRATORS\n"
+        "from dpcore.errors import ConfigError\n"
+        "assert sorted(CALIBRATORS) == ['pld', 'rdp'], CALIBRATORS\n"
+        "try:\n"
+        "    calibrate_noise_multiplier('dpsgd-gaussian', 1.0, 1e-5, 0.1, 10, accountant='prv')\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert "calibration accountant='prv' is not known; valid: pld, rdp" in out
+    assert "torch backend" in out

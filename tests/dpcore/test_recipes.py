@@ -100,7 +100,7 @@ def _flatten(d: dict, prefix: str = "") -> dict:
      "factors.microbatch_size"),  # does not divide 64
     ({"factors": {"normalisation": "median"}}, "factors.normalisation"),
     ({"factors": {"init": "xavier"}}, "factors.init"),
-    ({"factors": {"calibration_accountant": "prv"}}, "factors.calibration_accountant"),
+    ({"factors": {"calibration_accountant": "moments"}}, "factors.calibration_accountant"),
     ({"factors": {"eval_split": "valid"}}, "factors.eval_split"),
     ({"recipe": "stock"}, "recipe"),
     ({"recipe": "library", "factors": {"init": "torch"}}, "factors.init"),
