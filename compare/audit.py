@@ -49,7 +49,8 @@ PROB_FLOOR = float(np.finfo(np.float32).tiny)
 
 #: The keys of the audit dict (the RunResult ``audit`` entry).
 AUDIT_KEYS: tuple[str, ...] = (
-    "method", "n_members", "n_nonmembers", "seed", "epsilon", "delta", "private", "bound",
+    "method", "n_members", "n_nonmembers", "seed", "epsilon", "epsilon_accountant", "delta",
+    "private", "bound",
     "attacks", "attack_auc", "advantage", "best_attack", "max_epsilon_lower_bound",
     "loss_threshold", "suspected_privacy_bug", "member_accuracy", "nonmember_accuracy",
     "member_mean_loss", "nonmember_mean_loss", "library",
@@ -64,6 +65,7 @@ def run_membership_audit(
     x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, y_test: np.ndarray,
     *, epsilon: float | None, delta: float | None, n: int | None = None, seed: int = 0,
     attacks: Sequence[str] = DEFAULT_ATTACKS, confidence: float = 0.95,
+    epsilon_accountant: str | None = None,
 ) -> dict[str, Any]:
     """Membership-inference audit of one model on equal-size member / non-member sets.
 
@@ -78,6 +80,8 @@ def run_membership_audit(
         seed: seed of the subsets, of TF Privacy's attack splits and of the held-out split.
         attacks: TF Privacy ``AttackType`` names to run.
         confidence: level of the advantage's interval.
+        epsilon_accountant: the accountant that computed ``epsilon`` (``rdp``, ``pld``...),
+            recorded beside it; None when not known or not private.
 
     Returns:
         A JSON-able dict with the keys :data:`AUDIT_KEYS`:
@@ -92,7 +96,9 @@ def run_membership_audit(
         * ``bound``: :func:`advantage_upper_bound` (1.0 when not private);
         * ``suspected_privacy_bug``: :func:`exceeds_bound` of ``loss_threshold`` and ``bound``;
         * accuracies and mean losses (nats) on the two audited sets, the method, sizes, seed,
-          the claimed ``epsilon``/``delta`` and the attack library's version.
+          the claimed ``epsilon``/``delta`` the bound is computed from (``epsilon`` None
+          when nothing is claimed), ``epsilon_accountant`` (the accountant of that epsilon,
+          None when nothing is claimed) and the attack library's version.
 
     Raises:
         ConfigError: bad ``n``, ``epsilon``/``delta``, or an unknown attack name.
@@ -137,6 +143,7 @@ def run_membership_audit(
         "n_nonmembers": int(size),
         "seed": int(seed),
         "epsilon": float(epsilon) if private else None,
+        "epsilon_accountant": epsilon_accountant if private else None,
         "delta": None if delta is None else float(delta),
         "private": bool(private),
         "bound": float(bound),
@@ -156,7 +163,8 @@ def run_membership_audit(
 
 
 def claimed_privacy(privacy: Mapping[str, Any]) -> tuple[float | None, float | None, str]:
-    """The (epsilon, delta) a run claims, from its RunResult ``privacy`` entry, and a note.
+    """The (epsilon, delta) a run claims, from its RunResult ``privacy`` entry, and a note
+    (:func:`claimed_accountant` names the accountant of that epsilon).
 
     DP-SGD runs claim the smaller of the RDP and PLD epsilons of the shared accountant (both
     are upper bounds on the true epsilon, so the smaller is the strongest claim, the one the
@@ -166,17 +174,36 @@ def claimed_privacy(privacy: Mapping[str, Any]) -> tuple[float | None, float | N
     mechanism = privacy.get("mechanism")
     delta = privacy.get("delta")
     if mechanism in ("dpsgd-gaussian", "dpsgd-laplace"):
-        candidates = {k: privacy.get(k) for k in ("epsilon_rdp", "epsilon_pld")}
-        finite = {k: float(v) for k, v in candidates.items()
-                  if v is not None and math.isfinite(float(v))}
-        if not finite:
+        key = _claimed_key(privacy)
+        if key is None:
             return None, delta, f"{mechanism} run without a finite epsilon: bound 1.0"
-        key = min(finite, key=lambda k: finite[k])
-        return finite[key], delta, f"claimed epsilon: {key} of the shared accountant"
+        return float(privacy[key]), delta, f"claimed epsilon: {key} of the shared accountant"
     if mechanism == "ldp":
         return None, delta, ("local-DP run: the labels are not privatised, so no "
                              "membership bound is claimed (bound 1.0)")
     return None, delta, "non-private run: bound 1.0"
+
+
+#: The RunResult ``privacy`` key of each shared-accountant epsilon -> the accountant's name.
+EPSILON_ACCOUNTANTS = {"epsilon_rdp": "rdp", "epsilon_pld": "pld"}
+
+
+def claimed_accountant(privacy: Mapping[str, Any]) -> str | None:
+    """The accountant (``rdp`` or ``pld``) of the epsilon :func:`claimed_privacy` claims for
+    this ``privacy`` entry: the one whose finite epsilon is the smaller; None when the run
+    claims no epsilon."""
+    key = _claimed_key(privacy)
+    return None if key is None else EPSILON_ACCOUNTANTS[key]
+
+
+def _claimed_key(privacy: Mapping[str, Any]) -> str | None:
+    """The ``privacy`` key of the epsilon a DP-SGD run claims (the smaller finite one of
+    :data:`EPSILON_ACCOUNTANTS`), None for other runs or without a finite epsilon."""
+    if privacy.get("mechanism") not in ("dpsgd-gaussian", "dpsgd-laplace"):
+        return None
+    finite = {k: float(v) for k in EPSILON_ACCOUNTANTS
+              if (v := privacy.get(k)) is not None and math.isfinite(float(v))}
+    return min(finite, key=lambda k: finite[k]) if finite else None
 
 
 def audit_trained(trained: Any, dataset: Any, privacy: Mapping[str, Any], *,
@@ -204,6 +231,7 @@ def audit_trained(trained: Any, dataset: Any, privacy: Mapping[str, Any], *,
         lambda x: predict.predict_proba(trained, x),
         dataset.x_train, dataset.y_train, dataset.x_test, dataset.y_test,
         epsilon=epsilon, delta=delta, n=n, seed=seed,
+        epsilon_accountant=claimed_accountant(privacy),
     )
     audit["claim"] = note
     audit["backend"] = trained.backend

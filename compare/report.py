@@ -621,10 +621,13 @@ def _ldp_and_audit(frame: pd.DataFrame) -> list[str]:
         lines += ["## Membership-inference audit", "",
                   "TF Privacy's membership-inference attacks (threshold and logistic regression "
                   "on losses), training examples vs the same number of held-out examples. "
-                  "`advantage_bound` = (e^eps - 1 + 2 delta) / (e^eps + 1) from the run's "
-                  "(epsilon, delta); a run whose held-out advantage has a confidence interval "
-                  "entirely above it is marked as a suspected privacy bug.", ""]
-        audit_cols = ["setting", "backend", "seed", "epsilon", "attack_auc", "attack_advantage",
+                  "`advantage_bound` = (e^eps - 1 + 2 delta) / (e^eps + 1) with eps = "
+                  "`bound_epsilon`, the smaller of the run's RDP and PLD epsilons (its "
+                  "accountant in `bound_accountant`; it may differ from `epsilon`); a run whose "
+                  "held-out advantage has a confidence interval entirely above the bound is "
+                  "marked as a suspected privacy bug.", ""]
+        audit_cols = ["setting", "backend", "seed", "epsilon", "bound_epsilon",
+                      "bound_accountant", "attack_auc", "attack_advantage",
                       "heldout_advantage_ci_low", "advantage_bound", "suspected_privacy_bug"]
         lines += [markdown_table(frame[frame["attack_auc"].notna()], audit_cols), ""]
         flags = frame.get("suspected_privacy_bug")

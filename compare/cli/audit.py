@@ -135,7 +135,9 @@ def print_audit(audit: dict[str, Any], path: Path) -> None:
           f"{ours['confidence']:.0%} CI [{ours['ci_low']:.3f}, {ours['ci_high']:.3f}]")
     eps = audit["epsilon"]
     kind = {"epsilon_pld": "PLD", "epsilon_rdp": "RDP"}
-    used = next((name for key, name in kind.items() if key in str(audit.get("claim"))), "")
+    used = (str(audit["epsilon_accountant"]).upper() if audit.get("epsilon_accountant")
+            else next((name for key, name in kind.items() if key in str(audit.get("claim"))),
+                      ""))
     claim = ("no DP claim" if eps is None else
              f"epsilon {eps:.4g} by the shared {used} accountant (the smaller of its RDP and "
              f"PLD figures), delta {audit['delta']:.3g}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -55,7 +55,24 @@ TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel"
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
                 "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
                 "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs",
-                "temperature_fit")
+                "temperature_fit", "bound_accountant")
+
+#: ``bound_accountant`` of an audit record written before the audit recorded its accountant.
+NOT_RECORDED = "not recorded"
+
+
+def audit_bound_epsilon(audit: Mapping[str, Any]) -> tuple[float | None, str]:
+    """The epsilon a stored membership audit computed its advantage bound from, and the
+    accountant of that epsilon (``rdp``/``pld``; ``no DP claim`` when the bound is 1.0 for
+    want of a claim; :data:`NOT_RECORDED` for a record older than ``epsilon_accountant``).
+    The epsilon is the audit's own ``epsilon`` entry, which may differ from the run's target
+    or planned epsilon (the audit checks the smallest figure the shared accountant proves)."""
+    epsilon = audit.get("epsilon")
+    if "epsilon_accountant" not in audit:
+        return epsilon, NOT_RECORDED
+    if epsilon is None:
+        return None, "no DP claim"
+    return float(epsilon), str(audit["epsilon_accountant"])
 
 
 def front_end(result: RunResult) -> str:
@@ -239,6 +256,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             row["attack_auc"] = r.audit.get("attack_auc")
             row["attack_advantage"] = r.audit.get("advantage")
             row["advantage_bound"] = r.audit.get("bound")
+            row["bound_epsilon"], row["bound_accountant"] = audit_bound_epsilon(r.audit)
             loss_threshold = r.audit.get("loss_threshold") or {}
             row["heldout_advantage_ci_low"] = loss_threshold.get("ci_low")
             row["suspected_privacy_bug"] = bool(r.audit.get("suspected_privacy_bug"))
@@ -350,7 +368,7 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
     return apply_flags(frame, flags_of_results(results))  # broken / violation on the labels
 
 
-__all__ = ["FAITHFULNESS_KEYS", "SANITY_KEYS", "curves_frame", "epsilon_of", "front_end",
-           "front_end_mismatches", "history_frame",
+__all__ = ["FAITHFULNESS_KEYS", "NOT_RECORDED", "SANITY_KEYS", "audit_bound_epsilon",
+           "curves_frame", "epsilon_of", "front_end", "front_end_mismatches", "history_frame",
            "library_epsilon", "mean_epoch_seconds", "panel_and_point", "per_class_frame",
            "randomisation_verdict", "results_frame", "temperature_fit"]

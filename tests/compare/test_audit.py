@@ -14,6 +14,7 @@ import pytest
 from compare.audit import (
     AUDIT_KEYS,
     MIN_EXAMPLES,
+    claimed_accountant,
     claimed_privacy,
     run_membership_audit,
 )
@@ -137,8 +138,11 @@ def test_seeded_subsets_are_reproducible_and_sized() -> None:
     assert first["n_members"] == first["n_nonmembers"] == 50  # min of the two sizes
     assert first["attack_auc"] == pytest.approx(1.0) and first["bound"] == 1.0
     sized = run_membership_audit(predict, x_train, y_train, x_test, y_test,
-                                 epsilon=0.1, delta=1e-5, n=20)
+                                 epsilon=0.1, delta=1e-5, n=20, epsilon_accountant="pld")
     assert sized["n_members"] == 20 and sized["suspected_privacy_bug"] is True
+    # the record names the epsilon its bound uses and that epsilon's accountant
+    assert (sized["epsilon"], sized["epsilon_accountant"]) == (0.1, "pld")
+    assert (first["epsilon"], first["epsilon_accountant"]) == (None, None)  # no claim
 
 
 def test_bad_arguments_name_the_value() -> None:
@@ -167,3 +171,12 @@ def test_claimed_privacy_of_each_mechanism() -> None:
     assert claimed_privacy({"mechanism": "none", "epsilon_rdp": None, "delta": 1e-3})[0] is None
     ldp = claimed_privacy({"mechanism": "ldp", "delta": 1e-3})
     assert ldp[0] is None and "labels" in ldp[2]
+
+
+def test_claimed_accountant_names_the_accountant_of_the_claimed_epsilon() -> None:
+    dp = {"mechanism": "dpsgd-gaussian", "epsilon_rdp": 2.0, "epsilon_pld": 1.5, "delta": 1e-5}
+    assert claimed_accountant(dp) == "pld"
+    assert claimed_accountant({**dp, "epsilon_rdp": 1.0}) == "rdp"
+    assert claimed_accountant({**dp, "epsilon_pld": None}) == "rdp"  # PLD not computed
+    assert claimed_accountant({"mechanism": "none", "epsilon_rdp": math.inf}) is None
+    assert claimed_accountant({"mechanism": "ldp", "epsilon_rdp": 3.0}) is None

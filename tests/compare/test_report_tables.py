@@ -228,3 +228,41 @@ def test_the_epsilon_of_the_steps_that_ran_with_the_planned_figure_beside_it(
     assert "| 8 | 10 |" in section
     epsilons = pd.read_csv(tmp_path / "out" / "epsilon.csv")
     assert {"steps_planned", "epsilon_rdp_planned"} <= set(epsilons.columns)
+
+
+def test_the_audit_table_names_the_epsilon_its_bound_uses_and_its_accountant(
+        tmp_path: Path) -> None:
+    """Issue 37: the bound used the PLD epsilon beside a row that said the RDP one. The table
+    shows the audit's own epsilon and accountant; an older record says 'not recorded'."""
+    import dataclasses
+
+    from compare.report import ReportContext, write_report
+    from dpcore.metrics.audit import advantage_upper_bound
+    from dpcore.results import ResultsStore
+    from tests.compare.attribution_fakes import make_run
+
+    def audit(**extra: object) -> dict:
+        return {"epsilon": 1.2, "delta": 1e-5, "private": True,
+                "bound": advantage_upper_bound(1.2, 1e-5), "attack_auc": 0.52,
+                "advantage": 0.04, "loss_threshold": {"ci_low": 0.01},
+                "suspected_privacy_bug": False, **extra}
+
+    new, old = (make_run("harmonised tf", seed, 0.9) for seed in (0, 1))
+    runs = [dataclasses.replace(new, audit=audit(epsilon_accountant="pld")),
+            dataclasses.replace(old, audit=audit())]  # written before the accountant was
+    store = ResultsStore(tmp_path / "runs")
+    for r in runs:
+        store.save(r)
+    report = write_report(store.root, tmp_path / "out", ReportContext(command="test"))
+    section = report.read_text().split("## Membership-inference audit")[1].split("\n## ")[0]
+    header, _, *rows = (line for line in section.splitlines() if line.startswith("|"))
+    columns = [c.strip() for c in _cells(header)]
+    assert columns.index("epsilon") < columns.index("bound_epsilon") < columns.index(
+        "bound_accountant") < columns.index("advantage_bound")
+    by_seed = {cells[columns.index("seed")].strip(): cells for cells in map(_cells, rows)}
+    assert set(by_seed) == {"0", "1"}
+    for seed, accountant in (("0", "pld"), ("1", "not recorded")):
+        cells = [c.strip() for c in by_seed[seed]]
+        assert cells[columns.index("epsilon")] == "1.3"  # the run's RDP epsilon
+        assert cells[columns.index("bound_epsilon")] == "1.2"  # what the bound used
+        assert cells[columns.index("bound_accountant")] == accountant
