@@ -48,7 +48,7 @@ from scipy import stats
 from compare.grid import setting_label
 from compare.reporting.collapse import collapse_reason
 from compare.reporting.published import METRICS, find_row, paper_table
-from compare.reporting.stats import CONFIDENCE, Interval, mean_interval
+from compare.reporting.stats import CONFIDENCE, Interval, bootstrap_interval, mean_interval
 from dpcore.errors import ConfigError
 from dpcore.recipes import FACTOR_NAMES, LIBRARY_SAMPLING, effective_factors
 from dpcore.results import RunResult
@@ -94,8 +94,9 @@ class Configuration:
 
     @property
     def interval(self) -> Interval:
-        """Mean accuracy (fraction) with its 95% t interval over seeds."""
-        return mean_interval(list(self.accuracy.values()))
+        """Mean accuracy (fraction) with its 95% percentile bootstrap interval over seeds
+        (never outside [0, 1]; differences between configurations keep t intervals)."""
+        return bootstrap_interval(list(self.accuracy.values()))
 
     @property
     def at_defaults(self) -> bool:

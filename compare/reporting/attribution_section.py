@@ -168,9 +168,9 @@ def attribution_section(results: Sequence[RunResult], published: Sequence[Mappin
     table.to_csv(out / "attribution.csv", index=False)
     effects = effects_table(a)
     effects.to_csv(out / "attribution_effects.csv", index=False)
-    lines += ["Configurations (accuracy in %, mean and 95% t interval over seeds; epsilon: the "
-              "shared accountant on the sampling rate and steps that ran, beside the library's "
-              "own accountant where the run recorded it):", "",
+    lines += ["Configurations (accuracy in %, mean and 95% percentile bootstrap interval over "
+              "seeds; epsilon: the shared accountant on the sampling rate and steps that ran, "
+              "beside the library's own accountant where the run recorded it):", "",
               markdown_table(table), ""]
     if reasons:
         lines += [f"Why a setting is \"{CLAIMED_NOT_PROVED}\" (its epsilon is reported, not "

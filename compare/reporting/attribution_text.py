@@ -37,11 +37,13 @@ def interval_text(interval: Interval) -> str:
 
 
 def accuracy_text(c: Configuration) -> str:
-    """``"96.80 ± 0.20 % (training-set accuracy, 3 seeds)"``."""
+    """``"96.80 % [96.60, 97.00] (training-set accuracy, 3 seeds)"``: the mean and its 95%
+    percentile bootstrap interval over seeds."""
     i = c.interval
     split = "training-set" if c.split == "train" else "test"
-    spread = "" if i.n < 2 or math.isnan(i.high) else f" ± {100 * i.half_width:.2f}"
-    return f"{100 * i.mean:.2f}{spread} % ({split} accuracy, {i.n} seed{'s' * (i.n != 1)})"
+    spread = ("" if i.n < 2 or math.isnan(i.high) else
+              f" [{100 * i.low:.2f}, {100 * i.high:.2f}]")
+    return f"{100 * i.mean:.2f} %{spread} ({split} accuracy, {i.n} seed{'s' * (i.n != 1)})"
 
 
 def conclusion(a: Attribution) -> list[str]:

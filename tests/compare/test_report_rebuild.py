@@ -35,12 +35,10 @@ _RETRAIN = ("written before report folders held records; its store did not survi
 #: the set of grid report folders lacking records.
 NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "cats-vs-dogs-tuned",
-    "imdb-library-benchmark-15",
     "interpretability-clip-sweep",
     "interpretability-vs-epsilon-tuned",
     "medical-ldp-vs-dpsgd-cnn4",
     "medical-ldp-vs-dpsgd-resnet18-short",
-    "mnist-gap-attribution",
     "mnist-library-benchmark",
     "mnist-library-benchmark-15",
     "mnist-tuned",
