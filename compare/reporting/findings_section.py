@@ -123,11 +123,14 @@ def _as_written(value: Any) -> str:
 
 
 def document_link(document: str, out: Path) -> str:
-    """A Markdown link to the write-up, relative to the report folder when the repository
-    holds it, else its path in the repository as text."""
+    """A Markdown link to the write-up as seen from ``reports/<name>/`` of the repository (where
+    committed reports live, so that a report rebuilt anywhere else writes the same link), when
+    the repository holds the write-up; else its path in the repository as text. (``out`` is
+    kept for the callers; the link no longer depends on it.)"""
     path = REPOSITORY / document
     if path.is_file():
-        return f"[{document}]({Path(os.path.relpath(path, out.resolve())).as_posix()})"
+        report_folder = REPOSITORY / "reports" / (out.name or "report")
+        return f"[{document}]({Path(os.path.relpath(path, report_folder)).as_posix()})"
     return f"`{document}` (in the dpcompare repository)"
 
 
