@@ -390,9 +390,10 @@ def train(
         dataset = prepare_dataset(config, data_dir)
         return start_line(config, backend, dataset, check_run(config, dataset), filled)
     store = ResultsStore(out if out is not None else DEFAULT_TRAIN_OUT)
-    store.ensure_writable()
+    _writable_folder(store.root, "out")  # checked, nothing created yet
     dataset = prepare_dataset(config, data_dir)
     plan = check_run(config, dataset)  # fail fast on impossible settings, before the line
+    store.ensure_writable()  # every check passed: now the store may be created
     callbacks = []
     if log is not None:
         log(start_line(config, backend, dataset, plan, filled))

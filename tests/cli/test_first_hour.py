@@ -144,3 +144,16 @@ def test_medmnist_files_saved_by_the_medmnist_package_are_found(
     root.mkdir()
     dataset = load_dataset(DataSpec(name="pneumoniamnist"), root)
     assert len(dataset.x_train) == len(arrays["train_images"])
+
+
+@pytest.mark.parametrize("args", [
+    ["--epsilon", "1e9"],  # no noise reaches it: refused by the privacy plan
+    ["--set", "data.image_size=8"],  # too small for cnn4: refused by the shape check
+])
+def test_a_refused_train_writes_nothing(args: list[str], tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code = main(["train", "--backend", "torch", "--dataset", "digits", "--model", "cnn4",
+                 "--out", str(out), *args])
+    assert code == 2 and len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not out.exists()
