@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from compare.preflight import check_run
 from compare.runner import GridOutcome
 from dpcore.backend import BACKENDS, load_backend
 from dpcore.config import PerfSpec, RunConfig
@@ -405,25 +406,6 @@ def train(
         evaluation=Evaluation(faithfulness_subset=faithfulness_subset), progress=progress,
         callbacks=callbacks, defaults=filled)
     return result
-
-
-def check_run(config: RunConfig, dataset: Dataset) -> Any:
-    """Every check of one run that needs its data, before any training: the model fits the
-    data's shape (:func:`dpcore.architectures.architecture`, framework-free) and the privacy
-    plan is possible (calibration, noise floor). Returns the run's
-    :class:`~dpcore.accounting.PrivacyPlan`.
-
-    Raises:
-        ConfigError: an image too small for the model, a target epsilon no noise reaches...
-    """
-    from compare.calibrators import load_config_calibrator
-    from dpcore.architectures import architecture
-    from dpcore.pipeline import privacy_plan
-
-    load_config_calibrator(config)  # e.g. Opacus's prv: registered by the torch backend
-    architecture(config.model, dataset.input_shape, dataset.n_classes,
-                 dataset.vocabulary_size)
-    return privacy_plan(config, len(dataset.x_train))
 
 
 def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,

@@ -12,14 +12,37 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compare.grid import Grid, GridCell
 from dpcore.config import PrivacySpec, RunConfig
 from dpcore.errors import ConfigError, DpCompareError
 from dpcore.results import ResultsStore
 
-__all__ = ["check_grid", "pending_runs"]
+if TYPE_CHECKING:
+    from dpcore.data.dataset import Dataset
+
+
+def check_run(config: RunConfig, dataset: Dataset) -> Any:
+    """Every check of one run that needs its data, before any training: the model fits the
+    data's shape (:func:`dpcore.architectures.architecture`, framework-free) and the privacy
+    plan is possible (calibration, noise floor). Returns the run's
+    :class:`~dpcore.accounting.PrivacyPlan`.
+
+    Raises:
+        ConfigError: an image too small for the model, a target epsilon no noise reaches...
+    """
+    from compare.calibrators import load_config_calibrator
+    from dpcore.architectures import architecture
+    from dpcore.pipeline import privacy_plan
+
+    load_config_calibrator(config)  # e.g. Opacus's prv: registered by the torch backend
+    architecture(config.model, dataset.input_shape, dataset.n_classes,
+                 dataset.vocabulary_size)
+    return privacy_plan(config, len(dataset.x_train))
+
+
+__all__ = ["check_grid", "check_run", "pending_runs"]
 
 
 def pending_runs(grid: Grid, out: str | Path) -> list[tuple[GridCell, str]]:
@@ -46,7 +69,7 @@ def _data_only(config: RunConfig) -> RunConfig:
 
 def check_grid(runs: Sequence[tuple[GridCell, str]], data_dir: str | Path | None) -> int:
     """Check every run of ``runs`` as ``dpcompare train`` checks one before training
-    (:func:`compare.api.check_run`); returns how many were checked.
+    (:func:`check_run`); returns how many were checked.
 
     Data sets are loaded once per data spec, models traced once per (model, data), privacy
     plans computed once per (privacy, schedule, data size).
@@ -55,7 +78,6 @@ def check_grid(runs: Sequence[tuple[GridCell, str]], data_dir: str | Path | None
         DpCompareError: one line naming every failing setting (first occurrence of each
             message) and its run; nothing is trained or written.
     """
-    from compare.api import check_run
     from dpcore.names import check_names
     from dpcore.pipeline import prepare_dataset
     from dpcore.recipes import check_backend_recipe
@@ -87,4 +109,3 @@ def check_grid(runs: Sequence[tuple[GridCell, str]], data_dir: str | Path | None
             f"{len(problems)} problem(s) found before any training (nothing was trained): "
             f"{listed}")
     return len(runs)
-

@@ -885,7 +885,7 @@ def _check_keys(raw: Mapping[str, Any]) -> None:
         PrivacyConfigError: a key of :data:`REFUSED_KEYS`.
         ConfigError: unknown top-level keys or section keys, or a section that is no mapping.
     """
-    from dpcore.names import did_you_mean
+    from dpcore.suggest import did_you_mean
 
     def unknown(given: Iterable[Any], valid: set[str], prefix: str, where: str) -> None:
         """Record the unknown keys of one mapping (a refused one raises its reason)."""

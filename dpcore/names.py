@@ -6,29 +6,17 @@ set, model, preset or backend name gets the same one-line answer everywhere.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from dpcore.errors import ConfigError
+from dpcore.suggest import did_you_mean
 
 #: Other names of the backends, as users of each library call them -> the backend's name.
 BACKEND_ALIASES: Mapping[str, str] = MappingProxyType({
     "opacus": "torch", "pytorch": "torch", "tensorflow": "tf", "tf-privacy": "tf",
     "tf_privacy": "tf", "tensorflow-privacy": "tf", "keras": "tf",
 })
-
-
-def did_you_mean(name: object, valid: Iterable[str]) -> str:
-    """``" (did you mean 'x'?)"`` for the closest of ``valid`` to ``name`` (case-insensitive,
-    difflib's ratio >= 0.6), or ``""`` when none is close."""
-    choices = list(valid)
-    lowered = {choice.lower(): choice for choice in choices}
-    text = str(name).lower()
-    if text in lowered and lowered[text] != name:
-        return f" (did you mean {lowered[text]!r}?)"
-    close = difflib.get_close_matches(text, list(lowered), n=1, cutoff=0.6)
-    return f" (did you mean {lowered[close[0]]!r}?)" if close else ""
 
 
 def resolve_backend(name: object, valid: Iterable[str] = ("tf", "torch"), *,

@@ -15,9 +15,16 @@ from dpcore.recipes import check_backend_recipe, privacy_claim
 def test_gap_attribution_preset_expands() -> None:
     grid = expand_grid(load_preset("mnist-gap-attribution"))
     runs = grid.runs()
-    assert len(runs) == 30 and len({(c.config.config_hash, b) for c, b in runs}) == 30
+    # 11 settings (harmonised on both backends, 6 flips, 2 stock recipes and 2 candidate
+    # library recipes on one backend each) x 5 seeds
+    assert len(runs) == 60 and len({(c.config.config_hash, b) for c, b in runs}) == 60
     per_setting = Counter((cell.setting, backend) for cell, backend in runs)
-    assert set(per_setting.values()) == {3}  # 3 seeds each
+    assert set(per_setting.values()) == {5}  # 5 seeds each
+    candidates = {(c.setting, b): c.config for c, b in runs if c.config.recipe == "library"
+                  and c.config.factors.non_default()}
+    assert {k: v.factors.non_default() for k, v in candidates.items()} == {
+        ("TF Privacy, 32 microbatches (library)", "tf"): {"microbatch_size": 32},
+        ("Opacus, standardised inputs (library)", "torch"): {"input_scaling": "standardised"}}
     for cell, backend in runs:
         check_backend_recipe(cell.config, backend)  # every run can start
         config = cell.config

@@ -97,8 +97,8 @@ def test_augmentation_changes_the_hash_and_round_trips(tmp_path: Path) -> None:
      r"integer >= 0"),
     ("augment.crop_padding=null", r"augment.crop_padding=None is not valid; valid: an integer "
      r">= 0"),
-    ("augment.vflip=true", r"unknown key\(s\) augment.vflip; valid in augment: crop_padding, "
-     r"hflip"),
+    ("augment.vflip=true", r"unknown key\(s\) augment.vflip \(did you mean 'hflip'\?\) "
+     r"\(valid in augment: crop_padding, hflip\)"),
 ])
 def test_bad_values_name_the_field_and_the_valid_ones(override: str, fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):

@@ -370,10 +370,40 @@ def test_datasets_lists_a_corrupt_file_as_unreadable(
 
 
 def test_compare_reports_failed_runs_on_stderr_even_when_quiet(
+    tmp_path: Path, guard: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A run that fails inside a grid (here its backend raises during training, which no check
+    before the grid can foresee) is recorded and the grid goes on (exit 1, not 2): the one
+    summary line names the run and the reason, so ``--quiet`` never hides a failure."""
+    from compare import training
+
+    class Broken:
+        def __getattr__(self, name: str) -> object:
+            if name == "train":
+                def train(*_args: object, **_kwargs: object) -> None:
+                    raise RuntimeError("the backend broke mid-run")
+                return train
+            raise AttributeError(name)
+
+    monkeypatch.setattr(training, "load_backend", lambda _name: Broken())
+    grid = write_grid(tmp_path / "g.yaml", {
+        **TINY_GRID, "axes": {"privacy": TINY_GRID["axes"]["privacy"][:1]}})
+    out = tmp_path / "out"
+    code, stdout, err = run_cli(capsys, "compare", "--config", grid, "--out", out, "--no-report",
+                                "--quiet")
+    assert code == 1 and stdout == "" and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("dpcompare compare: error: 1 run(s) failed")
+    assert "the backend broke mid-run" in last and str(out) in last
+    assert len(list((out / "runs").glob("*/result.json"))) == 1
+
+
+def test_compare_refuses_a_missing_data_set_before_any_run(
     tmp_path: Path, guard: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A run that fails inside a grid is recorded and the grid goes on (exit 1, not 2): the one
-    summary line names the run and the reason, so ``--quiet`` never hides a failure."""
+    """A data set that is not there is found by the grid's check before its first run: one
+    line naming it, exit 2, nothing written (it was a failed run per cell before)."""
     grid = write_grid(tmp_path / "g.yaml", {
         **TINY_GRID, "base": {**TINY_GRID["base"], "data": {"name": "chest_xray"}},
         "axes": {"privacy": TINY_GRID["axes"]["privacy"][:1]}})
@@ -381,8 +411,6 @@ def test_compare_reports_failed_runs_on_stderr_even_when_quiet(
     out = tmp_path / "out"
     code, stdout, err = run_cli(capsys, "compare", "--config", grid, "--out", out, "--no-report",
                                 "--quiet", "--data-dir", tmp_path / "empty-root")
-    assert code == 1 and stdout == "" and "Traceback" not in err
-    last = err.strip().splitlines()[-1]
-    assert last.startswith("dpcompare compare: error: 1 run(s) failed")
-    assert "data set 'chest_xray' not found" in last and str(out) in last
-    assert len(list((out / "runs").glob("*/result.json"))) == 1
+    assert code == 2 and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1 and "chest_xray" in err
+    assert not list(out.glob("runs/*/result.json"))
