@@ -391,7 +391,12 @@ def train(
         dataset = prepare_dataset(config, data_dir)
         return start_line(config, backend, dataset, check_run(config, dataset), filled)
     store = ResultsStore(out if out is not None else DEFAULT_TRAIN_OUT)
-    _writable_folder(store.root, "out")  # checked, nothing created yet
+    try:  # checked, nothing created yet (the store is created once every check passed)
+        _writable_folder(store.root, "out")
+    except ConfigError as exc:
+        why = str(exc).split(" is not writable: ", 1)[-1].split("; choose", 1)[0]
+        raise ConfigError(f"output folder {store.root} is not writable ({why}); choose a "
+                          "folder you can write to with --out") from None
     dataset = prepare_dataset(config, data_dir)
     plan = check_run(config, dataset)  # fail fast on impossible settings, before the line
     store.ensure_writable()  # every check passed: now the store may be created
