@@ -127,7 +127,7 @@ def effects_figure(a: Attribution) -> Figure | None:
     ax.set_yticks(ys, labels, fontsize=7.5)
     ax.set_ylim(-0.6, len(bars) - 0.4)
     ax.set_xlabel(f"accuracy change, percentage points (mean, {100 * CONFIDENCE:g}% CI over "
-                  "seeds)\nfactors: against the harmonised baseline of their framework, "
+                  "seeds)\nfactors: against the harmonised baseline of their framework,\n"
                   "paired by seed where both share batches and initial weights")
     ax.grid(axis="x", alpha=0.3)
     fig.legend(handles=[
