@@ -27,10 +27,11 @@ import yaml
 
 from dpcore.errors import ConfigError, PrivacyConfigError, PrivacyWarning
 from dpcore.layers import BATCHNORM_REASON, parse_layers
+from dpcore.mechanisms import aliases as mechanism_aliases
+from dpcore.mechanisms import dpsgd_names, get_mechanism, mechanism_names
 
 CONFIG_VERSION = 1
 
-PRIVACY_MECHANISMS = ("none", "dpsgd-gaussian", "dpsgd-laplace", "ldp")
 SAMPLING_MODES = ("poisson", "shuffle")
 OPTIMIZERS = ("sgd", "adam")
 ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
@@ -325,8 +326,9 @@ class PrivacySpec:
     """The privacy-defining settings of a run.
 
     Attributes:
-        mechanism: ``none`` (non-private), ``dpsgd-gaussian``, ``dpsgd-laplace``, or ``ldp``
-            (local DP on the images, set in :class:`DataSpec`; training itself is non-private).
+        mechanism: a name of :data:`dpcore.mechanisms.DP_MECHANISMS`: ``none``
+            (non-private), ``dpsgd-gaussian``, ``dpsgd-laplace``, or ``ldp`` (local DP on the
+            images, set in :class:`DataSpec`; training itself is non-private).
         noise_multiplier: std of the Gaussian noise (or scale of the Laplace noise) divided by
             the clip norm. Exactly one of ``noise_multiplier`` and ``target_epsilon`` is given
             for DP-SGD mechanisms.
@@ -351,7 +353,7 @@ class PrivacySpec:
     sampling: str = "poisson"
 
     def __post_init__(self) -> None:
-        _check_choice("privacy.mechanism", self.mechanism, PRIVACY_MECHANISMS)
+        _check_choice("privacy.mechanism", self.mechanism, mechanism_names())
         if isinstance(self.sampling, str) and (
                 self.sampling.lower().replace("-", "_") in REFUSED_SAMPLING_MODES):
             raise PrivacyConfigError(
@@ -394,13 +396,13 @@ class PrivacySpec:
             raise ConfigError(
                 f"privacy.mechanism={self.mechanism!r} adds no gradient noise, but "
                 f"noise_multiplier={self.noise_multiplier!r} / target_epsilon="
-                f"{self.target_epsilon!r} is set; use mechanism dpsgd-gaussian or dpsgd-laplace"
+                f"{self.target_epsilon!r} is set; use mechanism {' or '.join(dpsgd_names())}"
             )
 
     @property
     def is_dpsgd(self) -> bool:
         """True for the mechanisms that clip and noise gradients."""
-        return self.mechanism in ("dpsgd-gaussian", "dpsgd-laplace")
+        return get_mechanism(self.mechanism).noises_gradients
 
     def resolved_delta(self, n_train: int) -> float:
         """The delta used for accounting: the configured one, else 1/N rounded down to 10^-k.
@@ -774,7 +776,8 @@ class RunConfig:
                 raise ConfigError(f"{name} must be a {cls.__name__}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed={self.seed!r} is not valid; valid: an integer >= 0")
-        if self.privacy.mechanism == "ldp" and self.data.ldp_mechanism is None:
+        images_private = get_mechanism(self.privacy.mechanism).privatises_images
+        if images_private and self.data.ldp_mechanism is None:
             raise ConfigError(
                 "privacy.mechanism='ldp' needs data.ldp_mechanism (laplace, gaussian, dp_pix)"
             )
@@ -782,7 +785,7 @@ class RunConfig:
             raise ConfigError(
                 f"data.ldp_test_inputs={self.data.ldp_test_inputs!r} applies to local-DP runs "
                 "only; set data.ldp_mechanism, or leave it at 'privatised'")
-        if self.data.ldp_mechanism is not None and self.privacy.mechanism != "ldp":
+        if self.data.ldp_mechanism is not None and not images_private:
             raise ConfigError(
                 f"data.ldp_mechanism={self.data.ldp_mechanism!r} is set but "
                 f"privacy.mechanism={self.privacy.mechanism!r}; set privacy.mechanism='ldp'"
@@ -861,19 +864,12 @@ class RunConfig:
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
-#: Mechanism names accepted on the command line and in files -> the config's name (a file
-#: may say ``gaussian`` as ``--mechanism gaussian`` does; stored configs, and so their hashes,
-#: always hold the config's name).
-MECHANISM_ALIASES: dict[str, str] = {
-    "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace", "dp-sgd": "dpsgd-gaussian",
-    "dpsgd": "dpsgd-gaussian", "non-private": "none", "nonprivate": "none",
-}
-
-
 def normalise_mechanism(name: str) -> str:
-    """The config's mechanism name for ``name`` (``gaussian`` -> ``dpsgd-gaussian``...);
-    unknown names are returned as given (validation names them)."""
-    return MECHANISM_ALIASES.get(name.strip().lower(), name)
+    """The config's mechanism name for ``name`` (``gaussian`` -> ``dpsgd-gaussian``...: the
+    CLI names and aliases of :data:`dpcore.mechanisms.DP_MECHANISMS`; a file may say
+    ``gaussian`` as ``--mechanism gaussian`` does; stored configs, and so their hashes, always
+    hold the config's name); unknown names are returned as given (validation names them)."""
+    return mechanism_aliases().get(name.strip().lower(), name)
 
 
 def _check_keys(raw: Mapping[str, Any]) -> None:
@@ -1010,10 +1006,10 @@ def check_combination(config: RunConfig) -> None:
                 f"factors.microbatch_size={k} does not divide train.batch_size="
                 f"{train.batch_size}; valid: a divisor of {train.batch_size}"
             )
-        if privacy.mechanism == "dpsgd-laplace":
+        if not get_mechanism(privacy.mechanism).microbatches:
             raise ConfigError(
                 f"factors.microbatch_size={k} is not available with privacy.mechanism="
-                "dpsgd-laplace; valid: 1"
+                f"{privacy.mechanism}; valid: 1"
             )
     if config.recipe != "library":
         return
@@ -1041,11 +1037,12 @@ def check_combination(config: RunConfig) -> None:
             "library's own step); valid under recipe=library: factors.microbatch_size, "
             "factors.eval_split, factors.input_scaling"
         )
-    if privacy.mechanism not in ("none", "dpsgd-gaussian"):
+    if not get_mechanism(privacy.mechanism).library_recipe:
+        library = [name for name in mechanism_names() if get_mechanism(name).library_recipe]
         raise ConfigError(
             f"privacy.mechanism={privacy.mechanism!r} has no library recipe (TF Privacy's and "
-            "Opacus's public APIs run Gaussian DP-SGD only); valid under recipe=library: none, "
-            "dpsgd-gaussian"
+            "Opacus's public APIs run Gaussian DP-SGD only); valid under recipe=library: "
+            f"{', '.join(library)}"
         )
     if train.optimizer != "sgd":
         raise ConfigError(
@@ -1096,5 +1093,5 @@ def check_audit_combination(config: RunConfig) -> None:
         raise ConfigError(
             f"audit_canaries.kind='gradient' needs DP-SGD (the canary gradients are added to "
             f"the clipped sum); privacy.mechanism={config.privacy.mechanism!r}; valid: "
-            "dpsgd-gaussian, dpsgd-laplace, or audit_canaries.kind=input"
+            f"{', '.join(dpsgd_names())}, or audit_canaries.kind=input"
         )
