@@ -247,7 +247,7 @@ def get_mechanism(name: str) -> DpSgdMechanism:
     """
     mechanism = find_mechanism(name)
     if mechanism is None:
-        raise ConfigError(f"privacy.mechanism={name!r} is not valid; valid: "
+        raise ConfigError(f"privacy.mechanism={name!r} is not known; valid: "
                           f"{', '.join(DP_MECHANISMS)}")
     return mechanism
 
