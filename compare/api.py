@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 from compare.preflight import check_run
 from compare.runner import GridOutcome
 from dpcore.backend import BACKENDS, load_backend
-from dpcore.config import PerfSpec, RunConfig
+from dpcore.config import PerfSpec, RunConfig, calibration_accountants
 from dpcore.errors import ConfigError, DataError, DpCompareError
 from dpcore.mechanisms import cli_names, dpsgd_names, get_mechanism, noises_gradients
 from dpcore.results import RESULT_FILE, ResultsStore, RunResult, run_id
@@ -79,8 +79,9 @@ PYTHON_NAMES = {name: name for name in (
     "n", "batch_size", "sampling_rate", "noise_multiplier", "target_epsilon", "epochs",
     "steps", "delta", "mechanism", "calibrate_with")}
 #: Accountants that can turn a target epsilon into a noise multiplier: dp_accounting's RDP
-#: and PLD, and Opacus's PRV (what ``make_private_with_epsilon`` uses; imports torch).
-CALIBRATE_WITH = ("rdp", "pld", "prv")
+#: and PLD, and Opacus's PRV (what ``make_private_with_epsilon`` uses; imports torch): the
+#: accountants the registered mechanisms list (:func:`dpcore.config.calibration_accountants`).
+CALIBRATE_WITH = calibration_accountants()
 
 Log = Callable[[str], None]
 

@@ -20,8 +20,8 @@ ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
 #: the run records its metrics on both. The first is the default (the runs stored before the
 #: option were evaluated on privatised images, and the default is left out of the hash).
 LDP_TEST_INPUTS = ("privatised", "clean")
-#: ``perf.engine`` (the contract's names, also :data:`dpcore.backend.ENGINE_NAMES`, which
-#: imports this package and so cannot be imported here).
+#: ``perf.engine``: the step engines every backend provides (:data:`dpcore.backend.ENGINE_NAMES`
+#: is this tuple).
 ENGINES = ("reference", "fast")
 RECIPES = ("harmonised", "library")
 NORMALISATIONS = ("expected", "actual", "microbatches")
