@@ -258,28 +258,30 @@ def find_mechanism(name: Any) -> DpSgdMechanism | None:
     return DP_MECHANISMS.get(name) if isinstance(name, str) else None
 
 
+def _declares(name: Any, attribute: str) -> bool:
+    """True when ``name`` is registered and its mechanism's ``attribute`` is true."""
+    mechanism = find_mechanism(name)
+    return mechanism is not None and bool(getattr(mechanism, attribute))
+
+
 def noises_gradients(name: Any) -> bool:
     """True when ``name`` is a registered DP-SGD mechanism (False for anything else)."""
-    mechanism = find_mechanism(name)
-    return mechanism is not None and mechanism.noises_gradients
+    return _declares(name, "noises_gradients")
 
 
 def is_non_private(name: Any) -> bool:
     """True when ``name`` is the registered non-private reference (``none``)."""
-    mechanism = find_mechanism(name)
-    return mechanism is not None and mechanism.non_private
+    return _declares(name, "non_private")
 
 
 def privatises_images(name: Any) -> bool:
     """True when ``name`` trains on locally privatised images (``ldp``)."""
-    mechanism = find_mechanism(name)
-    return mechanism is not None and mechanism.privatises_images
+    return _declares(name, "privatises_images")
 
 
 def in_epsilon_table(name: Any) -> bool:
     """True when runs of ``name`` are rows of the report's epsilon table."""
-    mechanism = find_mechanism(name)
-    return mechanism is not None and mechanism.epsilon_column
+    return _declares(name, "epsilon_column")
 
 
 def marker_of(name: Any) -> str:

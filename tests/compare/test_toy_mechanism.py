@@ -26,6 +26,7 @@ from dpcore.mechanisms import (
     register_mechanism,
     unregister_mechanism,
 )
+from tests.compare.test_runner import TINY
 
 TOY = "dpsgd-toy"
 TOY_LABEL = "toy Gaussian (test only)"
@@ -53,23 +54,12 @@ def toy() -> Iterator[str]:
     assert TOY not in DP_MECHANISMS
 
 
-#: Two settings on digits (16x16, 4 steps): the toy mechanism and the non-private reference.
-GRID: dict[str, Any] = {
-    "name": "toy-mechanism",
-    "base": {
-        "data": {"name": "digits", "image_size": 16},
-        "model": {"name": "cnn4"},
-        "train": {"steps": 4, "batch_size": 64, "lr": 0.5},
-    },
-    "axes": {
-        "privacy": [
-            {"label": "toy sigma=1", "privacy": {"mechanism": TOY, "noise_multiplier": 1.0}},
-            {"label": "non-private", "privacy": {"mechanism": "none"}},
-        ]
-    },
-    "backends": ["tf", "torch"],
-    "evaluation": {"faithfulness": False, "montage_images": 0},
-}
+#: test_runner's tiny grid (digits 16x16, 4 steps, both backends) with two settings: the toy
+#: mechanism and the non-private reference.
+GRID: dict[str, Any] = {**TINY, "name": "toy-mechanism", "axes": {"privacy": [
+    {"label": "toy sigma=1", "privacy": {"mechanism": TOY, "noise_multiplier": 1.0}},
+    {"label": "non-private", "privacy": {"mechanism": "none"}},
+]}}
 
 
 def test_the_toy_is_known_only_while_registered(toy: str) -> None:
