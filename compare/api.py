@@ -41,8 +41,9 @@ from typing import TYPE_CHECKING, Any
 from compare.preflight import check_run
 from compare.runner import GridOutcome
 from dpcore.backend import BACKENDS, load_backend
-from dpcore.config import PerfSpec, RunConfig
+from dpcore.config import PerfSpec, RunConfig, calibration_accountants
 from dpcore.errors import ConfigError, DataError, DpCompareError
+from dpcore.mechanisms import cli_names, dpsgd_names, get_mechanism, noises_gradients
 from dpcore.results import RESULT_FILE, ResultsStore, RunResult, run_id
 
 if TYPE_CHECKING:
@@ -60,8 +61,17 @@ __all__ = [
     "with_train_defaults",
 ]
 
-#: Noise distributions of :func:`epsilon` / :func:`calibrate`, by their CLI names.
-MECHANISMS = {"gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace"}
+
+def mechanisms() -> dict[str, str]:
+    """Noise distributions of :func:`epsilon` / :func:`calibrate`, by their CLI names: the
+    registered DP-SGD mechanisms (:data:`dpcore.mechanisms.DP_MECHANISMS`), CLI name ->
+    config name (``gaussian`` -> ``dpsgd-gaussian``...)."""
+    return cli_names(dpsgd_names())
+
+
+#: Why a calibration accountant does not know a mechanism its entry does not list.
+ACCOUNTANT_LIMITS = {"prv": "Opacus's PRV accountant knows Gaussian noise only",
+                     "rdp": "dp_accounting's RDP accountant has no subsampled-Laplace bound"}
 #: Results folder of :func:`train` when ``out`` is not given (as ``dpcompare train``).
 DEFAULT_TRAIN_OUT = "dpcompare-runs"
 #: How :func:`accounting_figures` names each parameter in its error messages (Python names).
@@ -69,8 +79,9 @@ PYTHON_NAMES = {name: name for name in (
     "n", "batch_size", "sampling_rate", "noise_multiplier", "target_epsilon", "epochs",
     "steps", "delta", "mechanism", "calibrate_with")}
 #: Accountants that can turn a target epsilon into a noise multiplier: dp_accounting's RDP
-#: and PLD, and Opacus's PRV (what ``make_private_with_epsilon`` uses; imports torch).
-CALIBRATE_WITH = ("rdp", "pld", "prv")
+#: and PLD, and Opacus's PRV (what ``make_private_with_epsilon`` uses; imports torch): the
+#: accountants the registered mechanisms list (:func:`dpcore.config.calibration_accountants`).
+CALIBRATE_WITH = calibration_accountants()
 
 Log = Callable[[str], None]
 
@@ -161,8 +172,9 @@ def accounting_figures(
     def bad(key: str, value: Any, valid: str) -> ConfigError:
         return ConfigError(f"{names[key]}={value!r} is not valid; valid: {valid}")
 
-    if mechanism not in MECHANISMS:
-        raise bad("mechanism", mechanism, ", ".join(sorted(MECHANISMS)))
+    known = mechanisms()
+    if mechanism not in known:
+        raise bad("mechanism", mechanism, ", ".join(sorted(known)))
     if (noise_multiplier is None) == (target_epsilon is None):
         raise ConfigError(f"give exactly one of {names['noise_multiplier']} and "
                           f"{names['target_epsilon']}")
@@ -192,18 +204,16 @@ def accounting_figures(
         if not 0 < epochs < math.inf:  # type: ignore[operator]
             raise bad("epochs", epochs, "a finite number > 0")
         steps = max(1, math.ceil(epochs * max(1, round(1.0 / q)) - 1e-9))  # type: ignore[operator]
-    dp_mechanism = MECHANISMS[mechanism]
+    dp_mechanism = known[mechanism]
+    accountants = get_mechanism(dp_mechanism).accountants
     if calibrate_with is not None and calibrate_with not in CALIBRATE_WITH:
         raise bad("calibrate_with", calibrate_with, ", ".join(CALIBRATE_WITH))
     if calibrate_with is not None and target_epsilon is None:
         raise ConfigError(f"{names['calibrate_with']} applies to {names['target_epsilon']} "
                           f"only; valid: drop it, or give {names['target_epsilon']}")
-    if calibrate_with == "prv" and dp_mechanism != "dpsgd-gaussian":
+    if calibrate_with is not None and calibrate_with not in accountants:
         raise bad("calibrate_with", calibrate_with,
-                  "rdp or pld (Opacus's PRV accountant knows Gaussian noise only)")
-    if calibrate_with == "rdp" and dp_mechanism == "dpsgd-laplace":
-        raise bad("calibrate_with", calibrate_with,
-                  "pld (dp_accounting's RDP accountant has no subsampled-Laplace bound)")
+                  f"{' or '.join(accountants)} ({ACCOUNTANT_LIMITS.get(calibrate_with, '')})")
     if target_epsilon is not None:
         if not target_epsilon > 0 or math.isinf(target_epsilon):
             raise bad("target_epsilon", target_epsilon, "a finite > 0")
@@ -230,8 +240,9 @@ def accounting_figures(
     if epsilons["pld"] is None and noise > 0:
         notes.append("PLD not computed: dp_accounting's grid fails numerically at this "
                      "setting (epsilon about 0, or in the millions); the RDP figure stands")
-    if dp_mechanism == "dpsgd-laplace":
-        notes.append("Opacus and TF Privacy have no Laplace DP-SGD: no library figures")
+    if not get_mechanism(dp_mechanism).library_accountant:
+        notes.append(f"Opacus and TF Privacy do not account {dp_mechanism}: no library "
+                     "figures")
         if epsilons["rdp"] is None:
             notes.append("dp_accounting's RDP accountant has no subsampled-Laplace bound")
     elif noise == 0:
@@ -429,7 +440,7 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
 
     privacy = plan.mechanism
     steps = f"{plan.batches.steps} steps of B={plan.batches.expected_batch_size}"
-    if plan.mechanism.startswith("dpsgd"):
+    if noises_gradients(plan.mechanism):
         privacy += (f" noise {plan.noise_multiplier:.4g}, epsilon "
                     f"{figures(plan.epsilon_rdp, plan.epsilon_pld)} planned")
         ran = _library_as_run(config, backend, plan, len(dataset.x_train))

@@ -34,6 +34,7 @@ import numpy as np
 
 from dpcore.backend import BACKENDS, load_backend
 from dpcore.errors import ConfigError, DataError
+from dpcore.mechanisms import noises_gradients, privatises_images
 from dpcore.metrics.audit import advantage_upper_bound, empirical_advantage, exceeds_bound
 
 #: TF Privacy attack types run by default (names of its ``AttackType`` enum).
@@ -173,12 +174,12 @@ def claimed_privacy(privacy: Mapping[str, Any]) -> tuple[float | None, float | N
     """
     mechanism = privacy.get("mechanism")
     delta = privacy.get("delta")
-    if mechanism in ("dpsgd-gaussian", "dpsgd-laplace"):
+    if noises_gradients(mechanism):
         key = _claimed_key(privacy)
         if key is None:
             return None, delta, f"{mechanism} run without a finite epsilon: bound 1.0"
         return float(privacy[key]), delta, f"claimed epsilon: {key} of the shared accountant"
-    if mechanism == "ldp":
+    if privatises_images(mechanism):
         return None, delta, ("local-DP run: the labels are not privatised, so no "
                              "membership bound is claimed (bound 1.0)")
     return None, delta, "non-private run: bound 1.0"
@@ -199,7 +200,7 @@ def claimed_accountant(privacy: Mapping[str, Any]) -> str | None:
 def _claimed_key(privacy: Mapping[str, Any]) -> str | None:
     """The ``privacy`` key of the epsilon a DP-SGD run claims (the smaller finite one of
     :data:`EPSILON_ACCOUNTANTS`), None for other runs or without a finite epsilon."""
-    if privacy.get("mechanism") not in ("dpsgd-gaussian", "dpsgd-laplace"):
+    if not noises_gradients(privacy.get("mechanism")):
         return None
     finite = {k: float(v) for k in EPSILON_ACCOUNTANTS
               if (v := privacy.get(k)) is not None and math.isfinite(float(v))}

@@ -52,6 +52,7 @@ from compare.reporting.stats import (
 )
 from compare.reporting.tables import markdown_table
 from dpcore.errors import DpCompareError
+from dpcore.mechanisms import in_epsilon_table, is_non_private, noises_gradients, privatises_images
 from dpcore.metrics.sanity import FAIL_SPEARMAN
 from dpcore.results import ResultsStore, RunResult, atomic_write_bytes, utc_now
 
@@ -152,11 +153,12 @@ def time_ratio_table(frame: pd.DataFrame) -> pd.DataFrame:
     if "front_end" in data and not front_end_mismatches(data).empty:
         keys.append("front_end")
     for key, group in data.groupby(keys):
-        public = group[group["mechanism"] == "none"]
+        public = group[group["mechanism"].map(is_non_private).astype(bool)]
         if public.empty:
             continue
         plain = float(public.groupby("setting")["epoch_seconds"].median().iloc[0])
-        for setting, sub in group[group["mechanism"] != "none"].groupby("setting", sort=False):
+        private = group[~group["mechanism"].map(is_non_private).astype(bool)]
+        for setting, sub in private.groupby("setting", sort=False):
             dp_time = float(sub["epoch_seconds"].median())
             rows.append({**dict(zip(keys, key, strict=True)), "setting": setting,
                          "seeds": len(sub), "median_epoch_seconds": dp_time,
@@ -175,7 +177,7 @@ def engines_used(results: Sequence[RunResult]) -> str:
     """
     counts: dict[str, dict[str, int]] = {}
     for r in results:
-        if r.config["privacy"]["mechanism"] not in ("dpsgd-gaussian", "dpsgd-laplace"):
+        if not noises_gradients(r.config["privacy"]["mechanism"]):
             continue
         perf = r.perf or {}
         engine = perf.get("engine_used", perf.get("engine"))
@@ -298,7 +300,7 @@ def _accuracy_section(frame: pd.DataFrame, summary: pd.DataFrame, out: Path) -> 
                   "", markdown_table(bad, ["setting", "backend", "seed",
                                            "accuracy [95% Wilson]", "majority_rate",
                                            "collapse_reason"]), ""]
-    if (frame["mechanism"] == "ldp").any():
+    if frame["mechanism"].map(privatises_images).any():
         lines += ["`epsilon` is the central DP-SGD epsilon: local-DP runs train without DP-SGD "
                   "(∞ here); their per-value and per-image epsilons are in the Local DP section.",
                   ""]
@@ -616,7 +618,8 @@ def _ldp_and_audit(frame: pd.DataFrame) -> list[str]:
                   "privatised test images.", ""]
         ldp_cols = ["setting", "backend", "ldp_epsilon_per_value", "ldp_epsilon_per_image",
                     "ldp_psnr", "ldp_ssim"]
-        lines += [markdown_table(first_seed[first_seed["mechanism"] == "ldp"], ldp_cols), ""]
+        ldp_rows = first_seed[first_seed["mechanism"].map(privatises_images).astype(bool)]
+        lines += [markdown_table(ldp_rows, ldp_cols), ""]
     if "attack_auc" in frame and frame["attack_auc"].notna().any():
         lines += ["## Membership-inference audit", "",
                   "TF Privacy's membership-inference attacks (threshold and logistic regression "
@@ -777,7 +780,7 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
                 "epsilon_rdp", "epsilon_pld", "epsilon_opacus_rdp", "epsilon_opacus_prv",
                 "epsilon_tf_privacy", "epsilon_proved"]
     first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
-    dp_rows = first_seed[first_seed["mechanism"].astype(str).str.startswith("dpsgd")]
+    dp_rows = first_seed[first_seed["mechanism"].map(in_epsilon_table).astype(bool)]
     planned_differs = (dp_rows["steps"] != dp_rows["steps_planned"]) & \
         dp_rows["steps_planned"].notna()
     if planned_differs.any():  # a library's loader ran other steps than planned: both shown

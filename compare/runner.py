@@ -53,6 +53,7 @@ from compare.training import (  # re-exported: callers import them from here too
 )
 from dpcore.backend import load_backend
 from dpcore.errors import DpCompareError
+from dpcore.mechanisms import is_non_private, privatises_images
 from dpcore.results import RESULT_FILE, ResultsStore, RunResult, run_id
 
 __all__ = [
@@ -94,7 +95,7 @@ def montage_column_title(setting: str, result: RunResult) -> str:
     from compare.reporting.collapse import collapse_reason
 
     eps = result.privacy.get("epsilon_rdp") or result.privacy.get("epsilon_pld")
-    eps_text = "non-private" if result.privacy.get("mechanism") in ("none",) else (
+    eps_text = "non-private" if is_non_private(result.privacy.get("mechanism")) else (
         f"eps={eps:.2g}" if eps is not None and math.isfinite(eps) else setting)
     same = eps_text in setting or setting in eps_text
     title = setting if same else f"{setting} ({eps_text})"
@@ -247,7 +248,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 if images is None:
                     images = x
                     class_names = tuple(dataset.class_names)
-                if clean is None and cell.config.privacy.mechanism != "ldp":
+                if clean is None and not privatises_images(cell.config.privacy.mechanism):
                     clean = x
                 code = load_backend(backend)
                 trained = code.load_checkpoint(store.root / result.checkpoint)

@@ -36,6 +36,7 @@ import pandas as pd
 
 from compare.grid import in_axis_order, setting_label
 from dpcore.errors import DataError
+from dpcore.mechanisms import is_non_private, privatises_images
 from dpcore.results import RESULT_FILE, ResultsStore, RunResult
 
 #: Library accountants whose epsilon columns are always present (NaN where not computed).
@@ -91,7 +92,7 @@ def central_epsilon(result: RunResult) -> float:
     without DP-SGD (``none``, ``ldp``); NaN if the run recorded none (e.g. it failed before
     accounting)."""
     privacy = result.privacy
-    if privacy.get("mechanism") in ("none", "ldp"):
+    if is_non_private(privacy.get("mechanism")) or privatises_images(privacy.get("mechanism")):
         return math.inf
     ran = as_run_privacy(privacy)
     for key in ("epsilon_rdp", "epsilon_pld"):

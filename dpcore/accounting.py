@@ -28,6 +28,7 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from dpcore.config import PrivacySpec, RunConfig
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import DP_MECHANISMS, dpsgd_names, get_mechanism
 from dpcore.sampling import BatchPlan, plan_batches
 
 SHUFFLE_NOTE = (
@@ -42,10 +43,11 @@ PLD_DISCRETIZATION = 1e-4
 def dpsgd_event(
     mechanism: str, noise_multiplier: float, sampling_rate: float, steps: int
 ) -> dpe.DpEvent:
-    """The DpEvent of ``steps`` Poisson-subsampled Gaussian or Laplace DP-SGD steps.
+    """The DpEvent of ``steps`` Poisson-subsampled DP-SGD steps of ``mechanism``.
 
     Args:
-        mechanism: ``dpsgd-gaussian`` or ``dpsgd-laplace``.
+        mechanism: a DP-SGD mechanism of :data:`dpcore.mechanisms.DP_MECHANISMS`
+            (``dpsgd-gaussian``, ``dpsgd-laplace``); its ``step_event`` is the base event.
         noise_multiplier: noise std (Gaussian) or scale (Laplace) divided by the clip norm.
         sampling_rate: q in (0, 1], the probability that an example joins a batch.
         steps: number of noised logical batches, >= 1.
@@ -58,14 +60,12 @@ def dpsgd_event(
         raise ConfigError(f"steps={steps!r} must be >= 1")
     if noise_multiplier == 0:
         return dpe.NonPrivateDpEvent()
-    if mechanism == "dpsgd-gaussian":
-        base: dpe.DpEvent = dpe.GaussianDpEvent(noise_multiplier)
-    elif mechanism == "dpsgd-laplace":
-        base = dpe.LaplaceDpEvent(noise_multiplier)
-    else:
+    known = DP_MECHANISMS.get(mechanism)
+    if known is None or not known.noises_gradients:
         raise ConfigError(
-            f"mechanism={mechanism!r} has no DP-SGD event; valid: dpsgd-gaussian, dpsgd-laplace"
+            f"mechanism={mechanism!r} has no DP-SGD event; valid: {', '.join(dpsgd_names())}"
         )
+    base = known.step_event(noise_multiplier)
     if sampling_rate < 1:
         base = dpe.PoissonSampledDpEvent(sampling_rate, base)
     return dpe.SelfComposedDpEvent(base, steps)
@@ -232,20 +232,22 @@ class BoundedPLDAccountant(dp_accounting.PrivacyAccountant):
         return float(accountant.get_epsilon(target_delta))
 
 
-#: Lowest noise multiplier the calibration tries, and the lowest non-zero one the shared
-#: accountant evaluates (:func:`check_noise_multiplier`). Laplace PLDs overflow below ~0.05 (a
-#: per-step epsilon of 1/0.05 = 20 already exceeds every target a DP-SGD run would ask for);
-#: a Gaussian noise of 0.001 clip norms gives epsilon in the millions.
-_CALIBRATION_LOWER = {"dpsgd-gaussian": 1e-3, "dpsgd-laplace": 0.05}
-NOISE_FLOOR: dict[str, float] = dict(_CALIBRATION_LOWER)
+def noise_floor(mechanism: str) -> float | None:
+    """Lowest noise multiplier the calibration tries, and the lowest non-zero one the shared
+    accountant evaluates (:func:`check_noise_multiplier`): the mechanism's
+    :attr:`~dpcore.mechanisms.DpSgdMechanism.noise_floor` (Laplace PLDs overflow below ~0.05;
+    a Gaussian noise of 0.001 clip norms gives epsilon in the millions); None for a name that
+    is not a DP-SGD mechanism."""
+    known = DP_MECHANISMS.get(mechanism)
+    return known.noise_floor if known is not None and known.noises_gradients else None
 
 
 def check_noise_multiplier(mechanism: str, noise_multiplier: float, *,
                            key: str = "noise_multiplier") -> None:
-    """Refuse a non-zero noise multiplier below :data:`NOISE_FLOOR` (one-line ConfigError
+    """Refuse a non-zero noise multiplier below :func:`noise_floor` (one-line ConfigError
     naming ``key``, the floor, and ``none`` for no privacy): below it the accountants cannot
     bound their work (and the privacy is nil anyway). 0 is allowed (a non-private event)."""
-    floor = NOISE_FLOOR.get(mechanism)
+    floor = noise_floor(mechanism)
     if floor is not None and 0 < noise_multiplier < floor:
         raise ConfigError(
             f"{key}={noise_multiplier:g} is below {floor:g}, the smallest noise multiplier of "
@@ -256,9 +258,11 @@ def check_noise_multiplier(mechanism: str, noise_multiplier: float, *,
 
 
 def calibration_accountant(mechanism: str) -> str:
-    """The accountant used to calibrate noise: RDP for Gaussian (conservative: PLD then reports
-    at most the target too), PLD for Laplace (RDP only knows the pure-DP conversion)."""
-    return "rdp" if mechanism == "dpsgd-gaussian" else "pld"
+    """The accountant used to calibrate noise: the mechanism's first accountant
+    (:attr:`~dpcore.mechanisms.DpSgdMechanism.calibration_accountant`): RDP for Gaussian
+    (conservative: PLD then reports at most the target too), PLD for Laplace (RDP only knows
+    the pure-DP conversion)."""
+    return get_mechanism(mechanism).calibration_accountant
 
 
 class Calibrator(Protocol):
@@ -324,9 +328,9 @@ def calibrate_noise_multiplier(
         raise ConfigError(f"target_epsilon={target_epsilon!r} is not valid; valid: a finite > 0")
     if not 0 < delta < 1:
         raise ConfigError(f"delta={delta!r} is not valid; valid: (0, 1)")
-    if mechanism not in _CALIBRATION_LOWER:
+    if noise_floor(mechanism) is None:
         raise ConfigError(
-            f"mechanism={mechanism!r} cannot be calibrated; valid: dpsgd-gaussian, dpsgd-laplace"
+            f"mechanism={mechanism!r} cannot be calibrated; valid: {', '.join(dpsgd_names())}"
         )
     calibrator = get_calibrator(accountant or calibration_accountant(mechanism))
     return calibrator(mechanism, target_epsilon, sampling_rate, steps, delta,
@@ -348,7 +352,7 @@ def _calibrate_dp_accounting(
     def make_event(noise: float) -> dpe.DpEvent:
         return dpsgd_event(mechanism, noise, sampling_rate, steps)
 
-    floor = _CALIBRATION_LOWER[mechanism]
+    floor = get_mechanism(mechanism).noise_floor
     largest = make_accountant().compose(make_event(floor)).get_epsilon(delta)
     if target_epsilon >= largest:
         raise ConfigError(
@@ -359,7 +363,7 @@ def _calibrate_dp_accounting(
             "mechanism none (dpcompare train --mechanism none)"
         )
     bracket: Any = dp_accounting.LowerEndpointAndGuess(floor, 1.0)
-    if accountant_name == "pld" and mechanism == "dpsgd-gaussian":
+    if accountant_name == "pld" and "rdp" in get_mechanism(mechanism).accountants:
         # A Gaussian PLD at a tiny noise multiplier needs tens of GiB: bracket the PLD optimum
         # below the RDP one (RDP is the looser bound, so it needs at least as much noise).
         upper = _calibrate_dp_accounting("rdp", mechanism, target_epsilon, sampling_rate,
@@ -383,12 +387,13 @@ def _calibrate_dp_accounting(
 
 def _rdp_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
                     delta: float, *, tolerance: float) -> float:
-    """dp_accounting's RDP accountant as a :class:`Calibrator` (Gaussian only: its
-    subsampled-Laplace event is not supported)."""
-    if mechanism == "dpsgd-laplace":
-        raise ConfigError("calibration accountant='rdp' does not know dpsgd-laplace "
+    """dp_accounting's RDP accountant as a :class:`Calibrator` (for the mechanisms that list
+    ``rdp`` among their accountants: not Laplace, whose subsampled event it does not know)."""
+    known = get_mechanism(mechanism)
+    if "rdp" not in known.accountants:
+        raise ConfigError(f"calibration accountant='rdp' does not know {mechanism} "
                           "(dp_accounting's RDP accountant has no subsampled-Laplace bound); "
-                          "valid: pld")
+                          f"valid: {', '.join(known.accountants)}")
     return _calibrate_dp_accounting("rdp", mechanism, target_epsilon, sampling_rate, steps,
                                     delta, tolerance=tolerance)
 
@@ -481,11 +486,13 @@ def plan_privacy(config: RunConfig, n_train: int) -> PrivacyPlan:
             privacy.mechanism, noise, calibrated, delta, batches, event,
             epsilon_rdp(event, delta), epsilon_pld(event, delta), note,
         )
-    if privacy.mechanism == "none":
-        return PrivacyPlan("none", 0.0, False, delta, batches, dpe.NonPrivateDpEvent(),
+    known = get_mechanism(privacy.mechanism)
+    if known.non_private:
+        return PrivacyPlan(known.name, 0.0, False, delta, batches, known.training_event(),
                            math.inf, math.inf, "")
-    return PrivacyPlan("ldp", 0.0, False, delta, batches, dpe.NoOpDpEvent(), None, None,
-                       "training is not private; the images were privatised locally (see ldp)")
+    return PrivacyPlan(known.name, 0.0, False, delta, batches, known.training_event(), None,
+                       None, "training is not private; the images were privatised locally "
+                       "(see ldp)")
 
 
 def event_to_dict(event: dpe.DpEvent) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
+from dpcore.config.choices import ENGINES
 from dpcore.errors import ConfigError, DpCompareError
 from dpcore.results import BACKENDS
 
@@ -37,7 +38,8 @@ BACKEND_PACKAGES: dict[str, str] = {"tf": "tfpipe", "torch": "torchpipe"}
 
 #: Engine names a backend offers (``perf.engine``): the fast layer-wise engine and the
 #: library's reference per-example engine.
-ENGINE_NAMES: tuple[str, ...] = ("fast", "reference")
+#: Declared once, as the values ``perf.engine`` accepts (:data:`dpcore.config.ENGINES`).
+ENGINE_NAMES: tuple[str, ...] = ENGINES
 
 #: Builds one step engine: ``(model, config, mechanism, perf) -> StepEngine``.
 EngineFactory = Callable[[Any, "RunConfig", "StepMechanism", "PerfSpec"], "StepEngine"]

@@ -44,6 +44,7 @@ from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
 from dpcore.frontcache import FixedFront, cache_inputs, front_not_cached_reason
 from dpcore.ldp.record import LdpRecord
+from dpcore.mechanisms import get_mechanism, privatises_images
 from dpcore.privacy_checks import check_dp_model
 from dpcore.recipes import check_backend_recipe, recipe_record
 from dpcore.results import json_safe, utc_now
@@ -225,7 +226,8 @@ def privacy_plan(config: RunConfig, n_train: int, ldp: LdpRecord | None = None
     Calibration and the PLD epsilon take seconds; the CLI (which prints the plan before
     training) and the trainer then share one computation. A PrivacyPlan is immutable.
     """
-    event = ldp.dp_event if ldp is not None and config.privacy.mechanism == "ldp" else None
+    event = ldp.dp_event if ldp is not None and privatises_images(config.privacy.mechanism) \
+        else None
     key = (config.config_hash, int(n_train), repr(event))
     if key not in _PLANS:
         plan = plan_privacy(config, n_train)
@@ -242,12 +244,14 @@ def privacy_plan(config: RunConfig, n_train: int, ldp: LdpRecord | None = None
 def library_epsilon_or_empty(
     compute: Callable[[PrivacyPlan], Mapping[str, float | None]], plan: PrivacyPlan,
 ) -> dict[str, float | None]:
-    """The library's own epsilon for Gaussian DP-SGD with noise > 0, else ``{}``.
+    """The library's own epsilon for a mechanism the libraries account
+    (:attr:`~dpcore.mechanisms.DpSgdMechanism.library_accountant`: Gaussian DP-SGD) with
+    noise > 0, else ``{}``.
 
     Neither Opacus nor TF Privacy accounts Laplace DP-SGD, and a non-private or local-DP run
     has no training epsilon to cross-check.
     """
-    if plan.mechanism != "dpsgd-gaussian" or plan.noise_multiplier <= 0:
+    if not get_mechanism(plan.mechanism).library_accountant or plan.noise_multiplier <= 0:
         return {}
     return dict(compute(plan))
 
@@ -359,7 +363,7 @@ def fit_library(
     as_run: dict[str, Any] = {"sampling_rate": runner.sampling_rate,
                               "steps": outcome.steps_completed,
                               "steps_per_epoch": runner.steps_per_epoch}
-    if plan.mechanism == "dpsgd-gaussian" and plan.noise_multiplier > 0 and \
+    if get_mechanism(plan.mechanism).library_accountant and plan.noise_multiplier > 0 and \
             outcome.steps_completed > 0:
         own = dict(library_epsilon(runner, plan, outcome.steps_completed))
         event = dpsgd_event(plan.mechanism, plan.noise_multiplier, runner.sampling_rate,

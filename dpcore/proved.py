@@ -44,6 +44,13 @@ from dp_accounting import dp_event as dpe
 
 from dpcore.accounting import epsilon_pld, epsilon_rdp
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import (
+    dpsgd_names,
+    find_mechanism,
+    get_mechanism,
+    is_non_private,
+    privatises_images,
+)
 from dpcore.recipes import effective_factors
 
 ADD_REMOVE = "add-or-remove-one example"
@@ -79,7 +86,7 @@ class StepFacts:
     """What one DP-SGD run ran, as far as its privacy is concerned.
 
     Attributes:
-        mechanism: ``dpsgd-gaussian`` or ``dpsgd-laplace``.
+        mechanism: a DP-SGD mechanism name (``dpsgd-gaussian``, ``dpsgd-laplace``...).
         noise_multiplier: sigma (noise std / C, or Laplace scale / C).
         sampling: ``poisson`` or ``shuffle``.
         sampling_rate: q (Poisson) or B / N (shuffle).
@@ -134,18 +141,20 @@ UNPROVABLE: tuple[Callable[[StepFacts], str | None], ...] = (
 
 
 def _base_event(mechanism: str, noise_multiplier: float) -> dpe.DpEvent:
-    if mechanism == "dpsgd-gaussian":
-        return dpe.GaussianDpEvent(noise_multiplier)
-    if mechanism == "dpsgd-laplace":
-        return dpe.LaplaceDpEvent(noise_multiplier)
-    raise ConfigError(f"mechanism={mechanism!r} has no DP-SGD event; valid: dpsgd-gaussian, "
-                      "dpsgd-laplace")
+    known = find_mechanism(mechanism)
+    if known is None or not known.noises_gradients:
+        raise ConfigError(f"mechanism={mechanism!r} has no DP-SGD event; valid: "
+                          f"{', '.join(dpsgd_names())}")
+    return known.step_event(noise_multiplier)
+
+
+#: The shared accountants a proved epsilon is computed by (the mechanism's calibration one).
+_EPSILON_OF = {"rdp": epsilon_rdp, "pld": epsilon_pld}
 
 
 def _epsilon(event: dpe.DpEvent, mechanism: str, delta: float) -> tuple[float | None, str]:
-    if mechanism == "dpsgd-gaussian":
-        return epsilon_rdp(event, delta), "rdp"
-    return epsilon_pld(event, delta), "pld"
+    accountant = get_mechanism(mechanism).calibration_accountant
+    return _EPSILON_OF[accountant](event, delta), accountant
 
 
 def proved_dpsgd(f: StepFacts) -> ProvedEpsilon:
@@ -200,9 +209,9 @@ def claimed_epsilon(privacy: Mapping[str, Any]) -> float | None:
     (RDP, PLD where RDP is unsupported) for DP-SGD, the LDP layer's per-image epsilon for
     local DP, ``inf`` for a non-private run, ``None`` where none was recorded."""
     mechanism = privacy.get("mechanism")
-    if mechanism == "none":
+    if is_non_private(mechanism):
         return math.inf
-    if mechanism == "ldp":
+    if privatises_images(mechanism):
         return _ldp_per_image(privacy)
     for key in ("epsilon_rdp", "epsilon_pld"):
         if privacy.get(key) is not None:
@@ -249,9 +258,9 @@ def proved_for_record(config: Mapping[str, Any], backend: str, privacy: Mapping[
                       ) -> ProvedEpsilon:
     """The proved epsilon of a stored run (config dict as stored, backend, ``privacy``)."""
     mechanism = privacy.get("mechanism")
-    if mechanism == "none":
+    if is_non_private(mechanism):
         return ProvedEpsilon(math.inf, "", "not private (no DP-SGD)")
-    if mechanism == "ldp":
+    if privatises_images(mechanism):
         eps = _ldp_per_image(privacy)
         return ProvedEpsilon(
             eps, LDP_RELATION,
@@ -291,7 +300,7 @@ def figures_of_result(result: Any) -> dict[str, Any]:
         out = {k: privacy.get(k) for k in (
             "epsilon_claimed", "epsilon_proved", "epsilon_proved_reason",
             "epsilon_proved_relation", "epsilon_proved_accountant")}
-        if privacy.get("mechanism") == "none":
+        if is_non_private(privacy.get("mechanism")):
             out["epsilon_claimed"] = out["epsilon_proved"] = math.inf
         return out
     return privacy_figures(result.config, result.backend, privacy)

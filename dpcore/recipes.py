@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import is_non_private
 
 if TYPE_CHECKING:
     from dpcore.config import RunConfig
@@ -121,7 +122,7 @@ def privacy_claim(config: RunConfig, backend: str | None = None) -> dict[str, An
     """
     privacy, factors = config.privacy, config.factors
     if not privacy.is_dpsgd:
-        return {"status": "not private" if privacy.mechanism == "none" else PROVED,
+        return {"status": "not private" if is_non_private(privacy.mechanism) else PROVED,
                 "reasons": []}
     reasons: list[str] = []
     if privacy.sampling == "shuffle":

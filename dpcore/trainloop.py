@@ -41,6 +41,7 @@ from dpcore.config import AugmentSpec, PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.data.images import as_float01
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import get_mechanism
 from dpcore.memory import PeakMemory, PeakMemoryWindow
 from dpcore.recipes import step_divisor
 from dpcore.sampling import batches_for, chunk_indices
@@ -64,9 +65,12 @@ class StepMechanism:
 
     Attributes:
         clip_kind: ``"l2"`` (Gaussian DP-SGD), ``"l1"`` (Laplace DP-SGD) or ``None``
-            (non-private: no per-example gradients, no clipping).
+            (non-private: no per-example gradients, no clipping): the mechanism's
+            :attr:`~dpcore.mechanisms.NoiseSampler.clip_norm`.
         clip_norm: C, the per-example bound in that norm.
-        noise_kind: ``"gaussian"``, ``"laplace"`` or ``None`` (no noise).
+        noise_kind: the name of the mechanism's :class:`~dpcore.mechanisms.NoiseSampler`
+            (``"gaussian"``, ``"laplace"``; the key the backends look their step up by), or
+            ``None`` (no noise).
         noise_scale: per-coordinate noise std (Gaussian) or scale b (Laplace), = sigma * C.
         noise_multiplier: sigma.
         expected_batch_size: B = q N, the divisor of the noised sum (unless the engine is
@@ -97,16 +101,13 @@ def step_mechanism(config: RunConfig, plan: PrivacyPlan) -> StepMechanism:
 
     privacy = config.privacy
     batch = plan.batches.expected_batch_size
-    if privacy.mechanism == "dpsgd-gaussian":
-        mechanism = StepMechanism("l2", privacy.max_grad_norm, "gaussian",
-                                  plan.noise_multiplier * privacy.max_grad_norm,
-                                  plan.noise_multiplier, batch, config.factors.microbatch_size)
-    elif privacy.mechanism == "dpsgd-laplace":
-        mechanism = StepMechanism("l1", privacy.max_grad_norm, "laplace",
-                                  plan.noise_multiplier * privacy.max_grad_norm,
-                                  plan.noise_multiplier, batch)
-    else:
+    sampler = get_mechanism(privacy.mechanism).sampler
+    if sampler is None:
         return StepMechanism(None, math.inf, None, 0.0, 0.0, batch)
+    # microbatch_size > 1 only where the mechanism allows it (dpcore.config refuses the rest)
+    mechanism = StepMechanism(sampler.clip_norm, privacy.max_grad_norm, sampler.name,
+                              plan.noise_multiplier * privacy.max_grad_norm,
+                              plan.noise_multiplier, batch, config.factors.microbatch_size)
     return apply_fault(mechanism, config.factors.fault)  # factors.fault: audit checks only
 
 
@@ -207,16 +208,18 @@ def ema_decay_at(step: int, decay: float) -> float:
 def epsilon_spent(plan: PrivacyPlan, steps: int) -> float | None:
     """Epsilon of the first ``steps`` steps by the shared accountant.
 
-    RDP for Gaussian DP-SGD (as the plan's calibration), PLD for Laplace (RDP has no subsampled
-    Laplace bound); ``inf`` for a non-private run and ``None`` for local DP (stated by the LDP
-    layer) or before the first step.
+    The mechanism's calibration accountant: RDP for Gaussian DP-SGD (as the plan's
+    calibration), PLD for Laplace (RDP has no subsampled Laplace bound); ``inf`` for a
+    non-private run and ``None`` for local DP (stated by the LDP layer) or before the first
+    step.
     """
-    if plan.mechanism == "none":
+    known = get_mechanism(plan.mechanism)
+    if known.non_private:
         return math.inf
-    if plan.mechanism == "ldp" or steps < 1:
+    if not known.noises_gradients or steps < 1:
         return None
     event = dpsgd_event(plan.mechanism, plan.noise_multiplier, plan.batches.sampling_rate, steps)
-    if plan.mechanism == "dpsgd-laplace":
+    if known.calibration_accountant == "pld":
         return epsilon_pld(event, plan.delta)
     return epsilon_rdp(event, plan.delta)
 

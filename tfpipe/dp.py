@@ -35,6 +35,7 @@ from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras
 
 from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import NOISE_SAMPLERS
 from dpcore.trainloop import StepMechanism
 
 #: Adam's epsilon in both backends (Keras's default; torchpipe.dp.KerasAdam applies it where
@@ -176,14 +177,22 @@ class PlainSumQuery(no_privacy_query.NoPrivacySumQuery):
         return list(records)
 
 
+#: The DP query of each noise sampler of :data:`dpcore.mechanisms.NOISE_SAMPLERS`, by name
+#: (``StepMechanism.noise_kind``); built as ``cls(clip_norm, noise_scale, seed)``.
+QUERIES: dict[str, type[dp_query.SumAggregationDPQuery]] = {
+    "gaussian": SeededGaussianSumQuery, "laplace": LaplaceSumQuery,
+}
+
+
 def make_query(mechanism: StepMechanism, seed: int) -> dp_query.SumAggregationDPQuery:
-    """The DP query that implements ``mechanism`` (noise seeded by ``seed``)."""
+    """The DP query that implements ``mechanism`` (noise seeded by ``seed``): its noise
+    sampler's entry of :data:`QUERIES`."""
     if mechanism.clip_kind is None:
         return PlainSumQuery()
-    if mechanism.clip_kind == "l2" and mechanism.noise_kind == "gaussian":
-        return SeededGaussianSumQuery(mechanism.clip_norm, mechanism.noise_scale, seed)
-    if mechanism.clip_kind == "l1" and mechanism.noise_kind == "laplace":
-        return LaplaceSumQuery(mechanism.clip_norm, mechanism.noise_scale, seed)
+    sampler = NOISE_SAMPLERS.get(str(mechanism.noise_kind))
+    if sampler is not None and sampler.clip_norm == mechanism.clip_kind \
+            and sampler.name in QUERIES:
+        return QUERIES[sampler.name](mechanism.clip_norm, mechanism.noise_scale, seed)
     raise ConfigError(
         f"clip {mechanism.clip_kind!r} with noise {mechanism.noise_kind!r} is not supported; "
         "valid: l2 + gaussian, l1 + laplace, or no clipping and no noise"

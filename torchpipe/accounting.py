@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dpcore.accounting import register_calibrator
+from dpcore.mechanisms import get_mechanism
 
 #: Most points of Opacus's PRV grid computed (8 bytes each, a few arrays: about 100 MB).
 PRV_MAX_POINTS = 4_000_000
@@ -127,9 +128,11 @@ def prv_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, 
     ``prv`` when this module is imported): :func:`opacus_calibrate`, Gaussian noise only."""
     from dpcore.errors import ConfigError
 
-    if mechanism != "dpsgd-gaussian":
+    accountants = get_mechanism(mechanism).accountants
+    if "prv" not in accountants:
         raise ConfigError(f"calibration accountant='prv' does not know {mechanism} (Opacus's "
-                          "PRV accountant knows Gaussian noise only); valid: rdp, pld")
+                          f"PRV accountant knows Gaussian noise only); valid: "
+                          f"{', '.join(accountants)}")
     return opacus_calibrate(target_epsilon, sampling_rate, steps, delta, tolerance=tolerance)
 
 

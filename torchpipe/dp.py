@@ -39,6 +39,7 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 
 from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import NOISE_SAMPLERS
 from dpcore.trainloop import StepMechanism
 
 #: Adam settings shared with the TF backend (Keras' defaults).
@@ -189,18 +190,25 @@ def make_base_optimizer(train: TrainSpec, params: Iterable[torch.nn.Parameter]
     raise ConfigError(f"train.optimizer={train.optimizer!r} is not known; valid: sgd, adam")
 
 
+#: The Opacus optimizer class of each noise sampler of :data:`dpcore.mechanisms.NOISE_SAMPLERS`,
+#: by name (``StepMechanism.noise_kind``).
+OPTIMIZERS: dict[str, type[DPOptimizer]] = {
+    "gaussian": SharedStepDPOptimizer, "laplace": LaplaceDPOptimizer,
+}
+
+
 def make_dp_optimizer(base: torch.optim.Optimizer, mechanism: StepMechanism,
                       generator: torch.Generator) -> DPOptimizer:
-    """The Opacus DP optimizer of ``mechanism`` around ``base`` (divides by B = expected)."""
-    if mechanism.clip_kind == "l2" and mechanism.noise_kind == "gaussian":
-        cls: type[DPOptimizer] = SharedStepDPOptimizer
-    elif mechanism.clip_kind == "l1" and mechanism.noise_kind == "laplace":
-        cls = LaplaceDPOptimizer
-    else:
+    """The Opacus DP optimizer of ``mechanism`` around ``base`` (divides by B = expected):
+    its noise sampler's entry of :data:`OPTIMIZERS`."""
+    sampler = NOISE_SAMPLERS.get(str(mechanism.noise_kind))
+    if sampler is None or sampler.clip_norm != mechanism.clip_kind \
+            or sampler.name not in OPTIMIZERS:
         raise ConfigError(
             f"clip {mechanism.clip_kind!r} with noise {mechanism.noise_kind!r} has no Opacus "
             "optimizer; valid: l2 + gaussian, l1 + laplace"
         )
+    cls = OPTIMIZERS[sampler.name]
     return cls(base, noise_multiplier=mechanism.noise_multiplier,
                max_grad_norm=mechanism.clip_norm,
                expected_batch_size=mechanism.expected_batch_size,

@@ -38,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     length.add_argument("--steps", type=int, help="number of noised steps")
     parser.add_argument("--delta", type=float, default=None,
                         help="target delta in (0, 1); default 1/N rounded down to a power of 10")
-    parser.add_argument("--mechanism", choices=sorted(api.MECHANISMS), default="gaussian",
+    parser.add_argument("--mechanism", choices=sorted(api.mechanisms()), default="gaussian",
                         help="noise distribution of DP-SGD (default gaussian)")
     parser.add_argument("--calibrate-with", choices=api.CALIBRATE_WITH, default=None,
                         help="accountant that turns --target-epsilon into a noise multiplier: "

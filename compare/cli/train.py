@@ -28,10 +28,15 @@ from dpcore.backend import BACKENDS
 from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
 from dpcore.defaults import TRAIN_DEFAULTS
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import (
+    DEFAULT_DPSGD,
+    cli_names,
+    is_non_private,
+    noises_gradients,
+    privatises_images,
+)
 from dpcore.names import resolve_backend
 
-MECHANISMS = {"none": "none", "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace",
-              "ldp": "ldp"}
 DEFAULT_OUT = api.DEFAULT_TRAIN_OUT
 
 
@@ -62,7 +67,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         f"{TRAIN_DEFAULTS['train.momentum']:g}, the bench's tuned default: "
                         "Keras and PyTorch default to 0, so give 0 with a learning rate "
                         "chosen for plain SGD)")
-    parser.add_argument("--mechanism", choices=sorted(MECHANISMS),
+    parser.add_argument("--mechanism", choices=sorted(cli_names()),
                         help="none, gaussian or laplace DP-SGD, or ldp (set data.ldp_* too)")
     noise = parser.add_mutually_exclusive_group()
     noise.add_argument("--noise-multiplier", type=float,
@@ -182,18 +187,18 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     if args.augment is not None:
         for key, value in parse_augment(args.augment).items():
             explicit.append(f"augment.{key}={str(value).lower()}")
-    mechanism = MECHANISMS[args.mechanism] if args.mechanism else None
+    mechanism = cli_names()[args.mechanism] if args.mechanism else None
     if args.noise_multiplier is not None or args.epsilon is not None:
-        if mechanism is None and (raw.get("privacy") or {}).get("mechanism") not in (
-                "dpsgd-gaussian", "dpsgd-laplace"):
-            mechanism = "dpsgd-gaussian"
+        if mechanism is None and not noises_gradients(
+                (raw.get("privacy") or {}).get("mechanism")):
+            mechanism = DEFAULT_DPSGD
         if args.noise_multiplier is not None:
             explicit += [f"privacy.noise_multiplier={args.noise_multiplier}",
                          "privacy.target_epsilon=null"]
         else:
             explicit += [f"privacy.target_epsilon={args.epsilon}",
                          "privacy.noise_multiplier=null"]
-    elif mechanism in ("none", "ldp"):
+    elif mechanism is not None and not noises_gradients(mechanism):
         explicit += ["privacy.noise_multiplier=null", "privacy.target_epsilon=null"]
     put("privacy.mechanism", mechanism)
     return apply_overrides(raw, [*explicit, *args.overrides])
@@ -271,12 +276,12 @@ def summary_rows(result: dict[str, Any], path: Path, checkpoint: Path
 
     mechanism = privacy.get("mechanism")
     ldp = privacy.get("ldp") or {}
-    if mechanism == "ldp":
+    if privatises_images(mechanism):
         for level in ("value", "image"):
             eps, delta = ldp.get(f"epsilon_per_{level}"), ldp.get(f"delta_per_{level}")
             kind = "pure" if not delta else f"delta {delta:.3g}"
             rows.append((f"epsilon per {level} (local DP, {kind})", shown(eps)))
-    elif mechanism == "none":
+    elif is_non_private(mechanism):
         rows.append(("epsilon", "inf (not private)"))
     else:
         as_run = privacy.get("as_run") or {}

@@ -50,6 +50,7 @@ from compare.reporting.collapse import collapse_reason
 from compare.reporting.published import METRICS, find_row, paper_table
 from compare.reporting.stats import CONFIDENCE, Interval, bootstrap_interval, mean_interval
 from dpcore.errors import ConfigError
+from dpcore.mechanisms import noises_gradients
 from dpcore.recipes import FACTOR_NAMES, LIBRARY_SAMPLING, effective_factors
 from dpcore.results import RunResult
 
@@ -237,7 +238,7 @@ def proved_of(result: RunResult) -> tuple[float | None, str]:
 
 
 def _is_dpsgd(result: RunResult) -> bool:
-    return str(result.config.get("privacy", {}).get("mechanism", "")).startswith("dpsgd")
+    return noises_gradients(result.config.get("privacy", {}).get("mechanism"))
 
 
 def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:

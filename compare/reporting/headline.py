@@ -8,6 +8,7 @@ import pandas as pd
 
 from compare.reporting.privacy_section import honest, privacy_sentence
 from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, mean_interval, verdict_word
+from dpcore.mechanisms import is_non_private, noises_gradients
 
 
 def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANCE) -> str:
@@ -75,8 +76,8 @@ def privacy_cost_sentence(frame: pd.DataFrame) -> str | None:
     done = frame[(frame["status"] == "finished") & frame["accuracy"].notna()]
     parts = []
     for panel, group in done.groupby("panel", sort=False):
-        dp = group[group["mechanism"].astype(str).str.startswith("dpsgd")]
-        public = group[group["mechanism"] == "none"]
+        dp = group[group["mechanism"].map(noises_gradients).astype(bool)]
+        public = group[group["mechanism"].map(is_non_private).astype(bool)]
         if dp.empty or public.empty:
             continue
         best = dp.groupby("point")["accuracy"].mean().idxmax()

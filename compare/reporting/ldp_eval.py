@@ -14,6 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from compare.reporting.stats import INTERVAL_NAMES, bootstrap_interval, format_interval
+from dpcore.mechanisms import is_non_private, noises_gradients, privatises_images
 
 #: The two evaluations, in the order they are shown, with how a sentence names them.
 EVALUATIONS = {"clean": "on clean test images", "privatised": "on privatised test images"}
@@ -23,7 +24,8 @@ def ldp_runs(frame: pd.DataFrame) -> pd.DataFrame:
     """The finished local-DP runs that recorded both evaluations."""
     if "accuracy_clean_test" not in frame:
         return frame[:0]
-    done = frame[(frame["status"] == "finished") & (frame["mechanism"] == "ldp")]
+    done = frame[(frame["status"] == "finished")
+                 & frame["mechanism"].map(privatises_images).astype(bool)]
     return done[done["accuracy_clean_test"].notna() & done["accuracy_privatised_test"].notna()]
 
 
@@ -56,9 +58,9 @@ def ranking_sentences(frame: pd.DataFrame) -> list[str]:
     for (panel, backend), group in ldp.groupby(["panel", "backend"], sort=False):
         others = done[(done["panel"] == panel) & (done["backend"] == backend)]
         references = []
-        for label, runs in (("DP-SGD", others[others["mechanism"].astype(str)
-                                               .str.startswith("dpsgd")]),
-                            ("non-private", others[others["mechanism"] == "none"])):
+        mechanisms = others["mechanism"]
+        for label, runs in (("DP-SGD", others[mechanisms.map(noises_gradients).astype(bool)]),
+                            ("non-private", others[mechanisms.map(is_non_private).astype(bool)])):
             best = _best(runs, "accuracy")
             if best is not None:
                 references.append((label, *best))

@@ -27,11 +27,11 @@ from compare.figdigest import note_figure
 from compare.reporting.frames import front_end_mismatches
 from compare.reporting.stats import bootstrap_interval, mean_interval, seed_pairs
 from dpcore.io import atomic_path
+from dpcore.mechanisms import is_non_private, label_of, marker_of, noises_gradients
 
 PANEL_INCHES = (4.6, 3.4)
 DPI = 110
 BACKEND_COLOURS = {"tf": "#1f77b4", "torch": "#d62728"}
-MECHANISM_MARKERS = {"dpsgd-gaussian": "o", "dpsgd-laplace": "s"}
 #: Axis label of each swept variable.
 X_LABELS = {"epsilon": "epsilon (shared accountant, RDP; log scale)",
             "max_grad_norm": "clip norm C (log scale)"}
@@ -40,7 +40,7 @@ X_LABELS = {"epsilon": "epsilon (shared accountant, RDP; log scale)",
 def swept_variable(frame: pd.DataFrame) -> str:
     """The x variable of the privacy-utility plots: ``max_grad_norm`` when the clip norm varies
     among the DP-SGD runs of a panel while the target epsilon does not, else ``epsilon``."""
-    dp = frame[frame["mechanism"].astype(str).str.startswith("dpsgd")]
+    dp = frame[frame["mechanism"].map(noises_gradients).astype(bool)]
     for _, group in dp.groupby("panel"):
         if group["max_grad_norm"].nunique() > 1 and group["target_epsilon"].nunique() <= 1:
             return "max_grad_norm"
@@ -82,7 +82,7 @@ def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -
     pooled across settings; its legend entry says "collapsed" when one of its runs did, so a
     constant model's Average Drop of 0 is not read as a faithful one) and majority-class rate
     (dotted, grey)."""
-    public = group[group["mechanism"] == "none"]
+    public = group[group["mechanism"].map(is_non_private).astype(bool)]
     points = list(dict.fromkeys(public["point"]))
     styles = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
     for j, point in enumerate(points):
@@ -115,19 +115,19 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
     """
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
     x = swept_variable(data) if not data.empty else "epsilon"
-    dp = data[data["mechanism"].astype(str).str.startswith("dpsgd") & np.isfinite(data[x])]
+    dp = data[data["mechanism"].map(noises_gradients).astype(bool) & np.isfinite(data[x])]
     if dp.empty:
         return False
     pooled = {panel for panel, group in dp.groupby("panel")
               if _settings_per_value(group, x) > 1}
     data = data[~data["panel"].isin(pooled)]
-    if data.empty or not data["mechanism"].astype(str).str.startswith("dpsgd").any():
+    if data.empty or not data["mechanism"].map(noises_gradients).any():
         return False
     panels = natural_order(data["panel"])
     fig, axes = _figure(len(panels))
     for ax, panel in zip(axes[0], panels, strict=True):
         group = data[data["panel"] == panel]
-        private = group[group["mechanism"].astype(str).str.startswith("dpsgd")
+        private = group[group["mechanism"].map(noises_gradients).astype(bool)
                         & np.isfinite(group[x])]
         backends = sorted(set(private["backend"]))
         for (backend, mechanism), runs in private.groupby(["backend", "mechanism"]):
@@ -142,8 +142,8 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
             err = np.array([p[1].error_bar() for p in points]).T  # [2, n]: below, above
             colour = BACKEND_COLOURS.get(str(backend), "black")
             ax.errorbar(xs, means, yerr=err, color=colour, capsize=3, linewidth=1.4,
-                        marker=MECHANISM_MARKERS.get(str(mechanism), "o"), markersize=5,
-                        label=f"{backend} {mechanism}")
+                        marker=marker_of(mechanism), markersize=5,
+                        label=f"{backend} {label_of(mechanism)}")
             bad = [(p[0], p[1].mean) for p in points if p[2]]
             if bad:
                 ax.scatter(*zip(*bad, strict=True), marker="x", s=90, color="black",

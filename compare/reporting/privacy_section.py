@@ -24,6 +24,7 @@ import pandas as pd
 from compare.figdigest import note_figure
 from compare.grid import setting_label
 from compare.reporting.tables import fmt, markdown_table
+from dpcore.mechanisms import is_non_private, noises_gradients
 from dpcore.proved import figures_of_result, is_violation
 from dpcore.results import RunResult
 
@@ -194,7 +195,8 @@ def _catplot(sns: Any, long: pd.DataFrame) -> Any:
 def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
     """Markdown lines of the section (writes ``privacy.csv``); empty without private or
     audited runs (a non-private run shows here when it audited: its audit's ceiling)."""
-    dp = frame[(frame["mechanism"].astype(str) != "none") | frame["epsilon_audited"].notna()]
+    dp = frame[~frame["mechanism"].map(is_non_private).astype(bool)
+               | frame["epsilon_audited"].notna()]
     table = privacy_table(dp)
     if table.empty:
         return []
@@ -224,7 +226,7 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     """The headline's privacy sentence: the proved epsilon range of the DP-SGD runs, how many
     have no proved bound, the audits and every violation; None without DP-SGD runs."""
     done = frame[(frame["status"] == "finished")
-                 & frame["mechanism"].astype(str).str.startswith("dpsgd")]
+                 & frame["mechanism"].map(noises_gradients).astype(bool)]
     if done.empty:
         return None
     proved = done["epsilon_proved"].astype(float)

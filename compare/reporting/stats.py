@@ -29,6 +29,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dpcore.mechanisms import noises_gradients
+
 #: Level of every interval in the reports.
 CONFIDENCE = 0.95
 #: A verdict (agree / differ) from fewer seeds than this is printed "preliminary": under
@@ -220,7 +222,7 @@ def paired_backend_table(
                                             a[metric].to_numpy(float)).pvalue)
         collapsed = [name for name, side in ((first, a), (second, b))
                      if "collapsed" in side and side["collapsed"].any()]
-        noised = bool(group["mechanism"].astype(str).str.startswith("dpsgd").any()) \
+        noised = bool(group["mechanism"].map(noises_gradients).any()) \
             if "mechanism" in group else False
         rows.append({"setting": pair.setting, "pairs": len(a),
                      "mean_difference": interval.mean, "ci_low": interval.low,

@@ -1,185 +1,61 @@
-"""Run configuration: frozen, validated, serialisable dataclasses and a stable config hash.
+"""Run configuration specs: frozen, validated, serialisable dataclasses and a stable hash.
 
 A :class:`RunConfig` holds everything that defines a run's *result* (data, model, privacy,
 training, seed). Performance-only switches (engine, XLA, threads, physical chunk size) live in
 :class:`PerfSpec`: they may change speed, never the result beyond float tolerance, and they are
-not part of :attr:`RunConfig.config_hash`.
-
-Config files are YAML or JSON mappings with the sections ``data``, ``model``, ``privacy``,
-``train`` and the key ``seed`` (and optionally ``version``, ``recipe`` and the sections
-``factors`` and ``augment``). Unknown keys are rejected.
+not part of :attr:`RunConfig.config_hash`. Each section validates its own fields
+(:mod:`dpcore.config.validation`); rules across sections are :data:`COMBINATION_RULES`
+(:mod:`dpcore.config.recipe_rules` registers them).
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import math
-import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from dpcore.errors import ConfigError, PrivacyConfigError, PrivacyWarning
-from dpcore.layers import BATCHNORM_REASON, parse_layers
-
-CONFIG_VERSION = 1
-
-PRIVACY_MECHANISMS = ("none", "dpsgd-gaussian", "dpsgd-laplace", "ldp")
-SAMPLING_MODES = ("poisson", "shuffle")
-OPTIMIZERS = ("sgd", "adam")
-ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
-LDP_MECHANISM_NAMES = ("laplace", "gaussian", "dp_pix")
-#: Which test images a local-DP run's headline test metrics use (``data.ldp_test_inputs``);
-#: the run records its metrics on both. The first is the default (the runs stored before the
-#: option were evaluated on privatised images, and the default is left out of the hash).
-LDP_TEST_INPUTS = ("privatised", "clean")
-ENGINES = ("reference", "fast")
-RECIPES = ("harmonised", "library")
-NORMALISATIONS = ("expected", "actual", "microbatches")
-INITIALISATIONS = ("neutral", "torch")
-INPUT_SCALINGS = ("unit", "standardised")
-CALIBRATION_ACCOUNTANTS = ("rdp", "pld", "prv")
-EVAL_SPLITS = ("test", "train")
-#: ``factors.fault``: deliberately broken DP steps, for audit checks only (issue 30).
-FAULTS = ("none", "no_noise", "no_clip", "noise_div10")
-#: ``audit_canaries.kind``: white-box gradient canaries or black-box mislabelled images.
-CANARY_KINDS = ("gradient", "input")
-
-# -- settings refused for privacy reasons -----------------------------------------------------
-# None of these is an option of the bench; they are named here so that a user who asks for one
-# learns why it is refused (the reported epsilon would be false), not merely that it is unknown.
-
-_SAMPLER_REASON = (
-    "a weighted or class-balanced sampler makes an example's chance of joining a batch depend "
-    "on its data (its label or weight), while the accountant charges every example the same "
-    "sampling rate q = B/N; the reported epsilon would be false"
+from dpcore.config.choices import (
+    ACTIVATIONS,
+    CANARY_KINDS,
+    CONFIG_VERSION,
+    ENGINES,
+    EVAL_SPLITS,
+    FAULTS,
+    INITIALISATIONS,
+    INPUT_SCALINGS,
+    LDP_TEST_INPUTS,
+    NORMALISATIONS,
+    OPTIMIZERS,
+    RECIPES,
+    SAMPLING_MODES,
+    calibration_accountants,
+    ldp_mechanism_names,
+    privacy_mechanisms,
 )
-_NORMALISATION_REASON = (
-    "under Poisson sampling the noised gradient sum is divided by the expected batch size "
-    "B = qN, never by the actual batch size: the actual size depends on who is in the batch, so "
-    "dividing by it leaks membership and breaks the sensitivity the accountant assumes; this "
-    "normalisation is fixed, not an option"
+from dpcore.config.parsing import (
+    apply_overrides,
+    check_keys,
+    coerce_numeric_strings,
+    load_mapping_file,
+    normalise_mechanism,
 )
-_BATCHNORM_REASON = BATCHNORM_REASON
-
-#: ``privacy.sampling`` values refused with the privacy reason (compared lower-case, ``-`` as
-#: ``_``). Any other unknown value is simply "not known".
-REFUSED_SAMPLING_MODES: dict[str, str] = {
-    name: _SAMPLER_REASON
-    for name in ("weighted", "weighted_random", "class_balanced", "balanced", "stratified",
-                 "importance", "oversample", "oversampling", "undersample", "undersampling")
-}
-
-#: Keys that do not exist because they would make the guarantee false: ``section.key`` (or a
-#: top-level key) -> the privacy reason given when a config names it.
-REFUSED_KEYS: dict[str, str] = {
-    **{f"{section}.{key}": _SAMPLER_REASON
-       for section in ("privacy", "train", "data")
-       for key in ("sampler", "weighted_sampler", "weighted_sampling", "sample_weights",
-                   "sampling_weights", "class_balanced", "balanced_sampling",
-                   "balance_classes")},
-    **{f"{section}.{key}": _NORMALISATION_REASON
-       for section in ("privacy", "train")
-       for key in ("normalization", "normalisation", "normalize", "normalise", "normalize_by",
-                   "normalise_by", "normalize_by_actual_batch", "normalise_by_actual_batch",
-                   "divide_by", "divide_by_actual_batch", "actual_batch_size",
-                   "noise_normalization", "noise_normalisation")},
-    **{f"model.{key}": _BATCHNORM_REASON
-       for key in ("batch_norm", "batchnorm", "batch_normalization", "batch_normalisation",
-                   "use_batch_norm", "norm", "normalization", "normalisation")},
-    **{key: _SAMPLER_REASON for key in ("sampler", "weighted_sampler", "sample_weights")},
-    **{key: _NORMALISATION_REASON for key in ("normalization", "normalisation", "normalize_by")},
-}
-
-
-def refused_key_error(dotted: str) -> PrivacyConfigError | None:
-    """The error for a config key refused for a privacy reason, or None if it is not one."""
-    reason = REFUSED_KEYS.get(dotted.lower().replace("-", "_"))
-    if reason is None:
-        return None
-    return PrivacyConfigError(f"{dotted} is refused: {reason}")
-
-
-def check_delta_below_one_over_n(delta: float, n_train: int, *, key: str = "privacy.delta"
-                                 ) -> bool:
-    """Warn (:class:`~dpcore.errors.PrivacyWarning`) if ``delta >= 1/N``; True if it warned.
-
-    A mechanism that publishes one randomly chosen example in the clear is (0, 1/N)-DP, so a
-    delta of 1/N or more allows that and the (epsilon, delta) pair promises little. The run is
-    not refused (the epsilon is computed correctly), only flagged.
-    """
-    if n_train >= 1 and delta * n_train >= 1.0:
-        warnings.warn(
-            f"{key}={delta:g} is not below 1/N = 1/{n_train} = {1.0 / n_train:.3g}: at such a "
-            "delta, releasing one random example in the clear is allowed, so the guarantee is "
-            "weak; use a delta well below 1/N (the default is 1/N rounded down to a power of "
-            "ten)", PrivacyWarning, stacklevel=1,
-        )
-        return True
-    return False
-
-
-def _check_range(
-    key: str,
-    value: float | None,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    high_open: bool = False,
-    finite: bool = False,
-    valid: str,
-) -> None:
-    """Raise ConfigError naming ``key`` if ``value`` lies outside the described interval.
-
-    ``finite=True`` also refuses +-inf (e.g. an infinite noise multiplier, which no accountant
-    can evaluate and which turns every weight into inf).
-    """
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigError(f"{key}={value!r} is not a number; valid: {valid}")
-    if finite and math.isinf(value):
-        raise ConfigError(f"{key}={value!r} is not finite; valid: {valid}")
-    bad = (
-        (low is not None and (value <= low if low_open else value < low))
-        or (high is not None and (value >= high if high_open else value > high))
-    )
-    if bad:
-        raise ConfigError(f"{key}={value!r} is out of range; valid: {valid}")
-
-
-def _integer_field(spec: Any, attr: str, key: str, *, low: int, valid: str) -> None:
-    """Check that ``spec.attr`` is None or an integer >= ``low``; a whole float (``64.0``, as
-    JSON or ``1e3`` may give) is stored as the int. Raises ConfigError naming ``key``."""
-    value = getattr(spec, attr)
-    _check_range(key, value, low=low, finite=True, valid=valid)
-    if isinstance(value, float):
-        if not value.is_integer():
-            raise ConfigError(f"{key}={value!r} is not a whole number; valid: {valid}")
-        object.__setattr__(spec, attr, int(value))
-
-
-def _float_fields(spec: Any, *attrs: str) -> None:
-    """Store int values of ``spec``'s real-valued fields as floats (after their range check),
-    so that ``lr: 1`` and ``lr: 1.0`` (YAML, ``--set``) are one config with one hash. Every
-    stored run already holds floats there, so no stored hash changes."""
-    for attr in attrs:
-        value = getattr(spec, attr)
-        if isinstance(value, int) and not isinstance(value, bool):
-            object.__setattr__(spec, attr, float(value))
-
-
-def _check_choice(key: str, value: Any, choices: Iterable[str]) -> None:
-    choices = tuple(choices)
-    if value not in choices:
-        raise ConfigError(f"{key}={value!r} is not known; valid: {', '.join(choices)}")
+from dpcore.config.validation import (
+    REFUSED_SAMPLING_MODES,
+    check_choice,
+    check_delta_below_one_over_n,
+    check_range,
+    default_delta,
+    float_fields,
+    integer_field,
+)
+from dpcore.errors import ConfigError, PrivacyConfigError
+from dpcore.layers import parse_layers
+from dpcore.mechanisms import dpsgd_names, get_mechanism
 
 
 @dataclass(frozen=True)
@@ -218,23 +94,23 @@ class DataSpec:
     ldp_test_inputs: str = LDP_TEST_INPUTS[0]
 
     def __post_init__(self) -> None:
-        _check_choice("data.ldp_test_inputs", self.ldp_test_inputs, LDP_TEST_INPUTS)
+        check_choice("data.ldp_test_inputs", self.ldp_test_inputs, LDP_TEST_INPUTS)
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError(f"data.name={self.name!r} must be a non-empty data set name")
         if not isinstance(self.options, dict) or not all(isinstance(k, str)
                                                          for k in self.options):
             raise ConfigError(f"data.options={self.options!r} is not valid; valid: a mapping "
                               "of loader option names to values")
-        _integer_field(self, "image_size", "data.image_size", low=1,
+        integer_field(self, "image_size", "data.image_size", low=1,
                        valid="an integer >= 1 or null")
-        _integer_field(self, "split_seed", "data.split_seed", low=0, valid="an integer >= 0")
+        integer_field(self, "split_seed", "data.split_seed", low=0, valid="an integer >= 0")
         if self.channels not in (None, 1, 3):
             raise ConfigError(f"data.channels={self.channels!r} is not valid; valid: 1, 3, null")
         if self.ldp_mechanism is not None:
-            _check_choice("data.ldp_mechanism", self.ldp_mechanism, LDP_MECHANISM_NAMES)
-        _integer_field(self, "train_limit", "data.train_limit", low=1,
+            check_choice("data.ldp_mechanism", self.ldp_mechanism, ldp_mechanism_names())
+        integer_field(self, "train_limit", "data.train_limit", low=1,
                        valid="an integer >= 1 or null")
-        _integer_field(self, "test_limit", "data.test_limit", low=1,
+        integer_field(self, "test_limit", "data.test_limit", low=1,
                        valid="an integer >= 1 or null")
         if isinstance(self.ldp_params, dict):  # ``scale: 1`` and ``scale: 1.0``: one hash
             object.__setattr__(self, "ldp_params", {
@@ -310,13 +186,13 @@ class ModelSpec:
         if self.pretrained_skip and self.pretrained is None:
             raise ConfigError(f"model.pretrained_skip={list(self.pretrained_skip)!r} needs "
                               "model.pretrained (a weights file)")
-        _check_choice("model.activation", self.activation, ACTIVATIONS)
-        _check_range("model.width", self.width, low=0, low_open=True, finite=True,
+        check_choice("model.activation", self.activation, ACTIVATIONS)
+        check_range("model.width", self.width, low=0, low_open=True, finite=True,
                      valid="a finite number > 0")
         for key in ("tempered_scale", "tempered_inverse_temperature", "tempered_offset"):
-            _check_range(f"model.{key}", getattr(self, key), finite=True,
+            check_range(f"model.{key}", getattr(self, key), finite=True,
                          valid="a finite number")
-        _float_fields(self, "width", "tempered_scale", "tempered_inverse_temperature",
+        float_fields(self, "width", "tempered_scale", "tempered_inverse_temperature",
                       "tempered_offset")
 
 
@@ -325,8 +201,9 @@ class PrivacySpec:
     """The privacy-defining settings of a run.
 
     Attributes:
-        mechanism: ``none`` (non-private), ``dpsgd-gaussian``, ``dpsgd-laplace``, or ``ldp``
-            (local DP on the images, set in :class:`DataSpec`; training itself is non-private).
+        mechanism: a name of :data:`dpcore.mechanisms.DP_MECHANISMS`: ``none``
+            (non-private), ``dpsgd-gaussian``, ``dpsgd-laplace``, or ``ldp`` (local DP on the
+            images, set in :class:`DataSpec`; training itself is non-private).
         noise_multiplier: std of the Gaussian noise (or scale of the Laplace noise) divided by
             the clip norm. Exactly one of ``noise_multiplier`` and ``target_epsilon`` is given
             for DP-SGD mechanisms.
@@ -351,7 +228,7 @@ class PrivacySpec:
     sampling: str = "poisson"
 
     def __post_init__(self) -> None:
-        _check_choice("privacy.mechanism", self.mechanism, PRIVACY_MECHANISMS)
+        check_choice("privacy.mechanism", self.mechanism, privacy_mechanisms())
         if isinstance(self.sampling, str) and (
                 self.sampling.lower().replace("-", "_") in REFUSED_SAMPLING_MODES):
             raise PrivacyConfigError(
@@ -359,24 +236,24 @@ class PrivacySpec:
                 f"{REFUSED_SAMPLING_MODES[self.sampling.lower().replace('-', '_')]}; "
                 f"valid: {', '.join(SAMPLING_MODES)}"
             )
-        _check_choice("privacy.sampling", self.sampling, SAMPLING_MODES)
-        _check_range(
+        check_choice("privacy.sampling", self.sampling, SAMPLING_MODES)
+        check_range(
             "privacy.noise_multiplier", self.noise_multiplier, low=0, finite=True,
             valid="a finite number >= 0",
         )
-        _check_range(
+        check_range(
             "privacy.target_epsilon", self.target_epsilon, low=0, low_open=True,
             valid="a number > 0",
         )
-        _check_range(
+        check_range(
             "privacy.max_grad_norm", self.max_grad_norm, low=0, low_open=True, finite=True,
             valid="a finite number > 0",
         )
-        _check_range(
+        check_range(
             "privacy.delta", self.delta, low=0, high=1, low_open=True, high_open=True,
             valid="a number in (0, 1)",
         )
-        _float_fields(self, "noise_multiplier", "target_epsilon", "max_grad_norm", "delta")
+        float_fields(self, "noise_multiplier", "target_epsilon", "max_grad_norm", "delta")
         if self.is_dpsgd:
             if (self.noise_multiplier is None) == (self.target_epsilon is None):
                 raise ConfigError(
@@ -394,13 +271,13 @@ class PrivacySpec:
             raise ConfigError(
                 f"privacy.mechanism={self.mechanism!r} adds no gradient noise, but "
                 f"noise_multiplier={self.noise_multiplier!r} / target_epsilon="
-                f"{self.target_epsilon!r} is set; use mechanism dpsgd-gaussian or dpsgd-laplace"
+                f"{self.target_epsilon!r} is set; use mechanism {' or '.join(dpsgd_names())}"
             )
 
     @property
     def is_dpsgd(self) -> bool:
         """True for the mechanisms that clip and noise gradients."""
-        return self.mechanism in ("dpsgd-gaussian", "dpsgd-laplace")
+        return get_mechanism(self.mechanism).noises_gradients
 
     def resolved_delta(self, n_train: int) -> float:
         """The delta used for accounting: the configured one, else 1/N rounded down to 10^-k.
@@ -412,16 +289,6 @@ class PrivacySpec:
             return self.delta
         return default_delta(n_train)
 
-
-def default_delta(n_train: int) -> float:
-    """1/N rounded down to a power of ten (N=60000 -> 1e-5; N=1000 -> 1e-3... then below 1/N).
-
-    The result is the largest 10^-k that is strictly below 1/N, so delta < 1/N always holds.
-    """
-    if n_train < 1:
-        raise ConfigError(f"cannot derive delta from a data set of {n_train} examples; need >= 1")
-    k = math.floor(math.log10(n_train)) + 1
-    return float(10.0 ** (-k))
 
 
 @dataclass(frozen=True)
@@ -453,14 +320,14 @@ class TrainSpec:
                 f"exactly one of train.epochs and train.steps must be set "
                 f"(got epochs={self.epochs!r}, steps={self.steps!r})"
             )
-        _check_range("train.epochs", self.epochs, low=0, low_open=True, finite=True,
+        check_range("train.epochs", self.epochs, low=0, low_open=True, finite=True,
                      valid="a finite number > 0")
-        _integer_field(self, "steps", "train.steps", low=1, valid="an integer >= 1")
-        _integer_field(self, "batch_size", "train.batch_size", low=1, valid="an integer >= 1")
-        _check_range("train.lr", self.lr, low=0, low_open=True, finite=True,
+        integer_field(self, "steps", "train.steps", low=1, valid="an integer >= 1")
+        integer_field(self, "batch_size", "train.batch_size", low=1, valid="an integer >= 1")
+        check_range("train.lr", self.lr, low=0, low_open=True, finite=True,
                      valid="a finite number > 0")
-        _check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
-        _check_range(
+        check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
+        check_range(
             "train.momentum", self.momentum, low=0, high=1, high_open=True, valid="[0, 1)"
         )
         if self.optimizer != "sgd" and self.momentum:
@@ -468,13 +335,13 @@ class TrainSpec:
                 f"train.momentum={self.momentum!r} applies to SGD only, but "
                 f"train.optimizer={self.optimizer!r} (which would ignore it); valid: "
                 "train.momentum=0 with this optimizer, or train.optimizer=sgd")
-        _check_range(
+        check_range(
             "train.ema_decay", self.ema_decay, low=0, high=1, high_open=True,
             valid="[0, 1) or null",
         )
         # epochs keeps the type it was given: the default (1.0) and every stored preset run
         # (``epochs: 20``) already hash with different types, so no canonical form is free
-        _float_fields(self, "lr", "momentum", "ema_decay")
+        float_fields(self, "lr", "momentum", "ema_decay")
 
 
 @dataclass(frozen=True)
@@ -525,16 +392,16 @@ class FactorSpec:
     def __post_init__(self) -> None:
         if self.init == "keras":  # the neutral initialisation *is* Keras' default scheme
             object.__setattr__(self, "init", "neutral")
-        _check_choice("factors.normalisation", self.normalisation, NORMALISATIONS)
-        _integer_field(self, "microbatch_size", "factors.microbatch_size", low=1,
+        check_choice("factors.normalisation", self.normalisation, NORMALISATIONS)
+        integer_field(self, "microbatch_size", "factors.microbatch_size", low=1,
                        valid="an integer >= 1 (1 = per-example clipping)")
-        _check_choice("factors.init", self.init, (*INITIALISATIONS, "keras"))
-        _check_choice("factors.input_scaling", self.input_scaling, INPUT_SCALINGS)
+        check_choice("factors.init", self.init, (*INITIALISATIONS, "keras"))
+        check_choice("factors.input_scaling", self.input_scaling, INPUT_SCALINGS)
         if self.calibration_accountant is not None:
-            _check_choice("factors.calibration_accountant", self.calibration_accountant,
-                          CALIBRATION_ACCOUNTANTS)
-        _check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)
-        _check_choice("factors.fault", self.fault, FAULTS)
+            check_choice("factors.calibration_accountant", self.calibration_accountant,
+                          calibration_accountants())
+        check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)
+        check_choice("factors.fault", self.fault, FAULTS)
 
     def non_default(self) -> dict[str, Any]:
         """The fields that differ from the harmonised defaults (what the config hash sees)."""
@@ -579,7 +446,7 @@ class AugmentSpec:
         if self.crop_padding is None:
             raise ConfigError("augment.crop_padding=None is not valid; valid: an integer >= 0 "
                               "(pixels of padding per side; 0 = no crop)")
-        _integer_field(self, "crop_padding", "augment.crop_padding", low=0,
+        integer_field(self, "crop_padding", "augment.crop_padding", low=0,
                        valid="an integer >= 0 (pixels of padding per side; 0 = no crop)")
 
     @property
@@ -619,14 +486,14 @@ class AuditCanarySpec:
     guess_out: bool = False
 
     def __post_init__(self) -> None:
-        _integer_field(self, "count", "audit_canaries.count", low=0,
+        integer_field(self, "count", "audit_canaries.count", low=0,
                        valid="an integer >= 0 (0 = no audit)")
-        _check_choice("audit_canaries.kind", self.kind, CANARY_KINDS)
+        check_choice("audit_canaries.kind", self.kind, CANARY_KINDS)
         if not isinstance(self.guess_out, bool):
             raise ConfigError(f"audit_canaries.guess_out={self.guess_out!r} is not valid; "
                               "valid: true or false")
         if self.guesses is not None:
-            _integer_field(self, "guesses", "audit_canaries.guesses", low=1,
+            integer_field(self, "guesses", "audit_canaries.guesses", low=1,
                            valid="an integer >= 1, or null (M / 10)")
             room = self.count // 2 if self.guess_out else self.count
             if self.count and self.guesses > room:
@@ -689,11 +556,11 @@ class PerfSpec:
 
     def __post_init__(self) -> None:
         if self.engine is not None:
-            _check_choice("perf.engine", self.engine, ENGINES)
-        _integer_field(self, "threads", "perf.threads", low=1, valid="an integer >= 1 or null")
-        _integer_field(self, "physical_batch_size", "perf.physical_batch_size", low=1,
+            check_choice("perf.engine", self.engine, ENGINES)
+        integer_field(self, "threads", "perf.threads", low=1, valid="an integer >= 1 or null")
+        integer_field(self, "physical_batch_size", "perf.physical_batch_size", low=1,
                        valid="an integer >= 1 or null")
-        _integer_field(self, "library_jacobian_batch_size", "perf.library_jacobian_batch_size",
+        integer_field(self, "library_jacobian_batch_size", "perf.library_jacobian_batch_size",
                        low=1, valid="an integer >= 1 or null")
         if not isinstance(self.cache_fixed_front, bool):
             raise ConfigError(f"perf.cache_fixed_front={self.cache_fixed_front!r} is not "
@@ -753,6 +620,19 @@ def file_sha256(path: str | Path) -> str:
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
+#: Rules across sections, run last by ``RunConfig.__post_init__`` in this order: each raises a
+#: one-line ConfigError for a combination no recipe can run. :mod:`dpcore.config.recipe_rules`
+#: registers its rules (:func:`register_rule`) when :mod:`dpcore.config` is imported.
+COMBINATION_RULES: list[Callable[[RunConfig], None]] = []
+
+
+def register_rule(rule: Callable[[RunConfig], None]) -> Callable[[RunConfig], None]:
+    """Add ``rule`` to :data:`COMBINATION_RULES` (once; usable as a decorator)."""
+    if rule not in COMBINATION_RULES:
+        COMBINATION_RULES.append(rule)
+    return rule
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """Everything that defines one run's result. ``config_hash`` keys the results store."""
@@ -768,13 +648,14 @@ class RunConfig:
     audit_canaries: AuditCanarySpec = field(default_factory=AuditCanarySpec)
 
     def __post_init__(self) -> None:
-        _check_choice("recipe", self.recipe, RECIPES)
+        check_choice("recipe", self.recipe, RECIPES)
         for name, cls in _SECTIONS.items():
             if not isinstance(getattr(self, name), cls):
                 raise ConfigError(f"{name} must be a {cls.__name__}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed={self.seed!r} is not valid; valid: an integer >= 0")
-        if self.privacy.mechanism == "ldp" and self.data.ldp_mechanism is None:
+        images_private = get_mechanism(self.privacy.mechanism).privatises_images
+        if images_private and self.data.ldp_mechanism is None:
             raise ConfigError(
                 "privacy.mechanism='ldp' needs data.ldp_mechanism (laplace, gaussian, dp_pix)"
             )
@@ -782,12 +663,13 @@ class RunConfig:
             raise ConfigError(
                 f"data.ldp_test_inputs={self.data.ldp_test_inputs!r} applies to local-DP runs "
                 "only; set data.ldp_mechanism, or leave it at 'privatised'")
-        if self.data.ldp_mechanism is not None and self.privacy.mechanism != "ldp":
+        if self.data.ldp_mechanism is not None and not images_private:
             raise ConfigError(
                 f"data.ldp_mechanism={self.data.ldp_mechanism!r} is set but "
                 f"privacy.mechanism={self.privacy.mechanism!r}; set privacy.mechanism='ldp'"
             )
-        check_combination(self)
+        for rule in COMBINATION_RULES:
+            rule(self)
 
     # -- serialisation ---------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -815,13 +697,13 @@ class RunConfig:
         version = raw.pop("version", CONFIG_VERSION)
         if version != CONFIG_VERSION:
             raise ConfigError(f"config version={version!r} is not known; valid: {CONFIG_VERSION}")
-        _check_keys(raw)
+        check_keys(raw, _SECTIONS)
         kwargs: dict[str, Any] = {}
         for name, spec_cls in _SECTIONS.items():
             section = raw.get(name) or {}
             if name == "privacy" and isinstance(section.get("mechanism"), str):
                 section = {**section, "mechanism": normalise_mechanism(section["mechanism"])}
-            section = _coerce_numeric_strings(spec_cls, section)
+            section = coerce_numeric_strings(spec_cls, section)
             if name == "train" and section.get("steps") is not None and "epochs" not in section:
                 section["epochs"] = None  # a section that gives only steps means steps
             try:
@@ -860,241 +742,3 @@ class RunConfig:
         canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
-
-#: Mechanism names accepted on the command line and in files -> the config's name (a file
-#: may say ``gaussian`` as ``--mechanism gaussian`` does; stored configs, and so their hashes,
-#: always hold the config's name).
-MECHANISM_ALIASES: dict[str, str] = {
-    "gaussian": "dpsgd-gaussian", "laplace": "dpsgd-laplace", "dp-sgd": "dpsgd-gaussian",
-    "dpsgd": "dpsgd-gaussian", "non-private": "none", "nonprivate": "none",
-}
-
-
-def normalise_mechanism(name: str) -> str:
-    """The config's mechanism name for ``name`` (``gaussian`` -> ``dpsgd-gaussian``...);
-    unknown names are returned as given (validation names them)."""
-    return MECHANISM_ALIASES.get(name.strip().lower(), name)
-
-
-def _check_keys(raw: Mapping[str, Any]) -> None:
-    """Refuse every unknown key of a config mapping at once (one line naming all of them, with
-    the valid keys of each section they were found in); a key refused for a privacy reason is
-    named with that reason first.
-
-    Raises:
-        PrivacyConfigError: a key of :data:`REFUSED_KEYS`.
-        ConfigError: unknown top-level keys or section keys, or a section that is no mapping.
-    """
-    from dpcore.suggest import did_you_mean
-
-    def unknown(given: Iterable[Any], valid: set[str], prefix: str, where: str) -> None:
-        """Record the unknown keys of one mapping (a refused one raises its reason)."""
-        bad = sorted(set(given) - valid, key=str)
-        for key in bad:
-            refused = refused_key_error(f"{prefix}{key}")
-            if refused is not None:
-                raise refused
-        if bad:
-            problems.append(
-                f"unknown {where} " + ", ".join(
-                    f"{prefix}{key}{did_you_mean(key, valid)}" for key in map(str, bad))
-                + f" ({'valid' if not prefix else 'valid in ' + prefix[:-1]}: "
-                f"{', '.join(sorted(valid))})")
-
-    problems: list[str] = []
-    unknown(raw, set(_SECTIONS) | {"seed", "recipe"}, "", "config key(s)")
-    for name, spec_cls in _SECTIONS.items():
-        section = raw.get(name) or {}
-        if not isinstance(section, Mapping):
-            raise ConfigError(f"config section {name!r} must be a mapping")
-        unknown(section, {f.name for f in fields(spec_cls)}, f"{name}.", "key(s)")
-    if problems:
-        raise ConfigError("; ".join(problems))
-
-
-def load_mapping_file(path: str | Path) -> dict[str, Any]:
-    """Read a YAML/JSON file that must contain a mapping; errors name the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        detail = " ".join(str(exc).split())  # PyYAML's message spans several lines
-        raise ConfigError(f"config file {path} is not valid YAML/JSON: {detail}") from exc
-    except OSError as exc:
-        raise ConfigError(f"config file {path} cannot be read ({exc.strerror})") from exc
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"config file {path} must contain a mapping at the top level")
-    return loaded
-
-
-def apply_overrides(raw: Mapping[str, Any], assignments: Iterable[str]) -> dict[str, Any]:
-    """Return a deep copy of ``raw`` with each ``a.b=value`` assignment applied.
-
-    Values are parsed as YAML scalars (``1e-5`` -> float, ``null`` -> None, ``true`` -> bool).
-    """
-    out = json.loads(json.dumps(raw))
-    for assignment in assignments:
-        if "=" not in assignment:
-            raise ConfigError(f"override {assignment!r} is not of the form section.key=value")
-        dotted, text = assignment.split("=", 1)
-        keys = [k for k in dotted.strip().split(".") if k]
-        if not keys:
-            raise ConfigError(f"override {assignment!r} has an empty key")
-        try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"override {assignment!r}: value is not valid YAML: {exc}") from exc
-        if isinstance(value, str):
-            value = _yaml_float_or_str(value)
-        node = out
-        for key in keys[:-1]:
-            child = node.get(key)
-            if child is None:
-                child = node[key] = {}
-            if not isinstance(child, dict):
-                raise ConfigError(f"override {assignment!r}: {key!r} is not a section")
-            node = child
-        node[keys[-1]] = value
-    return out
-
-
-def _yaml_float_or_str(text: str) -> Any:
-    """YAML 1.1 reads ``1e-5`` as a string; accept it as the float a user means."""
-    try:
-        return float(text)
-    except ValueError:
-        return text
-
-
-def _coerce_numeric_strings(spec_cls: type, section: Mapping[str, Any]) -> dict[str, Any]:
-    """Turn strings such as ``"1e-5"`` (YAML 1.1 reads them as text) into floats.
-
-    Only fields typed as float are touched; text that is not a number is left as it is, so that
-    validation names the key and the valid range.
-    """
-    float_fields = {f.name for f in fields(spec_cls) if "float" in str(f.type)}
-    out = dict(section)
-    for key, value in section.items():
-        if key in float_fields and isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                out[key] = float(value)
-    return out
-
-
-def check_combination(config: RunConfig) -> None:
-    """(Run by ``RunConfig.__post_init__``; the recipes' claims are in :mod:`dpcore.recipes`.)
-
-    Refuse factor combinations no recipe can run (one-line ConfigError naming the field).
-
-    Raises:
-        ConfigError: microbatches with Poisson sampling or not dividing the batch; a harmonised
-            factor or an ``augment`` section under ``recipe: library`` (whose step and loop
-            are the library's own); a library recipe with a mechanism or optimizer the
-            libraries' public APIs lack. (Augmentation of a text data set is refused where the
-            data set is known: :func:`dpcore.augment.check_augment_data`.)
-    """
-    factors, privacy, train = config.factors, config.privacy, config.train
-    check_audit_combination(config)
-    k = factors.microbatch_size
-    if k > 1:
-        if privacy.sampling != "shuffle":
-            raise ConfigError(
-                f"factors.microbatch_size={k} needs privacy.sampling=shuffle: a Poisson batch "
-                "has a random size that microbatches of a fixed size cannot divide; valid: "
-                "microbatch_size 1, or sampling shuffle"
-            )
-        if train.batch_size % k:
-            raise ConfigError(
-                f"factors.microbatch_size={k} does not divide train.batch_size="
-                f"{train.batch_size}; valid: a divisor of {train.batch_size}"
-            )
-        if privacy.mechanism == "dpsgd-laplace":
-            raise ConfigError(
-                f"factors.microbatch_size={k} is not available with privacy.mechanism="
-                "dpsgd-laplace; valid: 1"
-            )
-    if config.recipe != "library":
-        return
-    model_extras = [f"model.{key}" for key in ("pretrained", "freeze")
-                    if getattr(config.model, key)]
-    if model_extras:
-        raise ConfigError(
-            f"{model_extras[0]} applies to recipe=harmonised only: recipe=library builds and "
-            "trains each library's tutorial model from its own initialisation; valid under "
-            "recipe=library: no model.pretrained, no model.freeze")
-    augment = config.augment.non_default()
-    if augment:
-        key, value = next(iter(augment.items()))
-        raise ConfigError(
-            f"augment.{key}={value!r} applies to recipe=harmonised only: recipe=library runs "
-            "each library's own tutorial loop (TF Privacy through model.fit, Opacus through "
-            "make_private's data loader), which trains on the images unchanged; valid under "
-            "recipe=library: no augment section (hflip false, crop_padding 0)"
-        )
-    changed = sorted(set(factors.non_default())
-                     - {"microbatch_size", "eval_split", "input_scaling"})
-    if changed:
-        raise ConfigError(
-            f"factors.{changed[0]} applies to recipe=harmonised only (recipe=library runs each "
-            "library's own step); valid under recipe=library: factors.microbatch_size, "
-            "factors.eval_split, factors.input_scaling"
-        )
-    if privacy.mechanism not in ("none", "dpsgd-gaussian"):
-        raise ConfigError(
-            f"privacy.mechanism={privacy.mechanism!r} has no library recipe (TF Privacy's and "
-            "Opacus's public APIs run Gaussian DP-SGD only); valid under recipe=library: none, "
-            "dpsgd-gaussian"
-        )
-    if train.optimizer != "sgd":
-        raise ConfigError(
-            f"train.optimizer={train.optimizer!r} has no library recipe here; valid under "
-            "recipe=library: sgd"
-        )
-    if train.ema_decay is not None:
-        raise ConfigError(
-            f"train.ema_decay={train.ema_decay!r} is not part of either library's recipe; "
-            "valid under recipe=library: null"
-        )
-
-
-def check_audit_combination(config: RunConfig) -> None:
-    """Refuse a fault without an audit, input canaries on a text data set, and gradient
-    canaries where no shared step runs.
-
-    Raises:
-        ConfigError: ``factors.fault`` other than ``none`` without ``audit_canaries.count``;
-            gradient canaries under ``recipe: library`` (the library's own step has no canary
-            hook: use input canaries) or without DP-SGD (no clipped sum to add them to).
-    """
-    canaries, fault = config.audit_canaries, config.factors.fault
-    if fault != "none" and not canaries.active:
-        raise ConfigError(
-            f"factors.fault={fault!r} deliberately breaks DP and is for audit checks only; "
-            "valid: factors.fault=none, or an audit (audit_canaries.count > 0, "
-            "--audit-canaries M)"
-        )
-    if canaries.active and canaries.kind == "input":
-        from dpcore.data.registry import DATASETS  # lazy: the registry is data, not config
-
-        info = DATASETS.get(config.data.name)
-        if info is not None and info.task != "image":
-            raise ConfigError(
-                f"audit_canaries.kind='input' (mislabelled training images) needs an image "
-                f"data set; data.name={config.data.name!r} is {info.task}; valid there: no "
-                "audit_canaries")
-    if not canaries.active or canaries.kind != "gradient":
-        return
-    if config.recipe != "harmonised":
-        raise ConfigError(
-            f"audit_canaries.kind='gradient' needs recipe=harmonised (the canaries enter the "
-            f"shared DP step); recipe={config.recipe!r} runs the library's own step; valid "
-            "there: audit_canaries.kind=input"
-        )
-    if not config.privacy.is_dpsgd:
-        raise ConfigError(
-            f"audit_canaries.kind='gradient' needs DP-SGD (the canary gradients are added to "
-            f"the clipped sum); privacy.mechanism={config.privacy.mechanism!r}; valid: "
-            "dpsgd-gaussian, dpsgd-laplace, or audit_canaries.kind=input"
-        )

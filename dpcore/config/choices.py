@@ -1,0 +1,55 @@
+"""The values each config field may take.
+
+Where a registry owns the names they are derived from it, never repeated: privacy mechanisms
+and their calibration accountants from :data:`dpcore.mechanisms.DP_MECHANISMS`, local-DP
+mechanisms from :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`, audit faults from
+:data:`dpcore.audit.faults.FAULTS`. The rest are the config's own vocabulary.
+"""
+
+from __future__ import annotations
+
+from dpcore.audit.faults import FAULTS as _FAULT_STEPS
+from dpcore.mechanisms import DP_MECHANISMS, mechanism_names
+
+CONFIG_VERSION = 1
+
+SAMPLING_MODES = ("poisson", "shuffle")
+OPTIMIZERS = ("sgd", "adam")
+ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
+#: Which test images a local-DP run's headline test metrics use (``data.ldp_test_inputs``);
+#: the run records its metrics on both. The first is the default (the runs stored before the
+#: option were evaluated on privatised images, and the default is left out of the hash).
+LDP_TEST_INPUTS = ("privatised", "clean")
+#: ``perf.engine``: the step engines every backend provides (:data:`dpcore.backend.ENGINE_NAMES`
+#: is this tuple).
+ENGINES = ("reference", "fast")
+RECIPES = ("harmonised", "library")
+NORMALISATIONS = ("expected", "actual", "microbatches")
+INITIALISATIONS = ("neutral", "torch")
+INPUT_SCALINGS = ("unit", "standardised")
+EVAL_SPLITS = ("test", "train")
+#: ``factors.fault``: deliberately broken DP steps, for audit checks only (issue 30).
+FAULTS = tuple(_FAULT_STEPS)
+#: ``audit_canaries.kind``: white-box gradient canaries or black-box mislabelled images.
+CANARY_KINDS = ("gradient", "input")
+
+
+def privacy_mechanisms() -> tuple[str, ...]:
+    """``privacy.mechanism``: every registered mechanism (a test may register one more)."""
+    return mechanism_names()
+
+
+def calibration_accountants() -> tuple[str, ...]:
+    """``factors.calibration_accountant``: every accountant a registered mechanism lists, in
+    registration order (``rdp``, ``pld``, ``prv``)."""
+    return tuple(dict.fromkeys(a for m in DP_MECHANISMS.values() for a in m.accountants))
+
+
+def ldp_mechanism_names() -> tuple[str, ...]:
+    """``data.ldp_mechanism``: the names of :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`.
+
+    Imported when called: :mod:`dpcore.ldp` loads the data layer, which imports the configs.
+    """
+    from dpcore.ldp.mechanisms import LDP_MECHANISMS
+
+    return tuple(LDP_MECHANISMS)

@@ -1,0 +1,131 @@
+"""Rules across sections: factor and recipe combinations no recipe can run, and the audit's
+canary and fault combinations (run by ``RunConfig.__post_init__`` through
+:data:`dpcore.config.specs.COMBINATION_RULES`; the recipes' privacy claims are in
+:mod:`dpcore.recipes`).
+"""
+
+from __future__ import annotations
+
+from dpcore.config.specs import RunConfig, register_rule
+from dpcore.errors import ConfigError
+from dpcore.mechanisms import dpsgd_names, get_mechanism, mechanism_names
+
+
+@register_rule
+def check_combination(config: RunConfig) -> None:
+    """(Run by ``RunConfig.__post_init__``; the recipes' claims are in :mod:`dpcore.recipes`.)
+
+    Refuse factor combinations no recipe can run (one-line ConfigError naming the field).
+
+    Raises:
+        ConfigError: microbatches with Poisson sampling or not dividing the batch; a harmonised
+            factor or an ``augment`` section under ``recipe: library`` (whose step and loop
+            are the library's own); a library recipe with a mechanism or optimizer the
+            libraries' public APIs lack. (Augmentation of a text data set is refused where the
+            data set is known: :func:`dpcore.augment.check_augment_data`.)
+    """
+    factors, privacy, train = config.factors, config.privacy, config.train
+    check_audit_combination(config)
+    k = factors.microbatch_size
+    if k > 1:
+        if privacy.sampling != "shuffle":
+            raise ConfigError(
+                f"factors.microbatch_size={k} needs privacy.sampling=shuffle: a Poisson batch "
+                "has a random size that microbatches of a fixed size cannot divide; valid: "
+                "microbatch_size 1, or sampling shuffle"
+            )
+        if train.batch_size % k:
+            raise ConfigError(
+                f"factors.microbatch_size={k} does not divide train.batch_size="
+                f"{train.batch_size}; valid: a divisor of {train.batch_size}"
+            )
+        if not get_mechanism(privacy.mechanism).microbatches:
+            raise ConfigError(
+                f"factors.microbatch_size={k} is not available with privacy.mechanism="
+                f"{privacy.mechanism}; valid: 1"
+            )
+    if config.recipe != "library":
+        return
+    model_extras = [f"model.{key}" for key in ("pretrained", "freeze")
+                    if getattr(config.model, key)]
+    if model_extras:
+        raise ConfigError(
+            f"{model_extras[0]} applies to recipe=harmonised only: recipe=library builds and "
+            "trains each library's tutorial model from its own initialisation; valid under "
+            "recipe=library: no model.pretrained, no model.freeze")
+    augment = config.augment.non_default()
+    if augment:
+        key, value = next(iter(augment.items()))
+        raise ConfigError(
+            f"augment.{key}={value!r} applies to recipe=harmonised only: recipe=library runs "
+            "each library's own tutorial loop (TF Privacy through model.fit, Opacus through "
+            "make_private's data loader), which trains on the images unchanged; valid under "
+            "recipe=library: no augment section (hflip false, crop_padding 0)"
+        )
+    changed = sorted(set(factors.non_default())
+                     - {"microbatch_size", "eval_split", "input_scaling"})
+    if changed:
+        raise ConfigError(
+            f"factors.{changed[0]} applies to recipe=harmonised only (recipe=library runs each "
+            "library's own step); valid under recipe=library: factors.microbatch_size, "
+            "factors.eval_split, factors.input_scaling"
+        )
+    if not get_mechanism(privacy.mechanism).library_recipe:
+        library = [name for name in mechanism_names() if get_mechanism(name).library_recipe]
+        raise ConfigError(
+            f"privacy.mechanism={privacy.mechanism!r} has no library recipe (TF Privacy's and "
+            "Opacus's public APIs run Gaussian DP-SGD only); valid under recipe=library: "
+            f"{', '.join(library)}"
+        )
+    if train.optimizer != "sgd":
+        raise ConfigError(
+            f"train.optimizer={train.optimizer!r} has no library recipe here; valid under "
+            "recipe=library: sgd"
+        )
+    if train.ema_decay is not None:
+        raise ConfigError(
+            f"train.ema_decay={train.ema_decay!r} is not part of either library's recipe; "
+            "valid under recipe=library: null"
+        )
+
+
+def check_audit_combination(config: RunConfig) -> None:
+    """Refuse a fault without an audit, input canaries on a text data set, and gradient
+    canaries where no shared step runs.
+
+    Raises:
+        ConfigError: ``factors.fault`` other than ``none`` without ``audit_canaries.count``;
+            gradient canaries under ``recipe: library`` (the library's own step has no canary
+            hook: use input canaries) or without DP-SGD (no clipped sum to add them to).
+    """
+    canaries, fault = config.audit_canaries, config.factors.fault
+    if fault != "none" and not canaries.active:
+        raise ConfigError(
+            f"factors.fault={fault!r} deliberately breaks DP and is for audit checks only; "
+            "valid: factors.fault=none, or an audit (audit_canaries.count > 0, "
+            "--audit-canaries M)"
+        )
+    if canaries.active and canaries.kind == "input":
+        from dpcore.data.registry import DATASETS  # lazy: the registry is data, not config
+
+        info = DATASETS.get(config.data.name)
+        if info is not None and info.task != "image":
+            raise ConfigError(
+                f"audit_canaries.kind='input' (mislabelled training images) needs an image "
+                f"data set; data.name={config.data.name!r} is {info.task}; valid there: no "
+                "audit_canaries")
+    if not canaries.active or canaries.kind != "gradient":
+        return
+    if config.recipe != "harmonised":
+        raise ConfigError(
+            f"audit_canaries.kind='gradient' needs recipe=harmonised (the canaries enter the "
+            f"shared DP step); recipe={config.recipe!r} runs the library's own step; valid "
+            "there: audit_canaries.kind=input"
+        )
+    if not config.privacy.is_dpsgd:
+        raise ConfigError(
+            f"audit_canaries.kind='gradient' needs DP-SGD (the canary gradients are added to "
+            f"the clipped sum); privacy.mechanism={config.privacy.mechanism!r}; valid: "
+            f"{', '.join(dpsgd_names())}, or audit_canaries.kind=input"
+        )
+

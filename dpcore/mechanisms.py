@@ -1,0 +1,316 @@
+"""The privacy mechanisms of a run (``privacy.mechanism``): one registered class each.
+
+Every place that treats mechanisms differently asks this registry instead of comparing the
+name: whether the step clips and noises gradients, with which norm (L2 / L1) and which noise
+sampler (the backends keep their framework code and pick it by :attr:`DpSgdMechanism.sampler`),
+the :class:`~dp_accounting.DpEvent` of one step, the calibration accountants it supports, the
+smallest noise the accountants evaluate, whether the library recipes and the libraries' own
+accountants know it, and how reports draw it (label, marker, epsilon table).
+
+Registered here: ``dpsgd-gaussian``, ``dpsgd-laplace``, ``none`` (non-private) and ``ldp`` (no
+gradient noise: the images were privatised by a :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`
+entry before training). A new DP-SGD mechanism is one subclass of :class:`DpSgdMechanism`
+passed to :func:`register_mechanism` (``docs/ARCHITECTURE.md``, "Add a DP-SGD mechanism").
+This module is a leaf: it imports neither the configs nor a framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from dp_accounting import dp_event as dpe
+
+from dpcore.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class NoiseSampler:
+    """What a backend's DP step draws: the clipping norm of each example's flat gradient and
+    the noise added once per logical batch to the clipped sum.
+
+    Attributes:
+        name: the key a backend looks its implementation up by (``StepMechanism.noise_kind``).
+        clip_norm: ``l2`` or ``l1``: the per-example norm bounded by the clip norm C (the
+            sensitivity of the sum in that norm is C).
+        description: the per-coordinate noise in words (scale = noise_multiplier * C).
+    """
+
+    name: str
+    clip_norm: str
+    description: str
+
+
+#: Noise samplers the backends implement: name -> sampler. A mechanism reusing one of them
+#: needs no backend code; a new sampler needs one implementation per backend (``tfpipe/dp.py``
+#: ``QUERIES``, ``torchpipe/dp.py`` ``OPTIMIZERS``).
+NOISE_SAMPLERS: dict[str, NoiseSampler] = {
+    "gaussian": NoiseSampler("gaussian", "l2", "N(0, (sigma C)^2) per coordinate"),
+    "laplace": NoiseSampler("laplace", "l1", "Laplace(0, sigma C) per coordinate"),
+}
+
+
+class DpSgdMechanism:
+    """One value of ``privacy.mechanism`` and everything the bench does differently for it.
+
+    Subclasses set the class attributes; the defaults describe a DP-SGD mechanism the
+    libraries do not know (harmonised recipe only, no library accountant).
+
+    Attributes:
+        name: the config's name (stored in configs, so in their hashes: never rename one).
+        cli_name: the name of ``dpcompare train --mechanism`` / ``dpcompare epsilon``.
+        aliases: further names a config file or the CLI may use for it.
+        label: how reports name it in legends.
+        sampler: the noise sampler of its step, or None when gradients are neither clipped
+            nor noised (``none``, ``ldp``).
+        privatises_images: True when the training images were privatised locally (``ldp``).
+        accountants: calibration accountants (:data:`dpcore.accounting.CALIBRATORS` names)
+            that know its event; the first is the one calibration and the spent epsilon use.
+        noise_floor: smallest non-zero noise multiplier the accountants evaluate.
+        library_recipe: True when ``recipe: library`` runs it (TF Privacy's and Opacus's
+            public APIs: Gaussian DP-SGD and the non-private step only).
+        library_accountant: True when the libraries' own accountants cross-check its epsilon.
+        microbatches: True when its step may clip microbatches (``factors.microbatch_size``).
+        marker: matplotlib marker of its curves in the privacy-utility plots.
+        epsilon_column: True when its runs are rows of the report's epsilon table.
+    """
+
+    name: ClassVar[str]
+    cli_name: ClassVar[str]
+    aliases: ClassVar[tuple[str, ...]] = ()
+    label: ClassVar[str]
+    sampler: ClassVar[NoiseSampler | None] = None
+    privatises_images: ClassVar[bool] = False
+    accountants: ClassVar[tuple[str, ...]] = ()
+    noise_floor: ClassVar[float] = 0.0
+    library_recipe: ClassVar[bool] = False
+    library_accountant: ClassVar[bool] = False
+    microbatches: ClassVar[bool] = False
+    marker: ClassVar[str] = "o"
+    epsilon_column: ClassVar[bool] = False
+
+    @property
+    def noises_gradients(self) -> bool:
+        """True for DP-SGD: each example's gradient is clipped and the sum noised."""
+        return self.sampler is not None
+
+    @property
+    def clip_norm(self) -> str | None:
+        """``l2`` / ``l1`` (the clipped per-example norm), None without clipping."""
+        return None if self.sampler is None else self.sampler.clip_norm
+
+    @property
+    def non_private(self) -> bool:
+        """True for the non-private reference: no gradient noise and no private images."""
+        return not self.noises_gradients and not self.privatises_images
+
+    @property
+    def calibration_accountant(self) -> str:
+        """The accountant calibration and the spent epsilon use by default (the first of
+        :attr:`accountants`)."""
+        if not self.accountants:
+            raise ConfigError(f"mechanism={self.name!r} cannot be calibrated; valid: "
+                              f"{', '.join(dpsgd_names())}")
+        return self.accountants[0]
+
+    def step_event(self, noise_multiplier: float) -> dpe.DpEvent:
+        """The DpEvent of one non-subsampled step at ``noise_multiplier`` (> 0): noise std or
+        scale over the clip norm, the sum's sensitivity in the clipped norm being 1."""
+        raise ConfigError(f"mechanism={self.name!r} has no DP-SGD event; valid: "
+                          f"{', '.join(dpsgd_names())}")
+
+    def training_event(self) -> dpe.DpEvent:
+        """The DpEvent of a run of a mechanism that adds no gradient noise."""
+        raise ConfigError(f"mechanism={self.name!r} noises gradients: its event depends on "
+                          "the noise, the sampling rate and the steps (dpsgd_event)")
+
+    def __repr__(self) -> str:
+        return f"<DpSgdMechanism {self.name}>"
+
+
+class GaussianDpSgd(DpSgdMechanism):
+    """DP-SGD with per-example L2 clipping and Gaussian noise (Abadi et al. 2016)."""
+
+    name = "dpsgd-gaussian"
+    cli_name = "gaussian"
+    aliases = ("dp-sgd", "dpsgd")
+    label = "dpsgd-gaussian"
+    sampler = NOISE_SAMPLERS["gaussian"]
+    #: RDP first: conservative (PLD then reports at most the target too).
+    accountants = ("rdp", "pld", "prv")
+    #: A Gaussian noise of 0.001 clip norms gives epsilon in the millions.
+    noise_floor = 1e-3
+    library_recipe = True
+    library_accountant = True
+    microbatches = True
+    marker = "o"
+    epsilon_column = True
+
+    def step_event(self, noise_multiplier: float) -> dpe.DpEvent:
+        return dpe.GaussianDpEvent(noise_multiplier)
+
+
+class LaplaceDpSgd(DpSgdMechanism):
+    """DP-SGD with per-example L1 clipping and Laplace noise. Neither library implements it;
+    dp_accounting's RDP accountant has no subsampled-Laplace bound (PLD accounts it)."""
+
+    name = "dpsgd-laplace"
+    cli_name = "laplace"
+    label = "dpsgd-laplace"
+    sampler = NOISE_SAMPLERS["laplace"]
+    accountants = ("pld",)
+    #: Laplace PLDs overflow below ~0.05 (a per-step epsilon of 20 is past any target).
+    noise_floor = 0.05
+    marker = "s"
+    epsilon_column = True
+
+    def step_event(self, noise_multiplier: float) -> dpe.DpEvent:
+        return dpe.LaplaceDpEvent(noise_multiplier)
+
+
+class NonPrivate(DpSgdMechanism):
+    """The non-private reference step: no clipping, no noise (epsilon infinite)."""
+
+    name = "none"
+    cli_name = "none"
+    aliases = ("non-private", "nonprivate")
+    label = "non-private"
+    library_recipe = True
+
+    def training_event(self) -> dpe.DpEvent:
+        return dpe.NonPrivateDpEvent()
+
+
+class LocalDp(DpSgdMechanism):
+    """No gradient noise: the images were privatised locally before training (the LDP layer
+    states their epsilon); training itself is post-processing of the privatised images."""
+
+    name = "ldp"
+    cli_name = "ldp"
+    label = "local DP"
+    privatises_images = True
+
+    def training_event(self) -> dpe.DpEvent:
+        return dpe.NoOpDpEvent()
+
+
+#: Registry: ``privacy.mechanism`` name -> its mechanism (in registration order).
+DP_MECHANISMS: dict[str, DpSgdMechanism] = {}
+
+
+def register_mechanism(cls: type[DpSgdMechanism]) -> type[DpSgdMechanism]:
+    """Register one instance of ``cls`` under ``cls.name`` (usable as a class decorator).
+
+    Raises:
+        ConfigError: the name (or its CLI name / an alias) is taken by another mechanism, or
+            its sampler is not one of :data:`NOISE_SAMPLERS`.
+    """
+    mechanism = cls()
+    taken = {n: m.name for m in DP_MECHANISMS.values() if m.name != cls.name
+             for n in (m.name, m.cli_name, *m.aliases)}
+    clash = [n for n in (cls.name, cls.cli_name, *cls.aliases) if n in taken]
+    if clash:
+        raise ConfigError(f"mechanism name {clash[0]!r} is taken by {taken[clash[0]]!r}; "
+                          "valid: a name no registered mechanism uses")
+    if cls.sampler is not None and NOISE_SAMPLERS.get(cls.sampler.name) != cls.sampler:
+        raise ConfigError(f"mechanism {cls.name!r}: sampler {cls.sampler.name!r} is not "
+                          f"registered; valid: {', '.join(NOISE_SAMPLERS)}")
+    DP_MECHANISMS[cls.name] = mechanism
+    return cls
+
+
+def unregister_mechanism(name: str) -> None:
+    """Remove ``name`` from the registry (tests registering a toy mechanism undo it so)."""
+    DP_MECHANISMS.pop(name, None)
+
+
+for _cls in (NonPrivate, GaussianDpSgd, LaplaceDpSgd, LocalDp):
+    register_mechanism(_cls)
+
+
+def mechanism_names() -> tuple[str, ...]:
+    """Every registered ``privacy.mechanism`` value."""
+    return tuple(DP_MECHANISMS)
+
+
+def dpsgd_names() -> tuple[str, ...]:
+    """The registered mechanisms that clip and noise gradients."""
+    return tuple(n for n, m in DP_MECHANISMS.items() if m.noises_gradients)
+
+
+def get_mechanism(name: str) -> DpSgdMechanism:
+    """The registered mechanism ``name``.
+
+    Raises:
+        ConfigError: ``name`` is not registered (one line listing the registered ones).
+    """
+    mechanism = find_mechanism(name)
+    if mechanism is None:
+        raise ConfigError(f"privacy.mechanism={name!r} is not known; valid: "
+                          f"{', '.join(DP_MECHANISMS)}")
+    return mechanism
+
+
+def find_mechanism(name: Any) -> DpSgdMechanism | None:
+    """The registered mechanism ``name``, or None (an unknown name, None or NaN from a
+    stored record)."""
+    return DP_MECHANISMS.get(name) if isinstance(name, str) else None
+
+
+def _declares(name: Any, attribute: str) -> bool:
+    """True when ``name`` is registered and its mechanism's ``attribute`` is true."""
+    mechanism = find_mechanism(name)
+    return mechanism is not None and bool(getattr(mechanism, attribute))
+
+
+def noises_gradients(name: Any) -> bool:
+    """True when ``name`` is a registered DP-SGD mechanism (False for anything else)."""
+    return _declares(name, "noises_gradients")
+
+
+def is_non_private(name: Any) -> bool:
+    """True when ``name`` is the registered non-private reference (``none``)."""
+    return _declares(name, "non_private")
+
+
+def privatises_images(name: Any) -> bool:
+    """True when ``name`` trains on locally privatised images (``ldp``)."""
+    return _declares(name, "privatises_images")
+
+
+def in_epsilon_table(name: Any) -> bool:
+    """True when runs of ``name`` are rows of the report's epsilon table."""
+    return _declares(name, "epsilon_column")
+
+
+def marker_of(name: Any) -> str:
+    """The plot marker of ``name`` (``o`` for an unknown one)."""
+    mechanism = find_mechanism(name)
+    return "o" if mechanism is None else mechanism.marker
+
+
+def label_of(name: Any) -> str:
+    """The legend label of ``name`` (the name itself when it is not registered)."""
+    mechanism = find_mechanism(name)
+    return str(name) if mechanism is None else mechanism.label
+
+
+def aliases() -> dict[str, str]:
+    """Names accepted on the command line and in files -> the config's name (each CLI name
+    and alias; stored configs, and so their hashes, always hold the config's name)."""
+    return {alias: m.name for m in DP_MECHANISMS.values()
+            for alias in (m.cli_name, *m.aliases) if alias != m.name}
+
+
+def cli_names(names: Iterable[str] | None = None) -> dict[str, str]:
+    """CLI name -> config name, of ``names`` (default: every registered mechanism, in
+    registration order)."""
+    chosen = [get_mechanism(n) for n in (DP_MECHANISMS if names is None else names)]
+    return {m.cli_name: m.name for m in chosen}
+
+
+
+#: The DP-SGD mechanism of a run that asks for noise without naming one (``dpcompare train
+#: --noise-multiplier`` / ``--epsilon`` alone).
+DEFAULT_DPSGD = GaussianDpSgd.name
