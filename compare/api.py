@@ -738,12 +738,8 @@ def report(out: str | Path, dest: str | Path, *, title: str = "dpcompare report"
     tidy.load_results(out)  # raises DataError naming ``out`` when it holds no runs
     _writable_folder(dest, "dest")
     command = command or f"compare.api.report({str(out)!r}, {str(dest)!r})"
-    path = write_report(Path(out), dest, ReportContext(command=command, title=title))
-    if latex:
-        from compare.latex import write_latex_tables
-
-        write_latex_tables(dest)
-    return path
+    return write_report(Path(out), dest, ReportContext(command=command, title=title),
+                        latex=latex)
 
 
 def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
@@ -765,12 +761,7 @@ def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
     read_records(report_dir)  # raises DataError naming the folder before anything is written
     target = Path(dest) if dest is not None else Path(report_dir)
     _writable_folder(target, "dest")
-    path = rebuild(report_dir, target)
-    if latex:
-        from compare.latex import write_latex_tables
-
-        write_latex_tables(target)
-    return path
+    return rebuild(report_dir, target, latex=latex)
 
 
 # --- models and data -------------------------------------------------------------------------
