@@ -18,8 +18,14 @@ Functions:
 * :func:`results`, :func:`history`, :func:`faithfulness` — tidy pandas tables of a results
   folder (columns: :mod:`compare.tidy`); :func:`report` — ``dpcompare report``;
   :func:`rebuild_report` — ``dpcompare report --records`` (a report from its committed records);
-* :func:`load_model`, :func:`predict_proba`, :func:`gradcam`, :func:`load_data`,
-  :func:`datasets` — use a stored model, its data, and list the data sets.
+* :func:`load_model`, :func:`predict_proba`, :func:`gradcam`, :func:`load_data` — use a
+  stored model and its data;
+* :func:`datasets`, :func:`dataset_rows`, :func:`download` — ``dpcompare datasets``;
+* :func:`privatise` — ``dpcompare ldp``; :func:`audit` — ``dpcompare audit``;
+  :func:`bench` — ``dpcompare bench``.
+
+The backends (``tfpipe``, ``torchpipe``) are reached only through
+:func:`dpcore.backend.load_backend`.
 
 Bad input raises :class:`~dpcore.errors.ConfigError` or :class:`~dpcore.errors.DataError`
 (both :class:`~dpcore.errors.DpCompareError`) with the one-line message the CLI prints; library
@@ -248,17 +254,13 @@ def accounting_figures(
     elif noise == 0:
         notes.append("noise multiplier 0: not private")
     elif library:
-        from tfpipe.accounting import tf_privacy_epsilon, tf_privacy_user_epsilon
-        from torchpipe.accounting import opacus_epsilons
-
-        epsilons.update(opacus_epsilons(noise, q, steps, delta))
+        user_epochs = epochs if epochs is not None else steps * batch_size / n
+        for name in ("torch", "tf"):  # each library's own accountants, via its backend
+            epsilons.update(load_backend(name).accountant_epsilons(
+                noise, q, steps, delta, n=n, batch_size=batch_size, epochs=user_epochs))
         if epsilons["opacus_prv"] is None:
             notes.append("Opacus PRV not computed: at this noise its grid would need more "
                          "than a few hundred MB (epsilon is in the thousands or more)")
-        epsilons["tf_privacy"] = tf_privacy_epsilon(q, noise, steps, delta)
-        user_epochs = epochs if epochs is not None else steps * batch_size / n
-        epsilons["tf_privacy_user"] = tf_privacy_user_epsilon(n, batch_size, noise,
-                                                              user_epochs, delta)
     calibrated = target_epsilon is not None
     return {
         "epsilon": epsilons,
@@ -331,12 +333,13 @@ def _check_backend(backend: str) -> str:
     return resolve_backend(backend, BACKENDS)
 
 
-def _writable_folder(path: str | Path, name: str) -> Path:
-    """``path`` if it can become a writable folder (nothing is created), else ConfigError."""
+def _writable_folder(path: str | Path, name: str, label: str | None = None) -> Path:
+    """``path`` if it can become a writable folder (nothing is created), else ConfigError
+    naming it as ``label`` (default ``name``) and advising ``name``."""
     from compare.cli.common import check_output_folder
 
     try:
-        return check_output_folder(path, name)
+        return check_output_folder(path, name, label)
     except DpCompareError as exc:
         raise ConfigError(str(exc)) from exc
 
@@ -398,16 +401,12 @@ def train(
         raise ConfigError(f"faithfulness_subset={faithfulness_subset!r} is not valid; valid: "
                           "an integer >= 0 (0 skips the metrics)")
     if dry_run:
-        _writable_folder(out if out is not None else DEFAULT_TRAIN_OUT, "out")
+        _writable_folder(out if out is not None else DEFAULT_TRAIN_OUT, "--out", "output folder")
         dataset = prepare_dataset(config, data_dir)
         return start_line(config, backend, dataset, check_run(config, dataset), filled)
     store = ResultsStore(out if out is not None else DEFAULT_TRAIN_OUT)
-    try:  # checked, nothing created yet (the store is created once every check passed)
-        _writable_folder(store.root, "out")
-    except ConfigError as exc:
-        why = str(exc).split(" is not writable: ", 1)[-1].split("; choose", 1)[0]
-        raise ConfigError(f"output folder {store.root} is not writable ({why}); choose a "
-                          "folder you can write to with --out") from None
+    # checked, nothing created yet (the store is created once every check passed)
+    _writable_folder(store.root, "--out", "output folder")
     dataset = prepare_dataset(config, data_dir)
     plan = check_run(config, dataset)  # fail fast on impossible settings, before the line
     store.ensure_writable()  # every check passed: now the store may be created
@@ -750,12 +749,8 @@ def report(out: str | Path, dest: str | Path, *, title: str = "dpcompare report"
     tidy.load_results(out)  # raises DataError naming ``out`` when it holds no runs
     _writable_folder(dest, "dest")
     command = command or f"compare.api.report({str(out)!r}, {str(dest)!r})"
-    path = write_report(Path(out), dest, ReportContext(command=command, title=title))
-    if latex:
-        from compare.latex import write_latex_tables
-
-        write_latex_tables(dest)
-    return path
+    return write_report(Path(out), dest, ReportContext(command=command, title=title),
+                        latex=latex)
 
 
 def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
@@ -777,12 +772,7 @@ def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
     read_records(report_dir)  # raises DataError naming the folder before anything is written
     target = Path(dest) if dest is not None else Path(report_dir)
     _writable_folder(target, "dest")
-    path = rebuild(report_dir, target)
-    if latex:
-        from compare.latex import write_latex_tables
-
-        write_latex_tables(target)
-    return path
+    return rebuild(report_dir, target, latex=latex)
 
 
 # --- models and data -------------------------------------------------------------------------
@@ -877,7 +867,7 @@ def load_data(config: RunConfig | Mapping[str, Any] | str | Path,
 
 
 def download(name: str, data_dir: str | Path | None = None, *, base_url: str | None = None,
-             progress: bool = False) -> list[Path]:
+             progress: bool = False, dry_run: bool = False) -> list[Path]:
     """Fetch a registered data set (``dpcompare datasets --download NAME``): its published
     files, MD5-verified, placed where the registry looks under the data root (created when
     it is the default one); resumable; nothing partial is ever left under a final name
@@ -888,31 +878,154 @@ def download(name: str, data_dir: str | Path | None = None, *, base_url: str | N
         data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
         base_url: a mirror serving the files by name (default ``$DPCOMPARE_DOWNLOAD_URL``).
         progress: a progress bar on a terminal.
+        dry_run: check the name and the data root; fetch nothing.
 
     Returns:
-        The placed files (or unpacked folder).
+        The placed files (or unpacked folder); with ``dry_run`` the data root alone.
 
     Raises:
         DataError: unknown name, HTTP error, broken transfer (resume by calling again),
             checksum mismatch.
     """
     from dpcore.data import resolve_data_root
+    from dpcore.data.download import DOWNLOADS
     from dpcore.data.download import download as fetch
 
-    return fetch(name, resolve_data_root(data_dir), base_url=base_url, progress=progress)
+    root = resolve_data_root(data_dir)
+    if dry_run:
+        if name not in DOWNLOADS:
+            raise DataError(f"--download {name!r} is not downloadable; valid: "
+                            f"{', '.join(DOWNLOADS)}")
+        return [root]
+    return fetch(name, root, base_url=base_url, progress=progress)
+
+
+def privatise(
+    dataset: str, mechanism: str, params: Mapping[str, Any] | None = None, *, seed: int = 0,
+    splits: Sequence[str] = ("train", "test"), delta: float | None = None,
+    image_size: int | None = None, train_limit: int | None = None,
+    test_limit: int | None = None, out: str | Path | None = None,
+    data_dir: str | Path | None = None, montage_levels: Sequence[float] = (),
+    montage_rows: int = 4, quality_images: int = 500, dry_run: bool = False,
+    names: Mapping[str, str] | None = None,
+) -> Any:
+    """A locally-private copy of a data set and what it costs (``dpcompare ldp``): every image
+    of ``splits`` perturbed once with the local-DP ``mechanism`` (``laplace``, ``gaussian``,
+    ``dp_pix``; ``params`` e.g. ``{"scale": 1.0, "clip": True}``) and saved as an npz that
+    training reuses, with a montage PNG (``montage_rows`` images at the mechanism's noise
+    level and at ``montage_levels``) and ``summary.json`` in ``out`` (default
+    ``ldp_out/<dataset>-<mechanism>-seed<seed>``).
+
+    Args:
+        delta: delta of the Gaussian (epsilon, delta) figures; default 1/N rounded down to a
+            power of ten, N = number of noised images.
+        image_size: pixels a side (default: as ``train`` loads the data set).
+        quality_images: PSNR/SSIM on at most this many images per split (seeded subset).
+        dry_run: check everything and load the data set, noise and write nothing.
+        names: how error messages spell ``seed``, ``montage_rows``, ``quality_images``,
+            ``out`` (the CLI passes its option names).
+
+    Returns:
+        The summary (epsilon per value and per image, PSNR/SSIM per split, fingerprints,
+        files, whether the cached npz was reused); with ``dry_run`` the line that says what
+        would be done.
+
+    Raises:
+        ConfigError: a bad mechanism, parameter or value. DataError: a missing data set.
+    """
+    from compare.privatise import PYTHON_NAMES, check_splits, data_spec, dry_run_line
+    from compare.privatise import privatise as run_privatise
+    from dpcore.ldp import build_mechanism
+
+    names = {**PYTHON_NAMES, **(names or {})}
+    chosen = build_mechanism(mechanism, params)
+    chosen_splits = check_splits(splits, names.get("splits", "splits"))
+    spec = data_spec(dataset, image_size, train_limit, test_limit)
+    if dry_run:
+        return dry_run_line(chosen, spec, seed=seed, splits=chosen_splits, delta=delta, out=out,
+                            data_dir=data_dir, names=names)
+    return run_privatise(chosen, spec, seed=seed, splits=chosen_splits, delta=delta, out=out,
+                         data_dir=data_dir, montage_levels=montage_levels,
+                         montage_rows=montage_rows, quality_images=quality_images, names=names)
+
+
+def audit(run_dir: str | Path, *, data_dir: str | Path | None = None, n: int | None = None,
+          seed: int = 0, dry_run: bool = False) -> Any:
+    """Membership-inference audit of a stored run (``dpcompare audit``): the model rebuilt from
+    its checkpoint by the backend that trained it, attacked on ``n`` training examples
+    (members) and ``n`` held-out ones (default: the smaller set's size; seeded subsets), the
+    held-out advantage's interval compared with the bound its (epsilon, delta) allows; stored
+    as the ``audit`` entry of ``run_dir/result.json`` (see :mod:`compare.audit_run`).
+
+    Returns:
+        The audit (attacks' AUC and advantage, held-out advantage and interval, bound,
+        ``suspected_privacy_bug``); with ``dry_run`` (the run, checkpoint and data checked,
+        nothing attacked or written) the line that says what would be done.
+
+    Raises:
+        DpCompareError: no readable record, a run not finished, no checkpoint.
+        DataError: the rebuilt data set is not the one the run trained on.
+    """
+    from compare.audit_run import audit_run, dry_run_line
+
+    if dry_run:
+        return dry_run_line(run_dir, data_dir, n, seed)
+    return audit_run(run_dir, data_dir, n=n, seed=seed)
+
+
+def bench(out: str | Path, *, quick: bool = False, cases: Sequence[str] | None = None,
+          sweep: bool = True, data_dir: str | Path | None = None, log: Log | None = None,
+          command: str = "compare.api.bench") -> tuple[dict[str, Any], Path]:
+    """Time DP and non-private training in both frameworks (``dpcompare bench``): steady-state
+    speed and peak memory of every DP tier of TF Privacy and Opacus, their ratios against the
+    targets, and a batch-size sweep of the fast engines (:mod:`benchmarks.bench`); writes
+    ``out/report.md``, ``out/results.json`` and ``out/sweep.png``.
+
+    Args:
+        quick: few steps, cnn4 at batch 256, a 2-point sweep.
+        cases: run only these cases (default: all of the mode's); an unknown name fails
+            before anything runs.
+        sweep: run the batch-size sweep.
+        log: called with each progress line.
+        command: the command the report's header names.
+
+    Returns:
+        (every figure as one JSON-ready dict, the path of ``report.md``).
+    """
+    from benchmarks.bench import run_benchmark, select_cases
+    from benchmarks.render import write_report
+
+    names = list(cases) if cases else None
+    select_cases(quick, names)  # an unknown case name fails before anything runs
+    figures = run_benchmark(quick=quick, data_dir=None if data_dir is None else str(data_dir),
+                            case_names=names, sweep=sweep, log=log or (lambda _msg: None))
+    return figures, write_report(figures, out, command)
+
+
+def dataset_rows(data_dir: str | Path | None = None) -> list[dict[str, Any]]:
+    """The registered data sets (``dpcompare datasets``), one dict each: ``name``, ``task``,
+    ``classes``, ``train``/``test`` sizes and whether they are read from the files or the
+    documented ones (``sizes``), ``status`` (``built in``, ``found``, ``missing``,
+    ``unreadable``), ``found_at``, ``how_to_get`` or ``error``.
+
+    Raises:
+        DataError: ``data_dir`` (or ``$DPCOMPARE_DATA_DIR``) does not exist.
+    """
+    from dpcore.data import dataset_table, resolve_data_root
+
+    resolve_data_root(data_dir)
+    return dataset_table(data_dir)
 
 
 def datasets(data_dir: str | Path | None = None) -> pd.DataFrame:
     """The registered data sets (``dpcompare datasets``): one row each with ``name``,
     ``task``, ``classes``, ``train``/``test`` sizes, ``status`` (``built in``, ``found``,
-    ``missing``, ``unreadable``), ``found_at`` or ``how_to_get``.
+    ``missing``, ``unreadable``), ``found_at`` or ``how_to_get`` (:func:`dataset_rows` as a
+    table).
 
     Raises:
         DataError: ``data_dir`` (or ``$DPCOMPARE_DATA_DIR``) does not exist.
     """
     import pandas as pd
 
-    from dpcore.data import dataset_table, resolve_data_root
-
-    resolve_data_root(data_dir)
-    return pd.DataFrame(dataset_table(data_dir))
+    return pd.DataFrame(dataset_rows(data_dir))

@@ -12,8 +12,9 @@ except the two derived columns named below. Column names are stable:
 * privacy as accounted (``RunResult.privacy``): ``noise_multiplier`` (the one used, calibrated
   or not), ``delta``, ``steps``, ``sampling_rate``... and the epsilons: ``epsilon_rdp``,
   ``epsilon_pld`` (shared accountant, dp_accounting), ``epsilon_<name>`` for each library
-  accountant (``epsilon_opacus_rdp``, ``epsilon_opacus_prv``, ``epsilon_tf_privacy``; NaN
-  where the library has none), and ``epsilon`` (derived: the central DP-SGD epsilon the
+  accountant (``epsilon_opacus_rdp``, ``epsilon_opacus_prv``, ``epsilon_tf_privacy``, also
+  found under the longer key a library recipe records: :func:`library_accountant_epsilon`;
+  NaN where the library has none), and ``epsilon`` (derived: the central DP-SGD epsilon the
   reports plot, RDP else PLD; ``inf`` for non-private and local-DP runs);
 * every scalar metric under its own name (``accuracy``, ``auc``, ``loss``...), nested ones
   dotted (``gaps.accuracy``, ``per_group.worst_group``); list-valued metrics (per class,
@@ -32,9 +33,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from compare.grid import in_axis_order, setting_label
+from dpcore.as_run import as_run_privacy
 from dpcore.errors import DataError
 from dpcore.mechanisms import is_non_private, privatises_images
 from dpcore.results import RESULT_FILE, ResultsStore, RunResult
@@ -76,16 +79,6 @@ def flatten(mapping: Mapping[str, Any] | None, prefix: str = "") -> dict[str, An
     return out
 
 
-def as_run_privacy(privacy: Mapping[str, Any]) -> dict[str, Any]:
-    """A run's privacy figures for the steps that ran: ``steps``, ``sampling_rate``,
-    ``epsilon_rdp`` and ``epsilon_pld`` from ``privacy.as_run`` where the run recorded it (a
-    library recipe, whose own loader decides the steps and the rate), else the planned ones
-    (the harmonised recipe runs exactly the planned steps)."""
-    as_run = privacy.get("as_run") or {}
-    return {key: as_run.get(key, privacy.get(key))
-            for key in ("steps", "sampling_rate", "epsilon_rdp", "epsilon_pld")}
-
-
 def central_epsilon(result: RunResult) -> float:
     """The epsilon plotted for a run: the shared accountant's DP-SGD epsilon of the steps that
     ran (:func:`as_run_privacy`), RDP (PLD where RDP has no bound); ``inf`` for runs trained
@@ -102,11 +95,26 @@ def central_epsilon(result: RunResult) -> float:
 
 
 def mean_epoch_seconds(timing: Mapping[str, Any]) -> float:
-    """Mean seconds per epoch, without the first (compile/trace) epoch when there are more."""
+    """Mean seconds per epoch, without the first (compile/trace) epoch when there are more;
+    NaN without epoch times. (numpy's mean: the reports' figures, byte for byte.)"""
     seconds = [float(s) for s in timing.get("epoch_seconds") or [] if s is not None]
     if len(seconds) > 1:
         seconds = seconds[1:]
-    return sum(seconds) / len(seconds) if seconds else math.nan
+    return float(np.mean(seconds)) if seconds else math.nan
+
+
+def library_accountant_epsilon(library: Mapping[str, Any], name: str) -> float | None:
+    """A library accountant's epsilon ``name`` (one of :data:`LIBRARY_EPSILONS`) from a
+    RunResult's ``privacy.library_epsilon``: the key itself (harmonised runs) or a key that
+    names it with the API that computed it (``recipe: library`` runs, e.g.
+    ``tf_privacy_compute_dp_sgd_privacy``, ``opacus_prv (PrivacyEngine.accountant)``); None
+    where the run has none."""
+    if name in library:
+        return library[name]
+    for key, value in library.items():
+        if key.startswith((f"{name}_", f"{name} ")):
+            return value
+    return None
 
 
 def identity(result: RunResult) -> dict[str, Any]:
@@ -139,7 +147,7 @@ def result_row(result: RunResult) -> dict[str, Any]:
     row["epsilon_rdp"] = privacy.get("epsilon_rdp")
     row["epsilon_pld"] = privacy.get("epsilon_pld")
     for name in sorted(set(LIBRARY_EPSILONS) | set(library)):
-        row[f"epsilon_{name}"] = library.get(name)
+        row[f"epsilon_{name}"] = library_accountant_epsilon(library, name)
     _put(row, flatten({k: v for k, v in privacy.items() if k not in _PRIVACY_SKIPPED}),
          "accounting")
     _put(row, flatten(result.metrics), "metrics")

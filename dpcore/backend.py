@@ -84,6 +84,13 @@ class Backend(Protocol):
     def library_epsilon(self, plan: PrivacyPlan) -> dict[str, float | None]:
         """The library's own epsilon(s) of ``plan``."""
 
+    def accountant_epsilons(self, noise_multiplier: float, sampling_rate: float, steps: int,
+                            delta: float, *, n: int, batch_size: int, epochs: float
+                            ) -> dict[str, float | None]:
+        """The library's own epsilon(s) of one Gaussian DP-SGD setting as ``dpcompare
+        epsilon`` shows them, keyed as in its output (``opacus_rdp``, ``opacus_prv``;
+        ``tf_privacy``, ``tf_privacy_user``); None where a library cannot compute one."""
+
     def unsupported_fast_layers(self, model: Any) -> list[str]:
         """Trainable layers of ``model`` the fast engine has no rule for (empty: all)."""
 

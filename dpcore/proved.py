@@ -43,6 +43,7 @@ from typing import Any
 from dp_accounting import dp_event as dpe
 
 from dpcore.accounting import epsilon_pld, epsilon_rdp
+from dpcore.as_run import as_run_privacy
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import (
     dpsgd_names,
@@ -237,10 +238,10 @@ def step_facts(config: Mapping[str, Any], backend: str, privacy: Mapping[str, An
     recipe = str(config.get("recipe", "harmonised"))
     factors = {k: v for k, v in (config.get("factors") or {}).items() if k != "fault"}
     eff = effective_factors(recipe, backend, sampling, factors)
-    as_run = privacy.get("as_run") or {}
-    steps = as_run.get("steps") or privacy.get("steps_completed") or privacy.get("steps") or 0
-    rate = float(as_run.get("sampling_rate") or privacy.get("sampling_rate") or 1.0)
-    per_epoch = as_run.get("steps_per_epoch")
+    ran = as_run_privacy(privacy)  # the steps that ran (one rule: dpcore.as_run)
+    steps = ran["steps"] or 0
+    rate = float(ran["sampling_rate"] or 1.0)
+    per_epoch = ran["steps_per_epoch"]
     if per_epoch is None:
         n, b = privacy.get("n_examples"), privacy.get("expected_batch_size")
         per_epoch = math.ceil(n / b) if n and b else max(1, round(1 / rate))

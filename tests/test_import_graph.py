@@ -1,6 +1,7 @@
 """The packages' import graph: no cycle, no private name imported across packages, and the
 layering of docs/ARCHITECTURE.md (dpcore imports neither a backend nor compare; a backend does
-not import the other backend nor compare).
+not import the other backend nor compare; compare imports no backend: it loads one by name
+with :func:`dpcore.backend.load_backend`, the one dynamic import of a backend).
 
 The graph is read from the source with ``ast`` (nothing is imported), over every import
 statement, including the lazy ones inside functions: a lazy import hides a cycle from Python's
@@ -22,7 +23,9 @@ ALLOWED: dict[str, set[str]] = {
     "dpcore": set(),
     "tfpipe": {"dpcore"},
     "torchpipe": {"dpcore"},
-    "compare": {"dpcore", "tfpipe", "torchpipe", "benchmarks"},  # `dpcompare bench` runs them
+    # compare reaches a backend only through dpcore.backend.load_backend (a dynamic import,
+    # checked below); `dpcompare bench` runs the benchmarks, which time the backends' parts
+    "compare": {"dpcore", "benchmarks"},
     "benchmarks": {"dpcore", "tfpipe", "torchpipe"},
 }
 
@@ -163,3 +166,63 @@ def test_dependencies_point_one_way(package: str) -> None:
         if target.split(".")[0] not in ALLOWED[package] | {package}
     )
     assert not wrong, f"{package} imports what it must not:\n" + "\n".join(wrong)
+
+
+#: Where the bench's code may import a module by a computed name (``importlib.import_module``
+#: or ``__import__``), as (file, enclosing function): the backend by its name (the only
+#: mapping from a backend name to a package), a data loader of dpcore's own package, and the
+#: CLI's sub-command modules (names listed in SUBCOMMAND_MODULES, checked below).
+DYNAMIC_IMPORTS: set[tuple[str, str]] = {
+    ("dpcore/backend.py", "load_backend"),
+    ("dpcore/data/loaders/__init__.py", "get_loader"),
+    ("compare/cli/main.py", "build_parser"),
+}
+
+
+def dynamic_imports(path: Path) -> Iterator[tuple[str, int]]:
+    """(innermost enclosing function, line) of every call of ``importlib.import_module``,
+    ``import_module`` or ``__import__`` in the file ("" at module level)."""
+
+    def visit(node: ast.AST, owner: str) -> Iterator[tuple[str, int]]:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            owner = node.name
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("import_module", "__import__"):
+                yield owner, node.lineno
+        for child in ast.iter_child_nodes(node):
+            yield from visit(child, owner)
+
+    yield from visit(ast.parse(path.read_text(encoding="utf-8"), str(path)), "")
+
+
+def test_dynamic_imports_are_only_the_declared_ones() -> None:
+    found = {(path.relative_to(REPO).as_posix(), owner): line
+             for path in module_files().values() for owner, line in dynamic_imports(path)}
+    unexpected = sorted(f"{file}:{line} ({owner or 'module level'})"
+                        for (file, owner), line in found.items()
+                        if (file, owner) not in DYNAMIC_IMPORTS)
+    assert not unexpected, "dynamic imports besides the declared ones:\n" + "\n".join(unexpected)
+    assert set(found) == DYNAMIC_IMPORTS  # every declared one still exists
+
+
+def test_the_cli_imports_only_its_own_subcommand_modules() -> None:
+    from compare.cli.main import SUBCOMMAND_MODULES
+
+    assert all(m.startswith("compare.cli.") for m in SUBCOMMAND_MODULES), SUBCOMMAND_MODULES
+
+
+def test_the_layering_test_sees_a_backend_import_in_compare(tmp_path: Path) -> None:
+    """A compare module importing a backend, lazily inside a function, is an edge that the
+    layering forbids (the graph is read from import statements, not from string literals)."""
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "tfpipe").mkdir()
+    (tmp_path / "compare" / "__init__.py").write_text("")
+    (tmp_path / "tfpipe" / "__init__.py").write_text("")
+    (tmp_path / "tfpipe" / "accounting.py").write_text("X = 1\n")
+    (tmp_path / "compare" / "api.py").write_text(
+        "def f():\n    from tfpipe.accounting import X\n    return X\n")
+    graph = import_graph(module_files(tmp_path))
+    assert graph["compare.api"] == {"tfpipe.accounting"}
+    assert "tfpipe" not in ALLOWED["compare"] and "torchpipe" not in ALLOWED["compare"]

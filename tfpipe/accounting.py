@@ -54,3 +54,16 @@ def tf_privacy_user_epsilon(
     finally:
         absl_logging.set_verbosity(previous)
     return float(epsilon)
+
+
+def accountant_epsilons(
+    noise_multiplier: float, sampling_rate: float, steps: int, delta: float, *, n: int,
+    batch_size: int, epochs: float,
+) -> dict[str, float | None]:
+    """TF Privacy's figures of one DP-SGD setting as ``dpcompare epsilon`` shows them:
+    ``tf_privacy`` (:func:`tf_privacy_epsilon`, exactly ``steps`` steps at ``sampling_rate``)
+    and ``tf_privacy_user`` (:func:`tf_privacy_user_epsilon`, called with ``n``,
+    ``batch_size`` and ``epochs`` as its users call it)."""
+    return {"tf_privacy": tf_privacy_epsilon(sampling_rate, noise_multiplier, steps, delta),
+            "tf_privacy_user": tf_privacy_user_epsilon(n, batch_size, noise_multiplier, epochs,
+                                                       delta)}

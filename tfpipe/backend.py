@@ -13,6 +13,7 @@ from typing import Any
 from dpcore.backend import EngineFactory
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.trainloop import StepEngine, StepMechanism
+from tfpipe.accounting import accountant_epsilons
 from tfpipe.engine import TfStepEngine
 from tfpipe.explain import gradcam
 from tfpipe.models import build_model, get_weights, set_weights
@@ -41,6 +42,7 @@ def unsupported_fast_layers(model: Any) -> list[str]:
     return unsupported_layers(model)
 
 
-__all__ = ["ENGINES", "NAME", "build_model", "get_weights", "gradcam", "library_epsilon",
+__all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "get_weights", "gradcam",
+           "library_epsilon",
            "load_checkpoint", "predict_proba", "save_checkpoint", "set_weights", "train",
            "unsupported_fast_layers"]

@@ -137,3 +137,15 @@ def prv_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, 
 
 
 register_calibrator("prv", prv_calibrator)
+
+
+def accountant_epsilons(
+    noise_multiplier: float, sampling_rate: float, steps: int, delta: float, *, n: int,
+    batch_size: int, epochs: float,
+) -> dict[str, float | None]:
+    """Opacus's figures of one DP-SGD setting as ``dpcompare epsilon`` shows them
+    (:func:`opacus_epsilons`: ``opacus_rdp`` and ``opacus_prv``); ``n``, ``batch_size`` and
+    ``epochs`` are not used (the backend contract's signature: TF Privacy's user-facing call
+    needs them)."""
+    del n, batch_size, epochs
+    return dict(opacus_epsilons(noise_multiplier, sampling_rate, steps, delta))

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dpcore.backend import EngineFactory
+from torchpipe.accounting import accountant_epsilons
 from torchpipe.engine import TorchStepEngine
 from torchpipe.explain import gradcam
 from torchpipe.fast import FastTorchStepEngine, unsupported_layers
@@ -31,6 +32,7 @@ def unsupported_fast_layers(model: Any) -> list[str]:
     return unsupported_layers(model)
 
 
-__all__ = ["ENGINES", "NAME", "build_model", "get_weights", "gradcam", "library_epsilon",
+__all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "get_weights", "gradcam",
+           "library_epsilon",
            "load_checkpoint", "predict_proba", "save_checkpoint", "set_weights", "train",
            "unsupported_fast_layers"]

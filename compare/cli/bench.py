@@ -67,8 +67,8 @@ def command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.bench import run_benchmark, select_cases
-    from benchmarks.render import text_summary, write_report
+    from benchmarks.render import text_summary
+    from compare import api
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
@@ -76,10 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         args.out = default_out(args)
     names = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else None
-    select_cases(args.quick, names)  # an unknown case name fails before anything runs
-    results = run_benchmark(quick=args.quick, data_dir=args.data_dir, case_names=names,
-                            sweep=not args.no_sweep, log=log)
-    path = write_report(results, args.out, command(args))
+    results, path = api.bench(args.out, quick=args.quick, cases=names, sweep=not args.no_sweep,
+                              data_dir=args.data_dir, log=log, command=command(args))
     if args.json:
         print_json(results)
     else:

@@ -6,7 +6,6 @@ import argparse
 from typing import Any
 
 from compare.cli.common import add_data_dir_option, print_json
-from dpcore.errors import DataError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -38,34 +37,30 @@ def add_parser(subparsers: Any) -> None:
 
 def dry_run(args: argparse.Namespace) -> int:
     """``--dry-run``: the data root checked; nothing is opened or decoded."""
+    from compare import api
     from dpcore.data import resolve_data_root
     from dpcore.data.registry import DATASETS
 
-    root = resolve_data_root(args.data_dir)
     if getattr(args, "download", None):
-        from dpcore.data.download import DOWNLOADS
-
-        if args.download not in DOWNLOADS:
-            raise DataError(f"--download {args.download!r} is not downloadable; valid: "
-                            f"{', '.join(DOWNLOADS)}")
+        root = api.download(args.download, args.data_dir, dry_run=True)[0]
         print(f"dry run: would download {args.download} into {root}; nothing fetched")
         return 0
+    root = resolve_data_root(args.data_dir)
     print(f"dry run: would list {len(DATASETS)} registered data sets, looking under {root}")
     return 0
 
 
 def run(args: argparse.Namespace) -> int:
     """Print the data set table, or download one; returns 0 (errors raise DataError)."""
-    from dpcore.data import dataset_table, resolve_data_root
+    from compare import api
+    from dpcore.data import resolve_data_root
 
-    root = resolve_data_root(args.data_dir)
     if args.download:
-        from dpcore.data.download import download
-
-        for path in download(args.download, root, base_url=args.download_url):
+        for path in api.download(args.download, args.data_dir, base_url=args.download_url):
             print(f"{args.download}: {path}")
         return 0
-    rows = dataset_table(args.data_dir)
+    root = resolve_data_root(args.data_dir)
+    rows = api.dataset_rows(args.data_dir)
     if args.json:
         print_json({"data_root": str(root), "datasets": rows})
         return 0

@@ -10,23 +10,11 @@ writes a montage PNG of a few images at one or several noise levels.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from compare.cli.common import add_data_dir_option, check_output_folder, print_json
-from dpcore.config import DataSpec, default_delta
+from compare.cli.common import add_data_dir_option, print_json
 from dpcore.errors import ConfigError
-from dpcore.ldp import (
-    LDP_MECHANISMS,
-    SPLITS,
-    LdpMechanism,
-    build_mechanism,
-    cache_path_for,
-    privatize_dataset,
-)
-from dpcore.ldp.cache import safe_name
+from dpcore.ldp import LDP_MECHANISMS, SPLITS
 
 #: Which command-line option sets which mechanism parameter.
 _OPTION_PARAMS: dict[str, tuple[str, str]] = {
@@ -92,8 +80,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def mechanism_from_args(args: argparse.Namespace) -> LdpMechanism:
-    """The mechanism the options describe; options of another mechanism are an error."""
+#: How the options name the values :func:`compare.api.privatise` checks.
+_OPTION_NAMES: dict[str, str] = {"seed": "--seed", "montage_rows": "--montage-rows",
+                                 "quality_images": "--quality-images", "out": "--out",
+                                 "splits": "--splits"}
+
+
+def mechanism_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The mechanism parameters the options give; options of another mechanism are an
+    error."""
     params: dict[str, Any] = {}
     for key, (option, owner) in _OPTION_PARAMS.items():
         value = getattr(args, key)
@@ -104,7 +99,7 @@ def mechanism_from_args(args: argparse.Namespace) -> LdpMechanism:
                               f"not {args.mechanism}")
         params[key] = value
     params["clip"] = bool(args.clip)
-    return build_mechanism(args.mechanism, params)
+    return params
 
 
 def _parse_splits(text: str) -> tuple[str, ...]:
@@ -130,136 +125,30 @@ def _parse_levels(text: str | None, option: str) -> list[float]:
     return levels
 
 
-def data_spec(args: argparse.Namespace) -> DataSpec:
-    """The data spec of the options: the image size of ``--image-size``, else the one ``train``
-    uses for this data set (:data:`dpcore.defaults.DATA_DEFAULTS`: digits at 16x16), so that
-    ``ldp`` and ``train`` state the same epsilon per image for the same images."""
-    from dpcore.defaults import fill_defaults
+def _privatise(args: argparse.Namespace, *, dry_run: bool) -> Any:
+    """:func:`compare.api.privatise` of the options."""
+    from compare import api
 
-    size = args.image_size
-    if size is None:
-        size = fill_defaults({"data": {"name": args.dataset}})[0]["data"].get("image_size")
-    return DataSpec(name=args.dataset, image_size=size, train_limit=args.train_limit,
-                    test_limit=args.test_limit)
+    params = mechanism_params(args)
+    splits = _parse_splits(args.splits)
+    levels = [] if dry_run else _parse_levels(args.montage_scales, "--montage-scales")
+    return api.privatise(
+        args.dataset, args.mechanism, params, seed=args.seed, splits=splits, delta=args.delta,
+        image_size=args.image_size, train_limit=args.train_limit, test_limit=args.test_limit,
+        out=args.out, data_dir=args.data_dir, montage_levels=levels,
+        montage_rows=args.montage_rows, quality_images=args.quality_images, dry_run=dry_run,
+        names=_OPTION_NAMES)
 
 
 def dry_run(args: argparse.Namespace) -> int:
     """``--dry-run``: the mechanism, options, output folder and data set checked (the data set
     loaded); nothing noised or written."""
-    from dpcore.data import load_dataset, resolve_data_root
-
-    mechanism = mechanism_from_args(args)
-    splits = _parse_splits(args.splits)
-    if args.out:
-        check_output_folder(args.out, "--out")
-    ds = load_dataset(data_spec(args), resolve_data_root(args.data_dir))
-    epsilons = mechanism.epsilons(ds.input_shape, args.delta if args.delta is not None
-                                  else default_delta(len(ds.x_train)))
-    per_image = (epsilons.get("per_image") or {}).get("epsilon")
-    print(f"dry run: would privatise {ds.name} ({'x'.join(map(str, ds.input_shape))}; "
-          f"splits {', '.join(splits)}) with {mechanism.label()}, seed {args.seed}: epsilon "
-          f"per image {per_image:.6g}; nothing noised or written")
+    print(_privatise(args, dry_run=True))
     return 0
 
 
-def compute(args: argparse.Namespace) -> dict[str, Any]:
-    """Privatise the data set, write the files and return the figures ``run`` prints."""
-    from dpcore.data import as_float01, load_dataset, resolve_data_root
-    from dpcore.ldp.montage import column_header, level_columns, save_montage
-    from dpcore.ldp.quality import image_quality
-
-    mechanism = mechanism_from_args(args)
-    splits = _parse_splits(args.splits)
-    if args.seed < 0:
-        raise ConfigError(f"--seed={args.seed} is not valid; valid: an integer >= 0")
-    if args.montage_rows < 0:
-        raise ConfigError(f"--montage-rows={args.montage_rows} is not valid; valid: >= 0")
-    if args.quality_images < 1:
-        raise ConfigError(f"--quality-images={args.quality_images} is not valid; valid: >= 1")
-    # Validate every montage level before any work is done.
-    extra_levels = [lvl for lvl in _parse_levels(args.montage_scales, "--montage-scales")
-                    if mechanism.with_noise_level(lvl).noise_level() != mechanism.noise_level()]
-
-    if args.out:
-        check_output_folder(args.out, "--out")
-    ds = load_dataset(data_spec(args), resolve_data_root(args.data_dir))
-    out_dir = Path(args.out) if args.out else (
-        Path("ldp_out") / f"{safe_name(ds.name)}-{mechanism.label()}-seed{args.seed}")
-    check_output_folder(out_dir, "--out")
-    npz_path = cache_path_for(ds, mechanism, args.seed, out_dir, splits)
-    before = _file_identity(npz_path)
-    private = privatize_dataset(ds, mechanism, args.seed, out_dir, splits=splits)
-    record = private.ldp
-    assert record is not None  # privatize_dataset always attaches its record
-    # Reused iff the same file (inode, mtime) is still there: a rebuilt one was os.replace'd.
-    reused = before is not None and before == _file_identity(npz_path)
-
-    n_noised = sum(len(getattr(ds, f"x_{s}")) for s in splits)
-    delta = args.delta if args.delta is not None else default_delta(n_noised)
-    epsilons = mechanism.epsilons(ds.input_shape, delta)
-
-    quality = {}
-    for split in splits:
-        quality[split] = image_quality(
-            as_float01(getattr(ds, f"x_{split}")), getattr(private, f"x_{split}"),
-            max_images=args.quality_images, seed=args.seed,
-        )
-
-    montage_path = None
-    if args.montage_rows > 0:
-        split = splits[0]
-        originals = as_float01(getattr(ds, f"x_{split}"))
-        n_rows = min(args.montage_rows, len(originals))
-        rows = np.sort(np.random.default_rng(args.seed).choice(
-            len(originals), size=n_rows, replace=False))
-        columns = [(column_header(mechanism), getattr(private, f"x_{split}")[rows])]
-        columns += level_columns(originals[rows], rows, split, mechanism, args.seed,
-                                 extra_levels)
-        montage_path = save_montage(
-            out_dir / "montage.png", originals[rows], columns,
-            title=f"{ds.name} ({split}), {mechanism.label()}, seed {args.seed}",
-        )
-
-    result: dict[str, Any] = {
-        "dataset": ds.name,
-        "n_images": {"train": int(len(ds.x_train)), "test": int(len(ds.x_test))},
-        "image_shape": list(ds.input_shape),
-        "source_fingerprint": record.source_fingerprint,
-        "privatised_fingerprint": record.privatised_fingerprint,
-        "mechanism": mechanism.name,
-        "params": mechanism.params(),
-        "seed": int(args.seed),
-        "splits": list(splits),
-        "epsilon": epsilons,
-        "quality": quality,
-        "montage_levels": [mechanism.noise_level(), *extra_levels] if montage_path else [],
-        "files": {
-            "npz": str(npz_path),
-            "montage": None if montage_path is None else str(montage_path),
-            "summary": str(out_dir / "summary.json"),
-        },
-        "reused_cache": bool(reused),
-    }
-    _write_summary(out_dir / "summary.json", result)
-    return result
-
-
-def _file_identity(path: Path) -> tuple[int, int] | None:
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        return None
-    return stat.st_ino, stat.st_mtime_ns
-
-
-def _write_summary(path: Path, result: dict[str, Any]) -> None:
-    from dpcore.io import atomic_write_json
-
-    atomic_write_json(path, result)
-
-
 def run(args: argparse.Namespace) -> int:
-    result = compute(args)
+    result = _privatise(args, dry_run=False)
     if args.json:
         print_json(result)
         return 0

@@ -48,7 +48,13 @@ from scipy import stats
 from compare.grid import setting_label
 from compare.reporting.collapse import collapse_reason
 from compare.reporting.published import METRICS, find_row, paper_table
-from compare.reporting.stats import CONFIDENCE, Interval, bootstrap_interval, mean_interval
+from compare.reporting.stats import (
+    CONFIDENCE,
+    Interval,
+    bootstrap_interval,
+    contrast_interval,
+    mean_interval,
+)
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import noises_gradients
 from dpcore.recipes import FACTOR_NAMES, LIBRARY_SAMPLING, effective_factors
@@ -337,39 +343,6 @@ def difference(a: Mapping[int, float], b: Mapping[int, float], *, pair: bool = T
     return Interval(mean, float(ci.low), float(ci.high), n), False, None
 
 
-def contrast_interval(parts: Sequence[tuple[float, Mapping[int, float]]]) -> Interval:
-    """``sum(coef * mean(group))`` over independent groups, with its 95% Welch-Satterthwaite
-    t interval (for two groups ``+a, -b`` this is Welch's interval of ``a - b``).
-
-    A group given twice (the same mapping object) has its coefficients added first, so a
-    baseline that two effects subtract counts once with coefficient -2.
-    (Hand-written: scipy offers Welch's interval for two groups, not for a contrast of
-    several.)
-
-    Returns:
-        The interval; NaN bounds when some group has fewer than 2 values; ``n`` is the smallest
-        group size.
-    """
-    merged: dict[int, list[Any]] = {}
-    for coef, values in parts:
-        merged.setdefault(id(values), [0.0, values])[0] += coef
-    terms = [(float(c), np.asarray(list(v.values()), float)) for c, v in merged.values()
-             if abs(c) > 1e-12]
-    if not terms or any(x.size == 0 for _, x in terms):
-        return Interval(math.nan, math.nan, math.nan, 0)
-    mean = float(sum(c * x.mean() for c, x in terms))
-    n = int(min(x.size for _, x in terms))
-    if n < 2:
-        return Interval(mean, math.nan, math.nan, n)
-    shares = [c * c * x.var(ddof=1) / x.size for c, x in terms]
-    se2 = float(sum(shares))
-    if se2 == 0.0:
-        return Interval(mean, mean, mean, n)
-    dof = se2 ** 2 / sum(s * s / (x.size - 1) for s, (_, x) in zip(shares, terms, strict=True))
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof) * math.sqrt(se2))
-    return Interval(mean, mean - half, mean + half, n)
-
-
 def changed_factors(run: Mapping[str, Any], base: Mapping[str, Any]) -> list[str]:
     """Names of the factors whose values differ, in :data:`FACTOR_NAMES` order."""
     return [f for f in FACTOR_NAMES if run.get(f) != base.get(f)]
@@ -620,6 +593,6 @@ def published_gaps(published: Sequence[Mapping[str, Any]], configs: Sequence[Con
 
 __all__ = ["REACH_TOLERANCE", "Attribution", "AttributionError", "CandidatePair",
            "Configuration", "Effect", "PublishedGap", "Target", "attribute", "candidates",
-           "changed_factors", "configurations", "contrast_interval", "describe_change",
+           "changed_factors", "configurations", "describe_change",
            "difference", "direction", "harmonised_defaults", "has_recipe_axis", "proved_of",
            "published_gaps", "run_factors", "shares_batches_and_init", "targets"]

@@ -33,6 +33,8 @@ from compare.reporting.attribution import (
     has_recipe_axis,
 )
 from compare.reporting.attribution_text import conclusion
+from compare.reporting.claims_section import claims_section
+from compare.reporting.section import ReportData, SectionOutput, saved_figure, section
 from compare.reporting.stats import CONFIDENCE
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.io import atomic_path
@@ -149,11 +151,12 @@ def plot_effects(a: Attribution, path: Path) -> bool:
     return True
 
 
-def attribution_section(results: Sequence[RunResult], published: Sequence[Mapping[str, Any]],
-                        out: Path) -> list[str]:
-    """Markdown lines of "Gap attribution" (empty when the runs have no recipe/factor axis)."""
+def attribution_section(results: Sequence[RunResult], published: Sequence[Mapping[str, Any]]
+                        ) -> SectionOutput:
+    """"Gap attribution": its lines, ``attribution.csv``, ``attribution_effects.csv`` and
+    ``attribution.png`` (empty when the runs have no recipe/factor axis)."""
     if not has_recipe_axis(results):
-        return []
+        return SectionOutput()
     lines = ["## Gap attribution: which difference between the stock recipes matters", "",
              "Each library run as its tutorials run it (`recipe: library`), the harmonised "
              "recipe, and the harmonised recipe with factors changed toward one library's "
@@ -163,11 +166,10 @@ def attribution_section(results: Sequence[RunResult], published: Sequence[Mappin
     try:
         a = attribute(configurations(results), published)
     except AttributionError as exc:
-        return lines + [f"**Not computed:** {exc}.", ""]
+        return SectionOutput([*lines, f"**Not computed:** {exc}.", ""])
     table, reasons = configuration_table(a)
-    table.to_csv(out / "attribution.csv", index=False)
     effects = effects_table(a)
-    effects.to_csv(out / "attribution_effects.csv", index=False)
+    tables = {"attribution.csv": table, "attribution_effects.csv": effects}
     lines += ["Configurations (accuracy in %, mean and 95% percentile bootstrap interval over "
               "seeds; epsilon: the shared accountant on the sampling rate and steps that ran, "
               "beside the library's own accountant where the run recorded it):", "",
@@ -175,7 +177,10 @@ def attribution_section(results: Sequence[RunResult], published: Sequence[Mappin
     if reasons:
         lines += [f"Why a setting is \"{CLAIMED_NOT_PROVED}\" (its epsilon is reported, not "
                   "refused):", "", *[f"{n}. {r}" for n, r in enumerate(reasons, 1)], ""]
-    if plot_effects(a, out / "attribution.png"):
+    fig = effects_figure(a)
+    # its digest was never recorded (records/figures.json stays as committed reports have it)
+    figures = [] if fig is None else [saved_figure("attribution.png", fig, digest=False)]
+    if figures:
         lines += ["Accuracy change of each factor against the harmonised baseline of the same "
                   "framework (paired by seed where one seed gives both the same batches and "
                   "initial weights, else unpaired: the table's `pairing` column), and the stock "
@@ -183,7 +188,16 @@ def attribution_section(results: Sequence[RunResult], published: Sequence[Mappin
                   "![gap attribution](attribution.png)", ""]
     lines += [markdown_table(effects), "", "### Conclusion", "",
               *[p + "\n" for p in conclusion(a)]]
-    return lines
+    return SectionOutput(lines, tables, figures)
+
+
+@section("attribution")
+def attribution(data: ReportData) -> SectionOutput:
+    """Gap attribution (:func:`attribution_section`) when the runs have a recipe/factor axis,
+    else the privacy claims of library recipes
+    (:func:`compare.reporting.claims_section.claims_section`)."""
+    out = attribution_section(data.results, data.context.published)
+    return out if out.lines else SectionOutput(claims_section(data.results))
 
 
 def _bars(a: Attribution) -> list[Effect]:
@@ -194,5 +208,5 @@ def _pct(value: float) -> str:
     return "–" if math.isnan(value) else f"{100 * value:.2f}"
 
 
-__all__ = ["attribution_section", "configuration_table", "effects_figure", "effects_table",
-           "plot_effects"]
+__all__ = ["attribution", "attribution_section", "configuration_table", "effects_figure",
+           "effects_table", "plot_effects"]

@@ -35,6 +35,7 @@ import pandas as pd
 
 from compare.reporting.published import load_paper, paper_table
 from compare.reporting.published_section import LIBRARY_OF
+from compare.reporting.section import ReportData, SectionOutput, section
 from compare.reporting.tables import markdown_table
 from dpcore.errors import ConfigError
 
@@ -179,5 +180,11 @@ def _render(paper: str, finding: Mapping[str, Any], out: Path) -> list[str]:
     return lines + [source + ".", ""]
 
 
-__all__ = ["FINDING_KEYS", "document_link", "epsilon_table", "findings_for",
+@section("findings")
+def findings(data: ReportData) -> SectionOutput:
+    """The write-ups' findings of the published entries (:func:`findings_section`; links
+    relative to ``reports/<folder>/``)."""
+    return SectionOutput(findings_section(data.context.published, Path(data.folder)))
+
+__all__ = ["FINDING_KEYS", "document_link", "epsilon_table", "findings", "findings_for",
            "findings_section"]

@@ -1,7 +1,11 @@
 """Stored RunResults as pandas tables: one row per run, per class, per epoch, per curve point.
 
 Every number comes from a :class:`~dpcore.results.RunResult` (its JSON keys, not internals of
-the backends). Besides the stored fields each run row gets:
+the backends). A column derived the same way as in the notebooks' tables has one rule, in
+:mod:`compare.tidy` (``epsilon``: :func:`~compare.tidy.central_epsilon`; ``epoch_seconds``:
+:func:`~compare.tidy.mean_epoch_seconds`; the library accountants' epsilons:
+:func:`~compare.tidy.library_accountant_epsilon`) or :mod:`dpcore.as_run` (the steps that
+ran). Besides the stored fields each run row gets:
 
 * ``panel``: the run's labels along every grid axis except the swept one, joined (the data set
   and model when the grid has no other axis); plots draw one panel per value, never pooled;
@@ -22,7 +26,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from compare.grid import SETTING_SEPARATOR, setting_label
@@ -34,8 +37,9 @@ from compare.reporting.privacy_section import (
     flags_of_results,
     privacy_columns,
 )
-from compare.tidy import as_run_privacy, central_epsilon
+from compare.tidy import central_epsilon, library_accountant_epsilon, mean_epoch_seconds
 from dpcore.architectures import architecture
+from dpcore.as_run import as_run_privacy
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
 from dpcore.frontcache import fixed_front_names
@@ -128,31 +132,6 @@ def front_end_mismatches(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-#: The epsilon plotted for a run (one rule: :func:`compare.tidy.central_epsilon`).
-epsilon_of = central_epsilon
-
-
-def library_epsilon(library: dict[str, Any], name: str) -> float | None:
-    """The library's own epsilon ``name`` from a RunResult's ``privacy.library_epsilon``: the
-    key itself (harmonised runs) or a key that names it with the API that computed it
-    (``recipe: library`` runs, e.g. ``tf_privacy_compute_dp_sgd_privacy``,
-    ``opacus_prv (PrivacyEngine.accountant)``)."""
-    if name in library:
-        return library[name]
-    for key, value in library.items():
-        if key.startswith((f"{name}_", f"{name} ")):
-            return value
-    return None
-
-
-def mean_epoch_seconds(timing: dict[str, Any]) -> float:
-    """Mean seconds per epoch excluding the first (compile/trace) epoch when there are more."""
-    seconds = list(timing.get("epoch_seconds") or [])
-    if len(seconds) > 1:
-        seconds = seconds[1:]
-    return float(np.mean(seconds)) if seconds else math.nan
-
-
 def panel_and_point(result: RunResult) -> tuple[str, str]:
     """(panel, point) of a run: see the module docstring."""
     labels = dict(result.labels or {})
@@ -208,13 +187,13 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "steps": ran["steps"],
             "steps_planned": privacy.get("steps"),
             "sampling_rate": ran["sampling_rate"],
-            "epsilon": epsilon_of(r),
+            "epsilon": central_epsilon(r),
             "epsilon_rdp": ran["epsilon_rdp"],
             "epsilon_rdp_planned": privacy.get("epsilon_rdp"),
             "epsilon_pld": ran["epsilon_pld"],
-            "epsilon_opacus_rdp": library_epsilon(library, "opacus_rdp"),
-            "epsilon_opacus_prv": library_epsilon(library, "opacus_prv"),
-            "epsilon_tf_privacy": library_epsilon(library, "tf_privacy"),
+            "epsilon_opacus_rdp": library_accountant_epsilon(library, "opacus_rdp"),
+            "epsilon_opacus_prv": library_accountant_epsilon(library, "opacus_prv"),
+            "epsilon_tf_privacy": library_accountant_epsilon(library, "tf_privacy"),
             "accuracy": r.metrics.get("accuracy"),
             "majority_rate": majority_rate(per_class) if per_class else math.nan,
             "collapsed": reason is not None,
@@ -369,6 +348,6 @@ def curves_frame(results: Sequence[RunResult]) -> pd.DataFrame:
 
 
 __all__ = ["FAITHFULNESS_KEYS", "NOT_RECORDED", "SANITY_KEYS", "audit_bound_epsilon",
-           "curves_frame", "epsilon_of", "front_end", "front_end_mismatches", "history_frame",
-           "library_epsilon", "mean_epoch_seconds", "panel_and_point", "per_class_frame",
+           "curves_frame", "front_end", "front_end_mismatches", "history_frame",
+           "panel_and_point", "per_class_frame",
            "randomisation_verdict", "results_frame", "temperature_fit"]

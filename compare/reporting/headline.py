@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from compare.reporting.privacy_section import honest, privacy_sentence
+from compare.reporting.section import ReportData, SectionOutput, section
 from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, mean_interval, verdict_word
 from dpcore.mechanisms import is_non_private, noises_gradients
 
@@ -147,4 +148,10 @@ def _pts(value: float) -> str:
     return f"{100 * float(value):+.2f}"
 
 
-__all__ = ["backend_sentence", "collapse_sentence", "headline", "privacy_cost_sentence"]
+@section("headline")
+def headline_section(data: ReportData) -> SectionOutput:
+    """The headline: the generated sentences (:func:`headline`) as one paragraph."""
+    return SectionOutput(["## Headline", "", " ".join(headline(data.frame, data.paired)), ""])
+
+__all__ = ["backend_sentence", "collapse_sentence", "headline", "headline_section",
+           "privacy_cost_sentence"]

@@ -1,5 +1,9 @@
 """The report's PNG figures, drawn with matplotlib's object API (Agg, no pyplot state).
 
+Each ``*_figure`` function returns the drawn figure (None when there is nothing to draw) and
+writes nothing: a report section returns it and the report writer saves it; ``plot_*`` draws
+and saves one at once (:func:`save_figure`).
+
 Every figure has one panel per value of the run table's ``panel`` column (data set and every
 grid axis but the swept one; :mod:`compare.reporting.frames`), so nothing is pooled across
 data sets, models, epochs or clip norms. Curves show the mean over seeds with its 95% percentile
@@ -101,7 +105,7 @@ def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -
                    color="grey", linewidth=1.2, label="majority-class rate")
 
 
-def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: str) -> bool:
+def metric_vs_swept_figure(frame: pd.DataFrame, metric: str, ylabel: str) -> Figure | None:
     """``metric`` against the swept variable (epsilon or clip norm), one panel per data set /
     grid axis, one line per backend and DP mechanism (mean, 95% percentile bootstrap
     interval over seeds as error bars),
@@ -111,18 +115,18 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
     setting per backend and mechanism. A panel whose settings share a value (the factor flips
     of ``mnist-gap-attribution`` all spend epsilon 3.44; the two models of ``mnist-tuned``
     spend epsilon 3) would pool different settings into one point, so it is left out
-    (:func:`plot_by_setting` shows it). False (nothing written) if no panel is left.
+    (:func:`by_setting_figure` shows it). None if no panel is left.
     """
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
     x = swept_variable(data) if not data.empty else "epsilon"
     dp = data[data["mechanism"].map(noises_gradients).astype(bool) & np.isfinite(data[x])]
     if dp.empty:
-        return False
+        return None
     pooled = {panel for panel, group in dp.groupby("panel")
               if _settings_per_value(group, x) > 1}
     data = data[~data["panel"].isin(pooled)]
     if data.empty or not data["mechanism"].map(noises_gradients).any():
-        return False
+        return None
     panels = natural_order(data["panel"])
     fig, axes = _figure(len(panels))
     for ax, panel in zip(axes[0], panels, strict=True):
@@ -161,8 +165,7 @@ def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: s
         ax.set_title(_wrap(panel), fontsize=9)
         ax.grid(True, alpha=0.3)
     _legend(fig, list(axes[0]))
-    _save(fig, path)
-    return True
+    return fig
 
 
 def _swept_value_key(values: pd.Series) -> pd.Series:
@@ -180,16 +183,16 @@ def _settings_per_value(private: pd.DataFrame, x: str) -> int:
     return int(counts.max()) if len(counts) else 0
 
 
-def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
-                    *, from_zero: bool = False) -> bool:
+def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
+                      *, from_zero: bool = False) -> Figure | None:
     """Every setting of each panel on the y axis (so labels never overlap), ``metric`` on x:
     one point per backend with its 95% percentile bootstrap interval over seeds; collapsed
     runs marked; the panel's
-    majority-class rate as a dotted line for accuracy; ``from_zero`` starts x at 0. False if
+    majority-class rate as a dotted line for accuracy; ``from_zero`` starts x at 0. None if
     no run has the metric."""
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
     if data.empty:
-        return False
+        return None
     panels = natural_order(data["panel"])
     points_per_panel = max(data.groupby("panel")["point"].nunique())
     fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2,
@@ -226,21 +229,20 @@ def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
         if from_zero:
             ax.set_xlim(left=0.0)
     _legend(fig, list(axes))
-    _save(fig, path)
-    return True
+    return fig
 
 
-def plot_paired_differences(frame: pd.DataFrame, path: Path, tolerance: float,
-                            metric: str = "accuracy", first: str = "tf",
-                            second: str = "torch") -> bool:
+def paired_differences_figure(frame: pd.DataFrame, tolerance: float,
+                              metric: str = "accuracy", first: str = "tf",
+                              second: str = "torch") -> Figure | None:
     """Per setting (y axis, one panel per data set), ``second - first`` of ``metric`` in
     points for every seed (grey dots) and their mean with its 95% t interval (black), with the
     ±``tolerance`` agreement band shaded and 0 marked: how far each seed's pair moves, not
-    only the verdict. False (nothing written) if no setting has a seed on both backends."""
+    only the verdict. None if no setting has a seed on both backends."""
     rows = [(pair.runs["panel"].iloc[0], pair.runs["point"].iloc[0], 100 * pair.differences)
             for pair in seed_pairs(frame, metric, first, second)]
     if not rows:
-        return False
+        return None
     panels = natural_order(r[0] for r in rows)
     per_panel = max(sum(1 for r in rows if r[0] == panel) for panel in panels)
     fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2, 1.2 + 0.45 * per_panel),
@@ -267,19 +269,18 @@ def plot_paired_differences(frame: pd.DataFrame, path: Path, tolerance: float,
         ax.set_title(_wrap(panel), fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
     _legend(fig, list(axes))
-    _save(fig, path)
-    return True
+    return fig
 
 
-def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]], path: Path,
-                       xlabel: str, select: Callable[[pd.DataFrame, str], pd.DataFrame]
-                       | None = None) -> bool:
+def lines_per_run_figure(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]],
+                         xlabel: str, select: Callable[[pd.DataFrame, str], pd.DataFrame]
+                         | None = None) -> Figure | None:
     """Curves of a long table (one row per run and x value): one column of panels per
     ``panel``, one row per (y column, y label) in ``ys``; one line per (point, backend), the
     mean over seeds (solid tf, dashed torch). Used for the learning curves and the deletion /
-    insertion curves. False if the table is empty."""
+    insertion curves. None if the table is empty."""
     if long.empty:
-        return False
+        return None
     panels = natural_order(long["panel"])
     # one colour per point for the whole figure (the legend is shared by every panel)
     every_point = natural_order(long["point"])
@@ -306,16 +307,15 @@ def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]]
                 ax.set_title(_wrap(panel), fontsize=9)
             ax.grid(True, alpha=0.3)
     _legend(fig, [ax for row in axes for ax in row])
-    _save(fig, path)
-    return True
+    return fig
 
 
-def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> bool:
+def per_class_figure(per_class: pd.DataFrame, collapsed: set[str]) -> Figure | None:
     """Heat maps of per-class recall (mean over seeds), one per data set (its own classes):
     one row per (setting, backend), one column per class name; rows of collapsed runs end in
-    "(collapsed)"; ``collapsed`` holds ``"setting|backend"`` keys. False if empty."""
+    "(collapsed)"; ``collapsed`` holds ``"setting|backend"`` keys. None if empty."""
     if per_class.empty or per_class["class"].isna().all():
-        return False
+        return None
     datasets = list(dict.fromkeys(per_class["dataset"]))
     blocks = []
     for dataset in datasets:
@@ -348,8 +348,7 @@ def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> 
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_title(f"{dataset}: recall per class", fontsize=9)
     fig.colorbar(image, ax=list(axes), label="recall", shrink=0.8)
-    _save(fig, path)
-    return True
+    return fig
 
 
 #: Added to a setting's label in the epoch-time figure when its runs computed the model's
@@ -357,7 +356,7 @@ def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> 
 EVERY_STEP_SUFFIX = " (front end every step)"
 
 
-def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
+def epoch_time_figure(frame: pd.DataFrame) -> Figure | None:
     """Median seconds per epoch over seeds, one panel per ``panel``, settings on the y axis.
 
     Where a model's runs differ in how they computed its fixed front end (``front_end``, see
@@ -365,7 +364,7 @@ def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
     every step are labelled so: their times include the front end's cost."""
     data = frame[(frame["status"] == "finished") & frame["epoch_seconds"].notna()]
     if data.empty:
-        return False
+        return None
     mixed = front_end_mismatches(data)
     if not mixed.empty:
         in_mixed = pd.MultiIndex.from_frame(data[["dataset", "model"]]).isin(
@@ -377,10 +376,55 @@ def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
     data = data.assign(median_epoch_seconds=data.groupby(keys)[
         "epoch_seconds"].transform("median"))
     first = data.drop_duplicates(keys).assign(collapsed=False)
-    return plot_by_setting(first.assign(epoch_seconds=first["median_epoch_seconds"]),
-                           "epoch_seconds", path,
-                           "seconds per epoch (median over seeds, first epoch excluded)",
-                           from_zero=True)
+    return by_setting_figure(first.assign(epoch_seconds=first["median_epoch_seconds"]),
+                             "epoch_seconds",
+                             "seconds per epoch (median over seeds, first epoch excluded)",
+                             from_zero=True)
+
+
+
+def save_figure(fig: Figure | None, path: Path) -> bool:
+    """Write ``fig`` (a ``*_figure`` of this module) as the PNG ``path`` with the digest of
+    its plotted data (:mod:`compare.figdigest`); False (nothing written) for None."""
+    if fig is None:
+        return False
+    _save(fig, path)
+    return True
+
+
+def plot_metric_vs_swept(frame: pd.DataFrame, metric: str, path: Path, ylabel: str) -> bool:
+    """:func:`metric_vs_swept_figure` written to ``path`` (:func:`save_figure`)."""
+    return save_figure(metric_vs_swept_figure(frame, metric, ylabel), path)
+
+
+def plot_by_setting(frame: pd.DataFrame, metric: str, path: Path, xlabel: str,
+                    *, from_zero: bool = False) -> bool:
+    """:func:`by_setting_figure` written to ``path`` (:func:`save_figure`)."""
+    return save_figure(by_setting_figure(frame, metric, xlabel, from_zero=from_zero), path)
+
+
+def plot_paired_differences(frame: pd.DataFrame, path: Path, tolerance: float,
+                            metric: str = "accuracy", first: str = "tf",
+                            second: str = "torch") -> bool:
+    """:func:`paired_differences_figure` written to ``path`` (:func:`save_figure`)."""
+    return save_figure(paired_differences_figure(frame, tolerance, metric, first, second), path)
+
+
+def plot_lines_per_run(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]], path: Path,
+                       xlabel: str, select: Callable[[pd.DataFrame, str], pd.DataFrame]
+                       | None = None) -> bool:
+    """:func:`lines_per_run_figure` written to ``path`` (:func:`save_figure`)."""
+    return save_figure(lines_per_run_figure(long, x, ys, xlabel, select), path)
+
+
+def plot_per_class(per_class: pd.DataFrame, collapsed: set[str], path: Path) -> bool:
+    """:func:`per_class_figure` written to ``path`` (:func:`save_figure`)."""
+    return save_figure(per_class_figure(per_class, collapsed), path)
+
+
+def plot_epoch_time(frame: pd.DataFrame, path: Path) -> bool:
+    """:func:`epoch_time_figure` written to ``path`` (:func:`save_figure`)."""
+    return save_figure(epoch_time_figure(frame), path)
 
 
 def natural_order(labels: Iterable[str]) -> list[str]:
@@ -403,6 +447,8 @@ def _palette(n: int) -> list:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-__all__ = ["EVERY_STEP_SUFFIX", "natural_key", "natural_order", "plot_by_setting",
-           "plot_epoch_time", "plot_lines_per_run", "plot_metric_vs_swept", "plot_per_class",
+__all__ = ["EVERY_STEP_SUFFIX", "by_setting_figure", "epoch_time_figure",
+           "lines_per_run_figure", "metric_vs_swept_figure", "natural_key", "natural_order",
+           "paired_differences_figure", "per_class_figure", "plot_by_setting", "plot_epoch_time",
+           "plot_lines_per_run", "plot_metric_vs_swept", "plot_per_class", "save_figure",
            "swept_variable"]

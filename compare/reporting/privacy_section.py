@@ -23,6 +23,13 @@ import pandas as pd
 
 from compare.figdigest import note_figure
 from compare.grid import setting_label
+from compare.reporting.section import (
+    ReportData,
+    ReportFigure,
+    SectionOutput,
+    drawn_figure,
+    section,
+)
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.mechanisms import is_non_private, noises_gradients
 from dpcore.proved import figures_of_result, is_violation
@@ -149,10 +156,10 @@ def privacy_long(frame: pd.DataFrame) -> pd.DataFrame:
     return long[long["epsilon"].notna() & ~long["epsilon"].isin([math.inf])]
 
 
-def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
+def privacy_figure(frame: pd.DataFrame) -> ReportFigure | None:
     """Claimed, proved and audited epsilon per setting (y), one panel per backend (seaborn
-    ``catplot``, col=backend); flagged settings carry their flag in the label. False (nothing
-    written) when no finite figure exists."""
+    ``catplot``, col=backend), as ``privacy.png``; flagged settings carry their flag in the
+    label. None when no finite figure exists. Drawn now, written by the report writer."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -163,7 +170,7 @@ def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
 
     long = privacy_long(frame)
     if long.empty:
-        return False
+        return None
     long = long.assign(setting=long["setting"].map(lambda t: "\n".join(
         textwrap.wrap(str(t), 44))))
     with warnings.catch_warnings():
@@ -174,13 +181,25 @@ def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
     grid.set_axis_labels("epsilon", "")
     for ax in grid.axes.flat:
         ax.grid(axis="x", alpha=0.3)
-    try:
-        with atomic_path(path) as tmp, warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="Tight layout not applied")
-            grid.savefig(tmp, format="png", dpi=110)
-        note_figure(grid.figure, path)  # the plotted data's digest, for the report's records
-    finally:
-        plt.close(grid.figure)
+
+    def write(path: Path) -> None:
+        try:
+            with atomic_path(path) as tmp, warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Tight layout not applied")
+                grid.savefig(tmp, format="png", dpi=110)
+            note_figure(grid.figure, path)  # the plotted data's digest, for the records
+        finally:
+            plt.close(grid.figure)
+
+    return drawn_figure("privacy.png", write)
+
+
+def plot_privacy(frame: pd.DataFrame, path: Path) -> bool:
+    """:func:`privacy_figure` written to ``path``; False (nothing written) when it is None."""
+    figure = privacy_figure(frame)
+    if figure is None:
+        return False
+    figure.write(path)
     return True
 
 
@@ -192,15 +211,15 @@ def _catplot(sns: Any, long: pd.DataFrame) -> Any:
                        hue_order=[f for f in FIGURE_MARKERS if f in set(long["figure"])])
 
 
-def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
-    """Markdown lines of the section (writes ``privacy.csv``); empty without private or
-    audited runs (a non-private run shows here when it audited: its audit's ceiling)."""
+def privacy_section(frame: pd.DataFrame) -> SectionOutput:
+    """The section of the run table ``frame``: its lines, ``privacy.csv`` and ``privacy.png``;
+    empty without private or audited runs (a non-private run shows here when it audited: its
+    audit's ceiling)."""
     dp = frame[~frame["mechanism"].map(is_non_private).astype(bool)
                | frame["epsilon_audited"].notna()]
     table = privacy_table(dp)
     if table.empty:
-        return []
-    table.to_csv(out / "privacy.csv", index=False)
+        return SectionOutput()
     lines = ["## Privacy: claimed, proved, audited", "",
              "*Claimed*: the shared accountant's epsilon for the setting (local DP: the "
              "per-image epsilon). *Proved*: the tightest bound known for what actually ran "
@@ -212,14 +231,21 @@ def privacy_section(frame: pd.DataFrame, out: Path) -> list[str]:
              markdown_table(table, ["setting", "backend", "seeds", "claimed", "proved",
                                     "audited (max)", "audit (kind, correct/k of m)",
                                     "violation", "fault"]), ""]
-    if plot_privacy(dp, out / "privacy.png"):
+    figure = privacy_figure(dp)
+    if figure is not None:
         lines += ["Claimed, proved and audited (95% lower bound) epsilon of every run (one "
                   "dot per seed; infinite values are not drawn):", "",
                   "![claimed, proved and audited epsilon](privacy.png)", ""]
     reasons = table[["setting", "backend", "proved: relation", "proved: basis or why none"]]
     lines += ["Basis of each proved epsilon (neighbouring relation; how it was bounded, or why "
               "no bound is known):", "", markdown_table(reasons), ""]
-    return lines
+    return SectionOutput(lines, {"privacy.csv": table}, [figure] if figure else [])
+
+
+@section("privacy")
+def privacy(data: ReportData) -> SectionOutput:
+    """Claimed | proved | audited epsilon (:func:`privacy_section` of the run table)."""
+    return privacy_section(data.frame)
 
 
 def privacy_sentence(frame: pd.DataFrame) -> str | None:
@@ -266,5 +292,6 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
 
 __all__ = ["BROKEN_FLAG", "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG", "apply_flags",
            "flag_settings", "flags_of_results", "honest", "setting_flags",
-           "plot_privacy", "privacy_columns", "privacy_long", "privacy_section",
+           "plot_privacy", "privacy", "privacy_columns", "privacy_figure", "privacy_long",
+           "privacy_section",
            "privacy_sentence", "privacy_table"]

@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from compare.reporting.published import METRICS, find_row, load_paper, paper_table
+from compare.reporting.section import ReportData, SectionOutput, section
 from compare.reporting.stats import INTERVAL_NAMES, bootstrap_interval
 from compare.reporting.tables import fmt, markdown_table
 
@@ -97,4 +98,9 @@ def _bullets(title: str, items: Sequence[str] | None) -> list[str]:
     return [f"{title}:", "", *[f"- {' '.join(str(i).split())}" for i in items], ""]
 
 
-__all__ = ["LIBRARY_OF", "comparison_rows", "published_section"]
+@section("published")
+def published(data: ReportData) -> SectionOutput:
+    """The published figures beside ours (:func:`published_section`)."""
+    return SectionOutput(published_section(data.context.published, data.frame))
+
+__all__ = ["LIBRARY_OF", "comparison_rows", "published", "published_section"]

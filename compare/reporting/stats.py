@@ -21,14 +21,15 @@ differences (torch minus tf). The t quantiles and the paired test come from scip
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from compare.reporting.frames import FAITHFULNESS_KEYS, SANITY_KEYS
 from dpcore.mechanisms import noises_gradients
 
 #: Level of every interval in the reports.
@@ -235,7 +236,127 @@ def paired_backend_table(
                                        "collapsed", "noised"])
 
 
+def contrast_interval(parts: Sequence[tuple[float, Mapping[int, float]]]) -> Interval:
+    """``sum(coef * mean(group))`` over independent groups, with its 95% Welch-Satterthwaite
+    t interval (for two groups ``+a, -b`` this is Welch's interval of ``a - b``).
+
+    A group given twice (the same mapping object) has its coefficients added first, so a
+    baseline that two effects subtract counts once with coefficient -2.
+    (Hand-written: scipy offers Welch's interval for two groups, not for a contrast of
+    several.)
+
+    Returns:
+        The interval; NaN bounds when some group has fewer than 2 values; ``n`` is the smallest
+        group size.
+    """
+    merged: dict[int, list[Any]] = {}
+    for coef, values in parts:
+        merged.setdefault(id(values), [0.0, values])[0] += coef
+    terms = [(float(c), np.asarray(list(v.values()), float)) for c, v in merged.values()
+             if abs(c) > 1e-12]
+    if not terms or any(x.size == 0 for _, x in terms):
+        return Interval(math.nan, math.nan, math.nan, 0)
+    mean = float(sum(c * x.mean() for c, x in terms))
+    n = int(min(x.size for _, x in terms))
+    if n < 2:
+        return Interval(mean, math.nan, math.nan, n)
+    shares = [c * c * x.var(ddof=1) / x.size for c, x in terms]
+    se2 = float(sum(shares))
+    if se2 == 0.0:
+        return Interval(mean, mean, mean, n)
+    dof = se2 ** 2 / sum(s * s / (x.size - 1) for s, (_, x) in zip(shares, terms, strict=True))
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof) * math.sqrt(se2))
+    return Interval(mean, mean - half, mean + half, n)
+
+
+def seeds_phrase(counts: pd.Series) -> str:
+    """How a table's figures were aggregated, naming the interval: "mean [95% percentile
+    bootstrap interval] over 3 seeds", "one seed: accuracy with its 95% Wilson interval over
+    the test set", or the same for the seeds in column `seeds` when the counts differ."""
+    values = sorted(set(int(c) for c in counts.dropna()))
+    boot, wilson = INTERVAL_NAMES["bootstrap"], INTERVAL_NAMES["wilson"]
+    one = (f"one seed: test accuracy with its {wilson} over the test set, other metrics "
+           "no interval")
+    if values == [1]:
+        return one
+    if len(values) == 1:
+        return f"mean [{boot}] over {values[0]} seeds"
+    return f"mean [{boot}] over the seeds in column `seeds`; {one}"
+
+
+#: What the error bars of the seed-aggregated figures are (:mod:`compare.reporting.plots`).
+ERROR_BARS = f"mean, {INTERVAL_NAMES['bootstrap']} over seeds"
+
+#: How a summary column's cells read: the mean and its interval (see :func:`seeds_phrase`).
+INTERVAL_COLUMN = "(mean [95% interval])"
+
+#: Metrics whose interval over seeds is the percentile bootstrap (all of the summary's:
+#: bounded means stay in their range, and the constant epsilon of a setting gets a point).
+SUMMARY_METRICS = ("accuracy", "auc", "accuracy_gap", "recall_gap", "auc_gap", "epsilon",
+                   "noise_multiplier")
+
+
+def summary_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (setting, backend) of the finished runs: seeds, collapsed runs, and for each metric
+    its mean, interval bounds (``_low``/``_high``) and a formatted ``_text``
+    ("0.912 [0.905, 0.918]"). The interval is the 95% percentile bootstrap over seeds
+    (:func:`~compare.reporting.stats.bootstrap_interval`: never outside the metric's range);
+    a setting with one seed gets the 95% Wilson interval of its test accuracy over its test
+    set (:func:`~compare.reporting.stats.wilson_interval`) and no interval for the rest."""
+    if frame.empty:
+        return frame
+    finished = frame[frame["status"] == "finished"]
+    metrics = [*SUMMARY_METRICS, *FAITHFULNESS_KEYS, *SANITY_KEYS]
+    metrics = [m for m in metrics if m in finished and finished[m].notna().any()]
+    rows = []
+    for (setting, backend), group in finished.groupby(["setting", "backend"], sort=False):
+        row: dict[str, Any] = {"setting": setting, "backend": backend, "seeds": len(group),
+                               "panel": group["panel"].iloc[0],
+                               "mechanism": group["mechanism"].iloc[0],
+                               "collapsed": int(group["collapsed"].sum())}
+        if "randomisation_check" in group:
+            row.update(randomisation_summary(group["randomisation_check"]))
+        if "temperature_fit" in group:  # the split(s) T was fitted on, over the seeds
+            row["temperature_fit"] = ", ".join(sorted(set(group["temperature_fit"]) - {""})) \
+                or "–"
+        for metric in metrics:
+            interval = bootstrap_interval(group[metric].to_numpy(float))
+            if metric == "epsilon" and np.isinf(group[metric]).all():
+                interval = Interval(math.inf, math.nan, math.nan, len(group))  # non-private
+            n_test = group["n_test"].iloc[0] if "n_test" in group else math.nan
+            if (metric == "accuracy" and interval.n == 1 and not pd.isna(n_test)
+                    and int(n_test) > 0):
+                interval = wilson_interval(interval.mean, int(n_test))
+            row[f"{metric}_mean"] = interval.mean
+            row[f"{metric}_low"] = interval.low
+            row[f"{metric}_high"] = interval.high
+            digits = 2 if metric in PERCENT_METRICS else 3
+            row[f"{metric}_text"] = format_interval(interval, digits) if interval.n else "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+#: Metrics in percent (two decimals in the tables).
+PERCENT_METRICS = ("average_drop", "increase_in_confidence", "calibrated_average_drop",
+                   "calibrated_increase_in_confidence")
+
+
+def randomisation_summary(verdicts: pd.Series) -> dict[str, Any]:
+    """A setting's model-randomisation checks over its seeds (``"passes"`` / ``"fails"`` /
+    ``""`` per run): ``randomisation_fails`` (runs that fail) and ``randomisation`` (text:
+    ``"passes (3 of 3)"``, ``"fails (1 of 3)"``, or ``"–"`` when no run has the check)."""
+    checked = verdicts[verdicts.isin(["passes", "fails"])]
+    fails = int((checked == "fails").sum())
+    if checked.empty:
+        return {"randomisation_fails": 0, "randomisation": "–"}
+    text = (f"fails ({fails} of {len(checked)})" if fails
+            else f"passes ({len(checked)} of {len(checked)})")
+    return {"randomisation_fails": fails, "randomisation": text}
+
+
 __all__ = ["AGREEMENT_TOLERANCE", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CONFIDENCE",
-           "INTERVAL_NAMES", "MIN_SEEDS", "Interval", "SeedPair", "bootstrap_interval",
-           "format_interval", "mean_interval", "paired_backend_table", "seed_pairs", "verdict",
-           "verdict_word", "wilson_interval"]
+           "ERROR_BARS", "INTERVAL_COLUMN", "INTERVAL_NAMES", "MIN_SEEDS", "PERCENT_METRICS",
+           "SUMMARY_METRICS", "Interval", "SeedPair", "bootstrap_interval", "contrast_interval",
+           "format_interval", "mean_interval", "paired_backend_table", "randomisation_summary",
+           "seed_pairs", "seeds_phrase", "summary_table", "verdict", "verdict_word",
+           "wilson_interval"]

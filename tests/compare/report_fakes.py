@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dpcore.results import RunResult
@@ -51,3 +52,17 @@ def as_scatternet_run(run: RunResult, cached: bool) -> RunResult:
     run.dataset.update({"input_shape": [28, 28, 1], "n_classes": 2})
     run.perf = {"fixed_front_cached": "scatter, scatter_gn"} if cached else {}
     return run
+
+
+def render_section(section: Any, results: Sequence[RunResult], **context: Any) -> Any:
+    """``section`` rendered through the public protocol (:class:`compare.reporting.section.
+    Section`) on the report data of ``results`` (context: a test command, plus ``context``)."""
+    from compare.report_context import ReportContext
+    from compare.reporting.pipeline import report_data
+
+    return section.render(report_data(results, ReportContext(command="test", **context)))
+
+
+def section_text(section: Any, results: Sequence[RunResult], **context: Any) -> str:
+    """The markdown of :func:`render_section`, one string."""
+    return "\n".join(render_section(section, results, **context).lines)

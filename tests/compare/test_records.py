@@ -125,11 +125,17 @@ def test_rebuild_from_records_alone_gives_the_same_folder(written: Path, tmp_pat
 
 def test_a_changed_report_section_fails_the_rebuild(written: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    import compare.report as report
+    from compare.reporting import pipeline
+    from compare.reporting.section import FunctionSection, ReportData, SectionOutput
 
-    real = report._time_section
-    monkeypatch.setattr(report, "_time_section",
-                        lambda frame, out: [*real(frame, out), "One more sentence.", ""])
+    real = pipeline.section_named("time")
+
+    def longer(data: ReportData) -> SectionOutput:
+        out = real.render(data)
+        return dataclasses.replace(out, lines=[*out.lines, "One more sentence.", ""])
+
+    monkeypatch.setattr(pipeline, "SECTIONS", tuple(
+        FunctionSection("time", longer) if s is real else s for s in pipeline.SECTIONS))
     rebuild_report(written, tmp_path / "rebuilt")
     problems = rec.report_differences(written, tmp_path / "rebuilt")
     assert len(problems) == 1 and problems[0].startswith("differs: report.md")

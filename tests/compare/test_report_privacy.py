@@ -17,13 +17,14 @@ from compare.reporting.frames import results_frame
 from compare.reporting.headline import headline
 from compare.reporting.privacy_section import (
     VIOLATION_FLAG,
-    privacy_section,
+    privacy,
     privacy_table,
 )
 from compare.reporting.stats import paired_backend_table
 from dpcore.accounting import dpsgd_event, epsilon_rdp
 from dpcore.results import RunResult
 from dpcore.sampling import plan_batches
+from tests.compare.report_fakes import render_section
 
 N = 60000
 AS_RUN = {"tf": {"sampling_rate": 1024 / N, "steps": 15 * 58, "steps_per_epoch": 58},
@@ -105,9 +106,14 @@ def test_audited_columns_and_violation_flags(tmp_path: Path) -> None:
         reference = row["proved"] if not math.isnan(row["proved"]) else row["claimed"]
         assert (row["violation"] != "") == (reference < 5.0), row["setting"]
         assert (VIOLATION_FLAG in row["setting"]) == (row["violation"] != "")
-    lines = privacy_section(frame, tmp_path)
-    assert (tmp_path / "privacy.csv").is_file()
-    assert "| setting | backend | seeds | claimed | proved | audited (max)" in "\n".join(lines)
+    out = render_section(privacy, gap_records(audited=5.0))
+    assert list(out.tables) == ["privacy.csv"] and not out.tables["privacy.csv"].empty
+    assert [f.name for f in out.figures] == ["privacy.png"]
+    assert "| setting | backend | seeds | claimed | proved | audited (max)" in "\n".join(
+        out.lines)
+    assert list(tmp_path.iterdir()) == []  # a section writes nothing: the writer does
+    out.figures[0].write(tmp_path / "privacy.png")  # releases the pyplot figure
+    assert (tmp_path / "privacy.png").stat().st_size > 0
     text = " ".join(headline(frame, paired_backend_table(frame)))
     assert "Proved epsilon of the DP-SGD runs" in text
     assert not flagged.empty and VIOLATION_FLAG in text  # Poisson claims ~3.4 < 5

@@ -222,8 +222,9 @@ def test_the_headline_says_when_no_interval_can_be_given() -> None:
 def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noqa: ANN001
     """A DP-SGD pair of one seed shares batches and weights, not the noise: the headline and
     the paired section say so; a grid without DP-SGD says nothing of noise."""
-    from compare.report import NOISE_PAIRING_NOTE, _backend_section
+    from compare.reporting.backends_section import NOISE_PAIRING_NOTE, backends
     from compare.reporting.headline import backend_sentence
+    from tests.compare.report_fakes import render_section
 
     def runs(mechanism: str) -> list:
         return [fake_result(backend=b, seed=s, mechanism=mechanism,
@@ -233,11 +234,11 @@ def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noq
     noised = paired_backend_table(results_frame(runs("dpsgd-gaussian")))
     assert bool(noised["noised"].iloc[0])
     assert "each backend draws its own noise" in backend_sentence(noised)
-    assert NOISE_PAIRING_NOTE in _backend_section(noised, tmp_path)
+    assert NOISE_PAIRING_NOTE in render_section(backends, runs("dpsgd-gaussian")).lines
     plain = paired_backend_table(results_frame(runs("none")))
     assert not bool(plain["noised"].iloc[0])
     assert "noise" not in backend_sentence(plain)
-    assert NOISE_PAIRING_NOTE not in _backend_section(plain, tmp_path)
+    assert NOISE_PAIRING_NOTE not in render_section(backends, runs("none")).lines
 
 
 def test_time_ratio_uses_the_matching_non_private_run_not_a_pooled_one() -> None:

@@ -59,15 +59,14 @@ def test_the_header_says_which_per_example_path_each_backend_used() -> None:
 
 def test_the_time_table_never_shows_a_process_wide_peak_as_a_runs(tmp_path: Path) -> None:
     """Runs stored with ru_maxrss (the largest earlier run's peak in a grid) show '–'."""
-    from compare.report import _time_section
-    from compare.reporting.frames import results_frame
-    from tests.compare.report_fakes import fake_result
+    from compare.reporting.time_section import time_and_memory
+    from tests.compare.report_fakes import fake_result, section_text
 
     runs = [fake_result(backend=b, point=p) for b in ("tf", "torch") for p in ("a", "b")]
     for run, (mb, scope) in zip(runs, ((900.0, "run"), (1200.0, "run"),
                                        (1466.0, None), (1466.0, "process")), strict=True):
         run.timing.update({"peak_memory_mb": mb, "peak_memory_scope": scope})
-    text = "\n".join(_time_section(results_frame(runs), tmp_path))
+    text = section_text(time_and_memory, runs)
     rows = [_cells(line) for line in text.splitlines() if line.startswith("| ")]
     assert rows[0][-1].strip() == "median_peak_memory_mb"
     memory = {(row[0].strip()[-1], row[1].strip()): row[-1].strip() for row in rows[1:]}
@@ -79,16 +78,14 @@ def test_the_time_table_never_shows_a_process_wide_peak_as_a_runs(tmp_path: Path
 def test_the_faithfulness_table_shows_the_unmasked_score_that_bounds_it(tmp_path: Path) -> None:
     """A saturated model (score 0.99 on its unmasked images) cannot gain confidence: the table
     shows original_score beside Average Drop and says what it means."""
-    from compare.report import FAITHFULNESS_COLUMNS_NOTE, _faithfulness_section, summary_table
-    from compare.reporting.frames import results_frame
-    from tests.compare.report_fakes import fake_result
+    from compare.reporting.faithfulness_section import FAITHFULNESS_COLUMNS_NOTE, faithfulness
+    from tests.compare.report_fakes import fake_result, section_text
 
     faith = {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.991,
              "masked_score": 0.56, "deletion_auc": 0.7, "insertion_auc": 0.9}
     runs = [fake_result(backend=b, seed=s, faithfulness=dict(faith))
             for b in ("tf", "torch") for s in (0, 1)]
-    frame = results_frame(runs)
-    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path, ()))
+    text = section_text(faithfulness, runs)
     header = next(line for line in text.splitlines() if line.startswith("| setting"))
     columns = [c.strip() for c in _cells(header)]
     assert columns.index("average_drop") < columns.index("original_score") < \
@@ -133,19 +130,17 @@ def test_time_ratios_pair_runs_with_the_same_fixed_front_end_only() -> None:
 
 def test_the_time_section_says_when_epoch_times_differ_by_the_front_end(tmp_path: Path
                                                                         ) -> None:
-    from compare.report import _time_section
-    from compare.reporting.frames import results_frame
-    from tests.compare.report_fakes import fake_result
+    from compare.reporting.time_section import time_and_memory
+    from tests.compare.report_fakes import fake_result, section_text
 
-    text = "\n".join(_time_section(results_frame(_front_end_runs()), tmp_path))
+    text = section_text(time_and_memory, _front_end_runs())
     assert "Epoch times not comparable across the fixed front end" in text
     assert ("pneumoniamnist · scatter-linear: 8 runs computed it in every step, 4 once per "
             "data set") in text
     header = next(line for line in text.splitlines() if line.startswith("| setting"))
     assert "front_end" in [cell.strip() for cell in _cells(header)]
     # runs that all compute the front end the same way get neither the warning nor the column
-    same = "\n".join(_time_section(results_frame([fake_result(backend=b) for b in ("tf", "torch")]),
-                                   tmp_path))
+    same = section_text(time_and_memory, [fake_result(backend=b) for b in ("tf", "torch")])
     assert "front end" not in same and "front_end" not in same
 
 
@@ -167,9 +162,9 @@ def test_faithfulness_tables_show_the_randomisation_check_and_calibrated_figures
         tmp_path: Path) -> None:
     """A setting whose maps fail the randomisation check is tabled apart; every table has
     the check's column; raw and temperature-scaled Average Drop stand side by side."""
-    from compare.report import RANDOMISATION_NOTE, _faithfulness_section, summary_table
+    from compare.reporting.faithfulness_section import RANDOMISATION_NOTE, faithfulness
     from compare.reporting.frames import results_frame
-    from tests.compare.report_fakes import fake_result
+    from tests.compare.report_fakes import fake_result, section_text
 
     def faith(spearman: float) -> dict:
         return {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
@@ -183,7 +178,7 @@ def test_faithfulness_tables_show_the_randomisation_check_and_calibrated_figures
             for s in (0, 1) for p, e, rho in (("eps=1", 1.0, 0.1), ("eps=8", 8.0, 0.9))]
     frame = results_frame(runs)
     assert list(frame["randomisation_check"]) == ["passes", "passes", "fails", "fails"]
-    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path, ()))
+    text = section_text(faithfulness, runs)
     passing, failing = text.split("**Explanations that fail the randomisation check**")
     assert "mnist5k · eps=1" in passing and "mnist5k · eps=8" not in passing.split(
         "Faithfulness as output")[0]

@@ -17,8 +17,9 @@ def _faith(calibrated: dict) -> dict:
 
 
 def test_the_calibrated_table_names_the_split_t_was_fitted_on(tmp_path: Path) -> None:
-    from compare.report import CALIBRATED_NOTE, _faithfulness_section, summary_table
-    from compare.reporting.frames import results_frame, temperature_fit
+    from compare.reporting.faithfulness_section import CALIBRATED_NOTE, faithfulness
+    from compare.reporting.frames import temperature_fit
+    from tests.compare.report_fakes import section_text
 
     val = {"fit_split": "validation", "fit_on": "the validation split"}
     old = {"fit_on": "test images outside the faithfulness subset"}  # before fit_split
@@ -26,8 +27,7 @@ def test_the_calibrated_table_names_the_split_t_was_fitted_on(tmp_path: Path) ->
             for s in (0, 1) for p, e, c in (("eps=1", 1.0, val), ("eps=8", 8.0, old))]
     assert [temperature_fit(r) for r in runs] == ["validation", "test"] * 2
     assert temperature_fit(fake_result()) == ""
-    frame = results_frame(runs)
-    text = "\n".join(_faithfulness_section(runs, frame, summary_table(frame), tmp_path, ()))
+    text = section_text(faithfulness, runs)
     table = text.split("Faithfulness as output")[1].splitlines()
     header = next(line for line in table if line.startswith("| setting"))
     columns = [c.strip() for c in header.strip("|").split("|")]

@@ -1,0 +1,72 @@
+"""The report's accuracy and AUC section."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from compare.reporting import plots
+from compare.reporting.ldp_eval import ldp_evaluation_section
+from compare.reporting.section import ReportData, ReportFigure, SectionOutput, add, section
+from compare.reporting.stats import (
+    ERROR_BARS,
+    INTERVAL_COLUMN,
+    format_interval,
+    seeds_phrase,
+    wilson_interval,
+)
+from compare.reporting.tables import markdown_table
+from dpcore.mechanisms import privatises_images
+
+
+@section("accuracy")
+def accuracy(data: ReportData) -> SectionOutput:
+    """Accuracy and AUC: the figures by setting and against the swept variable, the table
+    per setting and backend, the collapsed runs, and the local-DP evaluation."""
+    frame, summary = data.frame, data.summary
+    figures: list[ReportFigure] = []
+    lines = [f"## Accuracy and AUC ({seeds_phrase(summary['seeds'])})", ""]
+    if add(figures, "accuracy_by_setting.png", plots.by_setting_figure(
+            frame, "accuracy", f"test accuracy ({ERROR_BARS})")):
+        lines += ["Every setting, one panel per data set and grid axis (x = collapsed run; "
+                  "dotted: majority-class rate):", "",
+                  "![accuracy by setting](accuracy_by_setting.png)", ""]
+    if add(figures, "accuracy_vs_epsilon.png", plots.metric_vs_swept_figure(
+            frame, "accuracy", "test accuracy")):
+        lines += ["Privacy-utility curve, one panel per data set (dashed: non-private run of "
+                  "the same panel; dotted: majority-class rate):", "",
+                  "![privacy-utility curve](accuracy_vs_epsilon.png)", ""]
+    if frame["auc"].notna().any():
+        if add(figures, "auc_vs_epsilon.png",
+               plots.metric_vs_swept_figure(frame, "auc", "test AUC")):
+            lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
+        elif add(figures, "auc_by_setting.png", plots.by_setting_figure(
+                frame, "auc", f"test AUC ({ERROR_BARS})")):
+            lines += ["![AUC by setting](auc_by_setting.png)", ""]
+    table = summary.assign(collapsed=summary["collapsed"].map(
+        lambda n: f"collapsed ({n})" if n else ""))
+    names = {"accuracy_text": f"accuracy {INTERVAL_COLUMN}", "auc_text": f"auc {INTERVAL_COLUMN}",
+             "epsilon_mean": "epsilon"}
+    cols = ["setting", "backend", "seeds", "accuracy_text", "auc_text", "epsilon_mean",
+            "collapsed"]
+    lines += [markdown_table(table.rename(columns=names), [names.get(c, c) for c in cols]), ""]
+    bad = frame[frame["collapsed"]]
+    if not bad.empty:
+        bad = bad.assign(**{"accuracy [95% Wilson]": [
+            format_interval(wilson_interval(float(a), int(n)))
+            if not (pd.isna(a) or pd.isna(n) or int(n) < 1) else "–"
+            for a, n in zip(bad["accuracy"], bad["n_test"], strict=True)]})
+        lines += ["Collapsed runs (predictions almost all one class, or at chance: test "
+                  "accuracy not above the majority-class rate by a one-sided binomial test at "
+                  "5% on the run's test set; the accuracy's 95% Wilson interval beside it):",
+                  "", markdown_table(bad, ["setting", "backend", "seed",
+                                           "accuracy [95% Wilson]", "majority_rate",
+                                           "collapse_reason"]), ""]
+    if frame["mechanism"].map(privatises_images).any():
+        lines += ["`epsilon` is the central DP-SGD epsilon: local-DP runs train without DP-SGD "
+                  "(∞ here); their per-value and per-image epsilons are in the Local DP section.",
+                  ""]
+        lines += ldp_evaluation_section(frame)
+    return SectionOutput(lines, {}, figures)
+
+
+__all__ = ["accuracy"]

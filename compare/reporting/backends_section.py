@@ -1,0 +1,54 @@
+"""The report's section pairing the two backends by seed."""
+
+from __future__ import annotations
+
+from compare.reporting import plots
+from compare.reporting.section import ReportData, ReportFigure, SectionOutput, add, section
+from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS
+from compare.reporting.tables import markdown_table
+
+#: Why a DP-SGD pair of one seed still differs, and how far its verdicts can be trusted.
+NOISE_PAIRING_NOTE = (
+    "Under DP-SGD a pair shares the batches and initial weights but not the noise: each "
+    "backend draws it from its own generator (TensorFlow's and torch's, both seeded from the "
+    "run seed), so the difference includes the effect of two independent noise draws, which "
+    "on a noise-dominated model can move test accuracy by several points either way. One "
+    "seed's noise stream is also the same draws, scaled, at every epsilon, so the DP settings "
+    "of one data set are not independent tests. A 'differ' verdict from a few seeds is a "
+    "reason to run more seeds before reading it as a difference between the libraries.")
+
+
+@section("backends")
+def backends(data: ReportData) -> SectionOutput:
+    """The backends paired by seed: the figure of every seed's pair, ``backends_paired.csv``
+    and its table with the verdicts."""
+    paired, frame = data.paired, data.frame
+    if paired.empty:
+        return SectionOutput()
+    figure: list[str] = []
+    figures: list[ReportFigure] = []
+    if add(figures, "backends_paired.png",
+           plots.paired_differences_figure(frame, AGREEMENT_TOLERANCE)):
+        figure = ["Every seed's pair (grey) and the mean difference with its 95% t interval "
+                  "(black), one panel per data set:", "",
+                  "![paired differences](backends_paired.png)", ""]
+    shown = paired.assign(**{
+        "mean difference (points)": 100 * paired["mean_difference"],
+        "95% t interval low": 100 * paired["ci_low"],
+        "95% t interval high": 100 * paired["ci_high"]})
+    lines = ["## Backends paired by seed", "",
+             "Opacus (torch) minus TF Privacy (tf) test accuracy, in percentage points, paired "
+             "by seed (the same seed gives both backends the same batches and initial weights). "
+             "Interval: 95% t interval of the mean difference (a difference is not bounded "
+             "like a mean accuracy); test: scipy's paired t test; "
+             f"verdict 'agree' only when the interval lies inside ±{100 * AGREEMENT_TOLERANCE:g}"
+             " point and neither backend has a collapsed run, 'differ' when it excludes 0; "
+             f"a verdict from fewer than {MIN_SEEDS} seeds is 'preliminary'.", "",
+             *figure,
+             markdown_table(shown, ["setting", "pairs", "mean difference (points)",
+                                    "95% t interval low", "95% t interval high", "p_value",
+                                    "verdict", "collapsed"]), "",
+             *([NOISE_PAIRING_NOTE, ""] if paired["noised"].any() else [])]
+    return SectionOutput(lines, {"backends_paired.csv": paired}, figures)
+
+__all__ = ["NOISE_PAIRING_NOTE", "backends"]

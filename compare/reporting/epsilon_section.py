@@ -1,0 +1,39 @@
+"""The report's epsilon table: the shared accountant beside each library's own."""
+
+from __future__ import annotations
+
+from compare.reporting.section import ReportData, SectionOutput, section
+from compare.reporting.tables import markdown_table
+from dpcore.mechanisms import in_epsilon_table
+
+
+@section("epsilon")
+def epsilon(data: ReportData) -> SectionOutput:
+    """Epsilon side by side (``epsilon.csv``): per DP-SGD setting and backend (first seed),
+    the shared accountant's RDP and PLD epsilons, the libraries' own and the proved one; a
+    library recipe whose loader ran other steps than planned shows both."""
+    frame = data.frame
+    lines = ["## Epsilon side by side", "",
+             "Shared accountant (dp_accounting, from each run's DpEvent) next to the "
+             "library's own accountant for the same run (Opacus: RDP, PRV; TF Privacy: "
+             "`compute_dp_sgd_privacy`, RDP); first seed (the seed does not change epsilon).",
+             ""]
+    eps_cols = ["setting", "backend", "noise_multiplier", "steps", "sampling_rate", "delta",
+                "epsilon_rdp", "epsilon_pld", "epsilon_opacus_rdp", "epsilon_opacus_prv",
+                "epsilon_tf_privacy", "epsilon_proved"]
+    first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
+    dp_rows = first_seed[first_seed["mechanism"].map(in_epsilon_table).astype(bool)]
+    planned_differs = (dp_rows["steps"] != dp_rows["steps_planned"]) & \
+        dp_rows["steps_planned"].notna()
+    if planned_differs.any():  # a library's loader ran other steps than planned: both shown
+        eps_cols = [*eps_cols[:4], "steps_planned", *eps_cols[4:7], "epsilon_rdp_planned",
+                    *eps_cols[7:]]
+        lines[-1:] = ["`steps` and `epsilon_*` are those of the steps that ran; a library "
+                      "recipe's own loader ran other steps than planned in "
+                      f"{int(planned_differs.sum())} row(s), whose planned figures are in "
+                      "`steps_planned` and `epsilon_rdp_planned`.", ""]
+    lines += [markdown_table(dp_rows, eps_cols), ""]
+    return SectionOutput(lines, {"epsilon.csv": frame[eps_cols]})
+
+
+__all__ = ["epsilon"]

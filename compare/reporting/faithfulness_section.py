@@ -1,0 +1,157 @@
+"""The report's Grad-CAM faithfulness section: figures, curves, tables and saliency montages."""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import pandas as pd
+
+from compare.montage import draw_montage
+from compare.reporting import plots
+from compare.reporting.frames import FAITHFULNESS_KEYS, SANITY_KEYS, curves_frame
+from compare.reporting.section import (
+    ReportData,
+    ReportFigure,
+    SectionOutput,
+    add,
+    drawn_figure,
+    section,
+)
+from compare.reporting.stats import ERROR_BARS, seeds_phrase
+from compare.reporting.tables import markdown_table
+from dpcore.metrics.sanity import FAIL_SPEARMAN
+
+#: What the faithfulness table's score columns are, and how a saturated softmax bounds them.
+FAITHFULNESS_COLUMNS_NOTE = (
+    "`original_score` is the mean probability of the explained class on the unmasked images, "
+    "`masked_score` on the images multiplied by their Grad-CAM map. When `original_score` is "
+    "near 1 (a saturated softmax), Increase in Confidence has no room to rise and Average "
+    "Drop counts, roughly, the share of images whose class the mask takes away.")
+
+
+@section("faithfulness")
+def faithfulness(data: ReportData) -> SectionOutput:
+    """Grad-CAM faithfulness: the figures per metric, the deletion/insertion curves
+    (``deletion_insertion.csv``), the tables (:func:`faithfulness_tables`) and the saliency
+    montages (``montages/``)."""
+    results, frame, summary, montages = data.results, data.frame, data.summary, data.montages
+    lines: list[str] = []
+    tables: dict[str, pd.DataFrame] = {}
+    figures: list[ReportFigure] = []
+    if any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
+        lines += ["## Grad-CAM faithfulness", "",
+                  "Collapsed runs are drawn with an x and tabled apart: their figures describe "
+                  "a (nearly) constant or chance-level model, not an interpretable one.", ""]
+        for key, label in (("average_drop", "Average Drop % (lower is better)"),
+                           ("increase_in_confidence", "Increase in Confidence % (higher)"),
+                           ("deletion_auc", "deletion AUC (lower is better)"),
+                           ("insertion_auc", "insertion AUC (higher is better)")):
+            if not frame[key].notna().any():
+                continue
+            if add(figures, f"{key}_vs_epsilon.png",
+                   plots.metric_vs_swept_figure(frame, key, label)):
+                lines += [f"![{label}]({key}_vs_epsilon.png)", ""]
+            elif add(figures, f"{key}_by_setting.png",
+                     plots.by_setting_figure(frame, key, f"{label}, {ERROR_BARS}")):
+                lines += [f"![{label}]({key}_by_setting.png)", ""]
+        curves = curves_frame(results)
+        if not curves.empty:
+            tables["deletion_insertion.csv"] = curves
+
+            def pick(group: pd.DataFrame, y: str) -> pd.DataFrame:
+                return group[group["curve"] == y]
+
+            if add(figures, "deletion_insertion.png", plots.lines_per_run_figure(
+                    curves, "fraction", [("deletion", "deletion: class probability"),
+                                         ("insertion", "insertion: class probability")],
+                    "fraction of pixels deleted / inserted", select=pick)):
+                lines += ["Deletion and insertion curves (mean over the faithfulness subset "
+                          "and seeds; solid tf, dashed torch):", "",
+                          "![deletion and insertion curves](deletion_insertion.png)", ""]
+        lines += faithfulness_tables(summary)
+    if montages:
+        lines += ["### Saliency montages", "",
+                  "Each model is explained on the test images its headline metrics use "
+                  "(local-DP runs with `data.ldp_test_inputs: privatised`: their privatised "
+                  "images, shown beside the clean ones).", ""]
+        for montage in montages:
+            figures.append(drawn_figure(f"montages/{montage.name}",
+                                        functools.partial(draw_montage, data=montage)))
+            lines += [f"![{Path(montage.name).stem}](montages/{montage.name})", ""]
+    return SectionOutput(lines, tables, figures)
+
+
+#: How the randomisation column of the faithfulness tables is read.
+RANDOMISATION_NOTE = (
+    "`randomisation`: the model-randomisation sanity check (Adebayo et al. 2018) of each "
+    "seed's Grad-CAM maps: the explained layer and every layer above it re-initialised "
+    "(seeded), the maps compared by Spearman rank correlation (median over the images; "
+    "`randomisation_spearman`) and SSIM (`randomisation_ssim`); an explanation whose maps keep "
+    f"a median Spearman above {FAIL_SPEARMAN:g} did not change with the model and *fails the "
+    "randomisation check*: its faithfulness figures are tabled apart and not read as "
+    "interpretability.")
+#: How the calibrated table is read.
+CALIBRATED_NOTE = (
+    "Temperature scaling (Guo et al. 2017): one temperature T per run, fitted by minimising the "
+    "NLL on the data set's validation split when it has one (`imagefolder:` with "
+    "`val: validation`), else on the test images outside the faithfulness subset (disjoint "
+    "from the explained images; a small test set: half of the subset, the figures on the "
+    "other half; `temperature_fit` says which: validation, test, faithfulness subset), divides "
+    "the logits; it changes no predicted class, only the confidence, so an over-confident "
+    "model (T > 1) no longer saturates Average Drop and Increase in Confidence. Both figures "
+    "are shown: as the model outputs them and after scaling.")
+
+
+def faithfulness_tables(summary: pd.DataFrame) -> list[str]:
+    """The faithfulness tables of the summary: settings whose runs neither collapsed nor
+    failed the randomisation check; those with a run that fails the check (not read as
+    interpretability); the collapsed ones; then raw against temperature-scaled Average Drop
+    and Increase in Confidence with the fitted T. Every table has the ``randomisation``
+    column and names its interval (:func:`seeds_phrase`)."""
+    keys = [*FAITHFULNESS_KEYS, *SANITY_KEYS]
+    rename = {f"{k}_text": k for k in keys}
+    has_check = "randomisation" in summary
+    faith_cols = ["setting", "backend", "seeds",
+                  *[k for k in FAITHFULNESS_KEYS if f"{k}_text" in summary],
+                  *(["randomisation"] if has_check else [])]
+    table = summary.rename(columns=rename)
+    fails = (table["randomisation_fails"] > 0) if has_check else table["collapsed"] < 0
+    collapsed = table["collapsed"] > 0
+    phrase = seeds_phrase(summary["seeds"])
+    lines = [f"Faithfulness ({phrase}), runs that did not collapse"
+             + (" and whose explanations pass the randomisation check:" if has_check else ":"),
+             "", markdown_table(table[~collapsed & ~fails], faith_cols), ""]
+    if "original_score_text" in summary:
+        lines += [FAITHFULNESS_COLUMNS_NOTE, ""]
+    if has_check:
+        lines += [RANDOMISATION_NOTE, ""]
+    if fails[~collapsed].any():
+        lines += [f"**Explanations that fail the randomisation check** ({phrase}; at least one "
+                  "seed fails; the maps do not depend on the learned weights, so these figures "
+                  "are not interpretability):", "",
+                  markdown_table(table[~collapsed & fails],
+                                 [*faith_cols, "randomisation_spearman",
+                                  "randomisation_ssim"]), ""]
+    if collapsed.any():
+        lines += ["Collapsed settings (at least one seed collapsed; faithfulness of a "
+                  "constant or chance-level model, not comparable):", "",
+                  markdown_table(table[collapsed], [*faith_cols, "collapsed"]), ""]
+    calibrated = [k for k in ("temperature", "average_drop", "calibrated_average_drop",
+                              "increase_in_confidence", "calibrated_increase_in_confidence",
+                              "randomisation_spearman", "randomisation_ssim")
+                  if f"{k}_text" in summary]
+    if "temperature_fit" in table and "temperature" in calibrated:  # the split T was fitted on
+        calibrated.insert(calibrated.index("temperature") + 1, "temperature_fit")
+    if "calibrated_average_drop" in calibrated:
+        lines += [f"Faithfulness as output and after temperature scaling, with the "
+                  f"randomisation check's similarities ({phrase}):", "",
+                  markdown_table(table, ["setting", "backend", "seeds", *calibrated,
+                                         *(["randomisation"] if has_check else []),
+                                         "collapsed"]), "",
+                  CALIBRATED_NOTE, ""]
+    return lines
+
+
+__all__ = ["CALIBRATED_NOTE", "FAITHFULNESS_COLUMNS_NOTE", "RANDOMISATION_NOTE", "faithfulness",
+           "faithfulness_tables"]

@@ -1,0 +1,90 @@
+"""A report as a pipeline: the report data built once, then every section of :data:`SECTIONS`.
+
+:func:`report_data` builds the one run table (:func:`compare.reporting.frames.results_frame`)
+and what is aggregated from it (summary, backends paired by seed) once from the run records;
+:func:`render_sections` applies the header and the sections to it, in order. Each section is a
+:class:`~compare.reporting.section.Section` (a pure function of the data returning markdown,
+tables and figures); :func:`compare.reporting.writer.write_report_files` writes them. To add a
+section, write it in its own module and list it here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from compare.montage import MontageData
+from compare.report_context import ReportContext
+from compare.reporting.accuracy_section import accuracy
+from compare.reporting.attribution_section import attribution
+from compare.reporting.backends_section import backends
+from compare.reporting.closing_section import all_runs, notes, unfinished_runs
+from compare.reporting.curves_section import learning_curves
+from compare.reporting.epsilon_section import epsilon
+from compare.reporting.faithfulness_section import faithfulness
+from compare.reporting.findings_section import findings
+from compare.reporting.frames import results_frame
+from compare.reporting.header_section import header
+from compare.reporting.headline import headline_section
+from compare.reporting.ldp_audit_section import local_dp_and_audit
+from compare.reporting.per_class_section import per_class
+from compare.reporting.privacy_section import privacy
+from compare.reporting.published_section import published
+from compare.reporting.section import ReportData, Section, SectionOutput
+from compare.reporting.stats import paired_backend_table, summary_table
+from compare.reporting.tables import markdown_table
+from compare.reporting.time_section import time_and_memory
+from dpcore.results import RunResult
+
+#: The sections of a report with finished runs, in reading order (the header leads them).
+SECTIONS: tuple[Section, ...] = (
+    headline_section, published, findings, privacy, attribution, accuracy, backends,
+    learning_curves, epsilon, faithfulness, time_and_memory, per_class, local_dp_and_audit,
+    notes, unfinished_runs, all_runs,
+)
+
+
+def report_data(results: Sequence[RunResult], context: ReportContext,
+                montages: Sequence[MontageData] = (), folder: str = "report") -> ReportData:
+    """The data every section reads, built once: ``results`` (as given: sorted and labelled by
+    the caller, :func:`compare.report.resolve_context`), the run table, its summary (empty
+    when no run finished) and the backends paired by seed (empty then too)."""
+    frame = results_frame(results)
+    summary = summary_table(frame)
+    paired = paired_backend_table(frame) if not summary.empty else pd.DataFrame()
+    return ReportData(results=tuple(results), context=context, frame=frame, summary=summary,
+                      paired=paired, montages=tuple(montages), folder=folder or "report")
+
+
+def render_sections(data: ReportData, sections: Sequence[Section] | None = None
+                    ) -> list[SectionOutput]:
+    """The header and, by what the runs hold, "No runs found.", "No run finished." with the
+    runs that did not, or ``runs.csv``, ``summary.csv`` and every one of ``sections``
+    (default: :data:`SECTIONS` as it is when called)."""
+    sections = SECTIONS if sections is None else sections
+    head = header.render(data)
+    frame = data.frame
+    if frame.empty:
+        return [head, SectionOutput(["No runs found."])]
+    tables = {"runs.csv": frame, "summary.csv": data.summary}
+    if data.summary.empty:  # no run finished: nothing to aggregate
+        return [head, SectionOutput(
+            ["No run finished.", "", "## Runs that did not finish", "",
+             markdown_table(frame, ["run_id", "setting", "backend", "seed", "status"])],
+            tables)]
+    return [head, SectionOutput((), tables), *(s.render(data) for s in sections)]
+
+
+def section_named(name: str, sections: Sequence[Section] | None = None) -> Section:
+    """The section of ``sections`` (default :data:`SECTIONS`) called ``name`` (KeyError
+    naming the valid ones)."""
+    sections = SECTIONS if sections is None else sections
+    for candidate in sections:
+        if candidate.name == name:
+            return candidate
+    raise KeyError(f"no report section {name!r}; valid: "
+                   + ", ".join(s.name for s in sections))
+
+
+__all__ = ["SECTIONS", "render_sections", "report_data", "section_named"]

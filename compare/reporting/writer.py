@@ -1,0 +1,50 @@
+"""The one writer of a report folder: the sections' markdown, CSV tables and PNG figures
+(:func:`write_report_files`), and the booktabs LaTeX tables on request (:func:`write_latex`).
+Sections never write; everything a report folder holds passes through here (the records:
+:func:`compare.records.write_records`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from compare.reporting.section import SectionOutput
+from dpcore.results import atomic_write_bytes
+
+#: The report's markdown file in its folder.
+REPORT_FILE = "report.md"
+
+
+def write_report_files(out: str | Path, outputs: Sequence[SectionOutput]) -> Path:
+    """Write ``outputs`` into the folder ``out`` (created): every table as CSV (no index),
+    every figure as PNG (its ``write``; subfolders created), then ``report.md`` (the lines of
+    all outputs, in order, one per line, UTF-8). Returns the path of ``report.md``."""
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    for output in outputs:
+        for name, table in output.tables.items():
+            table.to_csv(folder / name, index=False)
+    for output in outputs:
+        for figure in output.figures:
+            path = folder / figure.name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            figure.write(path)
+    lines = [line for output in outputs for line in output.lines]
+    report_path = folder / REPORT_FILE
+    atomic_write_bytes(report_path, ("\n".join(lines) + "\n").encode("utf-8"))
+    return report_path
+
+
+def write_latex(out: str | Path) -> list[Path]:
+    """The booktabs ``.tex`` tables of the report in ``out``, from its CSV tables
+    (:func:`compare.latex.write_latex_tables`); returns the paths written.
+
+    Raises:
+        DataError: the report has no ``summary.csv`` (no finished runs).
+    """
+    from compare.latex import write_latex_tables
+
+    return write_latex_tables(out)
+
+
+__all__ = ["REPORT_FILE", "write_latex", "write_report_files"]
