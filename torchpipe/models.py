@@ -188,7 +188,7 @@ class TorchContext:
 
 
 #: Builds one described layer: ``builder(layer, neutral input shape, ctx) -> [(name, module)]``
-#: (the module of the layer itself tagged with :func:`_tag`, plus any helper modules such as
+#: (the module of the layer itself tagged by :func:`tagged`, plus any helper modules such as
 #: an asymmetric padding, in forward order).
 TorchBuilder = Callable[[Any, A.Shape, TorchContext], list[tuple[str, nn.Module]]]
 
@@ -197,8 +197,10 @@ LAYER_BUILDERS: LayerRegistry[TorchBuilder] = LayerRegistry("torch builder")
 register_layer_builder = LAYER_BUILDERS.register
 
 
-def _tagged(layer: A.Layer, module: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The one module built for ``layer``, tagged with its neutral name."""
+def tagged(layer: A.Layer, module: nn.Module) -> list[tuple[str, nn.Module]]:
+    """A builder's result for a layer built as one module: ``module`` under the layer's
+    neutral name, tagged with it (``dp_name``, how :func:`get_layer` and the weight
+    functions find it)."""
     return [(layer.name, _tag(module, layer.name))]
 
 
@@ -217,7 +219,7 @@ def _conv2d(layer: A.Conv2D, in_shape: A.Shape, ctx: TorchContext
         out.append((f"{layer.name}_pad", nn.ZeroPad2d((left, right, top, bottom))))
     conv = nn.Conv2d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
                      padding=padding, bias=layer.use_bias)
-    return out + _tagged(layer, conv)
+    return out + tagged(layer, conv)
 
 
 @register_layer_builder(A.Conv1D)
@@ -233,62 +235,62 @@ def _conv1d(layer: A.Conv1D, in_shape: A.Shape, ctx: TorchContext
             out.append((f"{layer.name}_pad", nn.ConstantPad1d((before, after), 0.0)))
     conv = nn.Conv1d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
                      padding=padding, bias=layer.use_bias)
-    return out + _tagged(layer, conv)
+    return out + tagged(layer, conv)
 
 
 @register_layer_builder(A.GroupNorm)
 def _group_norm(layer: A.GroupNorm, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon,
+    return tagged(layer, nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon,
                                        affine=layer.affine))
 
 
 @register_layer_builder(A.Scattering2D)
 def _scattering(layer: A.Scattering2D, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, Scattering(layer.J, layer.L, (in_shape[0], in_shape[1])))
+    return tagged(layer, Scattering(layer.J, layer.L, (in_shape[0], in_shape[1])))
 
 
 @register_layer_builder(A.Activation)
 def _activation(layer: A.Activation, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, activation_module(ctx.activation))
+    return tagged(layer, activation_module(ctx.activation))
 
 
 @register_layer_builder(A.MaxPool2D)
 def _max_pool2d(layer: A.MaxPool2D, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, nn.MaxPool2d(layer.pool, layer.stride))
+    return tagged(layer, nn.MaxPool2d(layer.pool, layer.stride))
 
 
 @register_layer_builder(A.Flatten)
 def _flatten(layer: A.Flatten, in_shape: A.Shape, ctx: TorchContext
              ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, FlattenChannelsLast())
+    return tagged(layer, FlattenChannelsLast())
 
 
 @register_layer_builder(A.GlobalAvgPool2D)
 def _global_avg_pool2d(layer: A.GlobalAvgPool2D, in_shape: A.Shape, ctx: TorchContext
                        ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, GlobalAvgPool2d())
+    return tagged(layer, GlobalAvgPool2d())
 
 
 @register_layer_builder(A.GlobalMaxPool1D)
 def _global_max_pool1d(layer: A.GlobalMaxPool1D, in_shape: A.Shape, ctx: TorchContext
                        ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, GlobalMaxPool1d())
+    return tagged(layer, GlobalMaxPool1d())
 
 
 @register_layer_builder(A.Dense)
 def _dense(layer: A.Dense, in_shape: A.Shape, ctx: TorchContext
            ) -> list[tuple[str, nn.Module]]:
-    return _tagged(layer, nn.Linear(in_shape[-1], layer.units, bias=layer.use_bias))
+    return tagged(layer, nn.Linear(in_shape[-1], layer.units, bias=layer.use_bias))
 
 
 @register_layer_builder(A.Embedding)
 def _embedding(layer: A.Embedding, in_shape: A.Shape, ctx: TorchContext
                ) -> list[tuple[str, nn.Module]]:
-    return [*_tagged(layer, nn.Embedding(layer.vocab_size, layer.dim)),
+    return [*tagged(layer, nn.Embedding(layer.vocab_size, layer.dim)),
             (f"{layer.name}_ncl", ChannelsFirst1d())]
 
 
@@ -297,7 +299,7 @@ def _residual(layer: A.Residual, in_shape: A.Shape, ctx: TorchContext
               ) -> list[tuple[str, nn.Module]]:
     body = Sequence(ctx.modules(layer.body))
     short = Sequence(ctx.modules(layer.shortcut)) if layer.shortcut else None
-    return _tagged(layer, Residual(body, short))
+    return tagged(layer, Residual(body, short))
 
 
 def from_architecture(arch: A.Architecture) -> ZooModel:
@@ -490,5 +492,5 @@ def get_layer(model: nn.Module, name: str) -> nn.Module:
 __all__ = [
     "LAYER_BUILDERS", "MODELS", "Scattering", "TemperedSigmoid", "TorchContext", "ZooModel",
     "activation_module", "build_model", "freeze_layers", "from_architecture", "get_layer",
-    "get_weights", "gradcam_layer_name", "register_layer_builder", "set_weights",
+    "get_weights", "gradcam_layer_name", "register_layer_builder", "set_weights", "tagged",
 ]
