@@ -204,37 +204,29 @@ def tagged(layer: A.Layer, module: nn.Module) -> list[tuple[str, nn.Module]]:
     return [(layer.name, _tag(module, layer.name))]
 
 
-@register_layer_builder(A.Conv2D)
-def _conv2d(layer: A.Conv2D, in_shape: A.Shape, ctx: TorchContext
-            ) -> list[tuple[str, nn.Module]]:
-    out: list[tuple[str, nn.Module]] = []
-    pads = [(0, 0), (0, 0)]
-    if layer.padding == "same":
-        pads = [A.same_padding(n, layer.kernel, layer.stride) for n in in_shape[:2]]
-    (top, bottom), (left, right) = pads
-    padding: int = 0
-    if top == bottom and left == right and top == left:
-        padding = top
-    else:  # asymmetric TF padding: nn.ZeroPad2d takes (left, right, top, bottom)
-        out.append((f"{layer.name}_pad", nn.ZeroPad2d((left, right, top, bottom))))
-    conv = nn.Conv2d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
-                     padding=padding, bias=layer.use_bias)
-    return out + tagged(layer, conv)
+#: Spatial axes -> (torch convolution, the module padding it asymmetrically).
+_CONVS: dict[int, tuple[type[nn.Module], Callable[[tuple[int, ...]], nn.Module]]] = {
+    1: (nn.Conv1d, lambda pads: nn.ConstantPad1d(pads, 0.0)),
+    2: (nn.Conv2d, nn.ZeroPad2d),
+}
 
 
-@register_layer_builder(A.Conv1D)
-def _conv1d(layer: A.Conv1D, in_shape: A.Shape, ctx: TorchContext
-            ) -> list[tuple[str, nn.Module]]:
+@register_layer_builder(A.Conv2D, A.Conv1D)
+def _conv(layer: A.Conv2D | A.Conv1D, in_shape: A.Shape, ctx: TorchContext
+          ) -> list[tuple[str, nn.Module]]:
+    """TF padding: ``same`` pads by :func:`dpcore.architectures.same_padding` per spatial
+    axis, in the convolution when symmetric on every axis, else by a padding module first."""
+    n_axes = len(in_shape) - 1
+    conv_cls, pad_cls = _CONVS[n_axes]
+    pads = [A.same_padding(n, layer.kernel, layer.stride) if layer.padding == "same"
+            else (0, 0) for n in in_shape[:n_axes]]
     out: list[tuple[str, nn.Module]] = []
-    padding = 0
-    if layer.padding == "same":
-        before, after = A.same_padding(in_shape[0], layer.kernel, layer.stride)
-        if before == after:
-            padding = before
-        else:
-            out.append((f"{layer.name}_pad", nn.ConstantPad1d((before, after), 0.0)))
-    conv = nn.Conv1d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
-                     padding=padding, bias=layer.use_bias)
+    padding = pads[0][0]
+    if {p for pair in pads for p in pair} != {padding}:
+        padding = 0  # torch's padding modules take the last axis first: (left, right, top, ...)
+        out.append((f"{layer.name}_pad", pad_cls(tuple(p for pair in pads[::-1] for p in pair))))
+    conv = conv_cls(in_shape[-1], layer.filters, layer.kernel, layer.stride, padding=padding,
+                    bias=layer.use_bias)
     return out + tagged(layer, conv)
 
 
@@ -263,22 +255,17 @@ def _max_pool2d(layer: A.MaxPool2D, in_shape: A.Shape, ctx: TorchContext
     return tagged(layer, nn.MaxPool2d(layer.pool, layer.stride))
 
 
-@register_layer_builder(A.Flatten)
-def _flatten(layer: A.Flatten, in_shape: A.Shape, ctx: TorchContext
-             ) -> list[tuple[str, nn.Module]]:
-    return tagged(layer, FlattenChannelsLast())
+#: Reshaping layers: one argument-free module class each.
+_RESHAPES: dict[type, type[nn.Module]] = {
+    A.Flatten: FlattenChannelsLast, A.GlobalAvgPool2D: GlobalAvgPool2d,
+    A.GlobalMaxPool1D: GlobalMaxPool1d,
+}
 
 
-@register_layer_builder(A.GlobalAvgPool2D)
-def _global_avg_pool2d(layer: A.GlobalAvgPool2D, in_shape: A.Shape, ctx: TorchContext
-                       ) -> list[tuple[str, nn.Module]]:
-    return tagged(layer, GlobalAvgPool2d())
-
-
-@register_layer_builder(A.GlobalMaxPool1D)
-def _global_max_pool1d(layer: A.GlobalMaxPool1D, in_shape: A.Shape, ctx: TorchContext
-                       ) -> list[tuple[str, nn.Module]]:
-    return tagged(layer, GlobalMaxPool1d())
+@register_layer_builder(*_RESHAPES)
+def _reshape(layer: A.Flatten | A.GlobalAvgPool2D | A.GlobalMaxPool1D, in_shape: A.Shape,
+             ctx: TorchContext) -> list[tuple[str, nn.Module]]:
+    return tagged(layer, _RESHAPES[type(layer)]())
 
 
 @register_layer_builder(A.Dense)

@@ -21,33 +21,30 @@ from dpcore.ldp.privatize import privatize_dataset
 
 @dataclass(frozen=True)
 class ToyLaplace(LdpMechanism):
-    """Laplace noise of scale ``scale`` on every value, always clipped to [0, 1]."""
+    """Laplace noise of scale ``scale`` on every value, always clipped to [0, 1]; reports the
+    per-image level only (L1 sensitivity H W C)."""
 
     name: ClassVar[str] = "toy_laplace"
     noise_param: ClassVar[str] = "scale"
-    levels: ClassVar[tuple[str, ...]] = ("value", "image")
-
+    levels: ClassVar[tuple[str, ...]] = ("image",)
     scale: float = 1.0
     clip: bool = True
 
     def _perturb(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        return x + rng.laplace(0.0, self.scale, size=x.shape)
+        return x + self.scale * rng.laplace(size=x.shape)  # Laplace(0, scale)
 
     def _event(self, noise_multiplier: float) -> dp_accounting.DpEvent:
         return dp_accounting.LaplaceDpEvent(noise_multiplier)
 
     @property
     def method(self) -> str:
-        return "Laplace mechanism, L1 sensitivity 1 per value"
+        return "Laplace mechanism, L1 sensitivity H W C per image"
 
     def _levels(self, shape: tuple[int, int, int], delta: float | None) -> dict[str, Any]:
         hwc = float(math.prod(shape))
-        return {
-            "value": _level_entry(epsilon=1 / self.scale, delta=0.0, sensitivity=1.0, norm="L1",
-                                  noise_scale=self.scale, neighbours="one value"),
-            "image": _level_entry(epsilon=hwc / self.scale, delta=0.0, sensitivity=hwc,
-                                  norm="L1", noise_scale=self.scale, neighbours="any image"),
-        }
+        entry = _level_entry(epsilon=hwc / self.scale, delta=0.0, sensitivity=hwc, norm="L1",
+                             noise_scale=self.scale, neighbours="any image")
+        return {"image": entry}
 
 
 def test_a_toy_ldp_mechanism_privatises_a_data_set(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -55,7 +52,7 @@ def test_a_toy_ldp_mechanism_privatises_a_data_set(monkeypatch: pytest.MonkeyPat
     mechanism = build_mechanism("toy_laplace", {"scale": 2.0})
     assert mechanism.label() == "toy_laplace-scale2-clip"
     epsilons = mechanism.epsilons((8, 8, 1), delta=1e-5)
-    assert (epsilons["per_value"]["epsilon"], epsilons["per_image"]["epsilon"]) == (0.5, 32.0)
+    assert epsilons["per_image"]["epsilon"] == 32.0 and "per_value" not in epsilons
 
     data = load_dataset(DataSpec(name="digits", train_limit=50, test_limit=20), cache=False)
     private = privatize_dataset(data, mechanism, seed=0, cache_dir=None)
