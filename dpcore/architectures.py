@@ -8,6 +8,10 @@ from the config's ``model.layers`` (:func:`dpcore.layers.parse_layers`). ``tfpip
 and ``torchpipe.models`` each interpret this one description, so the two frameworks cannot
 drift apart: same layers, same names, same padding, same weight shapes.
 
+Each layer type's shape rule and weight shapes are registered per type
+(:func:`register_shape_rule`, :func:`register_weight_shapes`; :mod:`dpcore.layer_registry`),
+as each backend registers one builder per type (``register_layer_builder``).
+
 Conventions (the contract of both backends):
 
 * Image tensors are described channels-last, ``(H, W, C)``; token inputs are ``(L,)``.
@@ -29,10 +33,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dpcore.activations import ActivationSpec
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
+from dpcore.layer_registry import LayerRegistry
 from dpcore.layers import (
     GROUPNORM_EPSILON,
     LAYER_TYPES,
@@ -109,7 +115,7 @@ class Architecture:
                 or layer names are not unique.
         """
         shapes: dict[str, tuple[Shape, Shape]] = {}
-        out = _trace(self.layers, tuple(self.input_shape), shapes, self)
+        out = Tracer(self, shapes).trace(self.layers, tuple(self.input_shape))
         if out != (self.n_classes,):
             raise ConfigError(
                 f"model {self.name!r} ends with shape {out}, expected ({self.n_classes},)"
@@ -121,23 +127,11 @@ class Architecture:
         shapes = self.trace()
         out: dict[str, Shape] = {}
         for layer in self.walk():
-            in_shape = shapes[layer.name][0]
-            if isinstance(layer, Conv2D):
-                out[f"{layer.name}.kernel"] = (layer.kernel, layer.kernel, in_shape[-1],
-                                               layer.filters)
-            elif isinstance(layer, Conv1D):
-                out[f"{layer.name}.kernel"] = (layer.kernel, in_shape[-1], layer.filters)
-            elif isinstance(layer, Dense):
-                out[f"{layer.name}.kernel"] = (in_shape[-1], layer.units)
-            elif isinstance(layer, GroupNorm) and layer.affine:
-                out[f"{layer.name}.gamma"] = (in_shape[-1],)
-                out[f"{layer.name}.beta"] = (in_shape[-1],)
-            elif isinstance(layer, Embedding):
-                out[f"{layer.name}.embeddings"] = (layer.vocab_size, layer.dim)
-            if isinstance(layer, Conv2D | Conv1D | Dense) and layer.use_bias:
-                out[f"{layer.name}.bias"] = (
-                    layer.units if isinstance(layer, Dense) else layer.filters,
-                )
+            rule = WEIGHT_SHAPE_RULES.get(type(layer))
+            if rule is not None:
+                in_shape = shapes[layer.name][0]
+                out.update((f"{layer.name}.{param}", shape)
+                           for param, shape in rule(layer, in_shape).items())
         return out
 
     def weight_kinds(self) -> dict[str, str]:
@@ -231,75 +225,172 @@ def _too_small(arch: Architecture, layer: Layer, in_shape: Shape) -> ConfigError
     )
 
 
-def _trace(
-    layers: tuple[Layer, ...], shape: Shape, out: dict[str, tuple[Shape, Shape]],
-    arch: Architecture,
-) -> Shape:
-    for layer in layers:
-        if layer.name in out:
-            raise ConfigError(f"model {arch.name!r}: layer name {layer.name!r} is used twice")
-        in_shape = shape
-        if isinstance(layer, Conv2D):
-            _need_rank(arch, layer, shape, 3)
-            h, w = (conv_output_size(n, layer.kernel, layer.stride, layer.padding)
-                    for n in shape[:2])
-            if h < 1 or w < 1:
-                raise _too_small(arch, layer, shape)
-            shape = (h, w, layer.filters)
-        elif isinstance(layer, MaxPool2D):
-            _need_rank(arch, layer, shape, 3)
-            h, w = (conv_output_size(n, layer.pool, layer.stride, "valid") for n in shape[:2])
-            if h < 1 or w < 1:
-                raise _too_small(arch, layer, shape)
-            shape = (h, w, shape[2])
-        elif isinstance(layer, Conv1D):
-            _need_rank(arch, layer, shape, 2)
-            n = conv_output_size(shape[0], layer.kernel, layer.stride, layer.padding)
-            if n < 1:
-                raise _too_small(arch, layer, shape)
-            shape = (n, layer.filters)
-        elif isinstance(layer, Scattering2D):
-            _need_rank(arch, layer, shape, 3)
-            if min(shape[:2]) < 2 ** (layer.J + 1):
-                # kymatio reflect-pads by up to 2**J px per side, which needs a larger map
-                raise ConfigError(
-                    f"input_shape={tuple(arch.input_shape)} is too small for model "
-                    f"{arch.name!r}: its scattering (J={layer.J}) needs images of at least "
-                    f"{2 ** (layer.J + 1)}x{2 ** (layer.J + 1)} px (e.g. --set "
-                    "data.image_size=16)"
-                )
-            shape = (shape[0] // 2 ** layer.J, shape[1] // 2 ** layer.J,
-                     shape[2] * scattering_channels(layer.J, layer.L))
-        elif isinstance(layer, GroupNorm):
-            if shape[-1] % layer.groups:
-                raise ConfigError(
-                    f"model {arch.name!r}: layer {layer.name!r} has {layer.groups} groups, "
-                    f"which do not divide its {shape[-1]} channels"
-                )
-        elif isinstance(layer, Flatten):
-            shape = (math.prod(shape),)
-        elif isinstance(layer, GlobalAvgPool2D):
-            _need_rank(arch, layer, shape, 3)
-            shape = (shape[2],)
-        elif isinstance(layer, GlobalMaxPool1D):
-            _need_rank(arch, layer, shape, 2)
-            shape = (shape[1],)
-        elif isinstance(layer, Dense):
-            _need_rank(arch, layer, shape, 1)
-            shape = (layer.units,)
-        elif isinstance(layer, Embedding):
-            _need_rank(arch, layer, shape, 1)
-            shape = (shape[0], layer.dim)
-        elif isinstance(layer, Residual):
-            body = _trace(layer.body, shape, out, arch)
-            short = _trace(layer.shortcut, shape, out, arch)
-            if body != short:
-                raise ConfigError(
-                    f"model {arch.name!r}: residual {layer.name!r} adds shapes {body} and {short}"
-                )
-            shape = body
-        out[layer.name] = (in_shape, shape)
+@dataclass(frozen=True)
+class Tracer:
+    """What a shape rule may use besides its layer: the architecture (for messages) and the
+    traced shapes so far (a :class:`Residual` traces its branches with :meth:`trace`)."""
+
+    arch: Architecture
+    shapes: dict[str, tuple[Shape, Shape]]
+
+    def trace(self, layers: tuple[Layer, ...], shape: Shape) -> Shape:
+        """The output shape of ``layers`` applied to ``shape``; records every layer's shapes.
+
+        Raises:
+            ConfigError: a layer name used twice, or a shape a layer's rule refuses.
+        """
+        for layer in layers:
+            if layer.name in self.shapes:
+                raise ConfigError(f"model {self.arch.name!r}: layer name {layer.name!r} is "
+                                  "used twice")
+            out = SHAPE_RULES[type(layer)](layer, shape, self)
+            self.shapes[layer.name] = (shape, out)
+            shape = out
+        return shape
+
+
+#: Per-example output shape of a layer: ``rule(layer, input shape, tracer) -> output shape``;
+#: raises ConfigError (:func:`_too_small`, :func:`_need_rank`) for an input it cannot take.
+ShapeRule = Callable[[Any, Shape, Tracer], Shape]
+#: Weights of a layer: ``rule(layer, input shape) -> {parameter: shape}`` in the neutral
+#: layout (:mod:`dpcore.weights`), in a fixed order; layer types without one have no weights.
+WeightShapeRule = Callable[[Any, Shape], dict[str, Shape]]
+
+SHAPE_RULES: LayerRegistry[ShapeRule] = LayerRegistry("shape rule")
+WEIGHT_SHAPE_RULES: LayerRegistry[WeightShapeRule] = LayerRegistry("weight-shape rule")
+register_shape_rule = SHAPE_RULES.register
+register_weight_shapes = WEIGHT_SHAPE_RULES.register
+
+
+@register_shape_rule(Conv2D)
+def _conv2d_shape(layer: Conv2D, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 3)
+    h, w = (conv_output_size(n, layer.kernel, layer.stride, layer.padding) for n in shape[:2])
+    if h < 1 or w < 1:
+        raise _too_small(t.arch, layer, shape)
+    return (h, w, layer.filters)
+
+
+@register_shape_rule(MaxPool2D)
+def _maxpool2d_shape(layer: MaxPool2D, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 3)
+    h, w = (conv_output_size(n, layer.pool, layer.stride, "valid") for n in shape[:2])
+    if h < 1 or w < 1:
+        raise _too_small(t.arch, layer, shape)
+    return (h, w, shape[2])
+
+
+@register_shape_rule(Conv1D)
+def _conv1d_shape(layer: Conv1D, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 2)
+    n = conv_output_size(shape[0], layer.kernel, layer.stride, layer.padding)
+    if n < 1:
+        raise _too_small(t.arch, layer, shape)
+    return (n, layer.filters)
+
+
+@register_shape_rule(Scattering2D)
+def _scattering2d_shape(layer: Scattering2D, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 3)
+    if min(shape[:2]) < 2 ** (layer.J + 1):
+        # kymatio reflect-pads by up to 2**J px per side, which needs a larger map
+        raise ConfigError(
+            f"input_shape={tuple(t.arch.input_shape)} is too small for model "
+            f"{t.arch.name!r}: its scattering (J={layer.J}) needs images of at least "
+            f"{2 ** (layer.J + 1)}x{2 ** (layer.J + 1)} px (e.g. --set "
+            "data.image_size=16)"
+        )
+    return (shape[0] // 2 ** layer.J, shape[1] // 2 ** layer.J,
+            shape[2] * scattering_channels(layer.J, layer.L))
+
+
+@register_shape_rule(GroupNorm)
+def _groupnorm_shape(layer: GroupNorm, shape: Shape, t: Tracer) -> Shape:
+    if shape[-1] % layer.groups:
+        raise ConfigError(
+            f"model {t.arch.name!r}: layer {layer.name!r} has {layer.groups} groups, "
+            f"which do not divide its {shape[-1]} channels"
+        )
     return shape
+
+
+@register_shape_rule(Activation)
+def _same_shape(layer: Layer, shape: Shape, t: Tracer) -> Shape:
+    return shape
+
+
+@register_shape_rule(Flatten)
+def _flatten_shape(layer: Flatten, shape: Shape, t: Tracer) -> Shape:
+    return (math.prod(shape),)
+
+
+@register_shape_rule(GlobalAvgPool2D)
+def _global_avg_pool2d_shape(layer: GlobalAvgPool2D, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 3)
+    return (shape[2],)
+
+
+@register_shape_rule(GlobalMaxPool1D)
+def _global_max_pool1d_shape(layer: GlobalMaxPool1D, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 2)
+    return (shape[1],)
+
+
+@register_shape_rule(Dense)
+def _dense_shape(layer: Dense, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 1)
+    return (layer.units,)
+
+
+@register_shape_rule(Embedding)
+def _embedding_shape(layer: Embedding, shape: Shape, t: Tracer) -> Shape:
+    _need_rank(t.arch, layer, shape, 1)
+    return (shape[0], layer.dim)
+
+
+@register_shape_rule(Residual)
+def _residual_shape(layer: Residual, shape: Shape, t: Tracer) -> Shape:
+    body = t.trace(layer.body, shape)
+    short = t.trace(layer.shortcut, shape)
+    if body != short:
+        raise ConfigError(
+            f"model {t.arch.name!r}: residual {layer.name!r} adds shapes {body} and {short}"
+        )
+    return body
+
+
+@register_weight_shapes(Conv2D)
+def _conv2d_weights(layer: Conv2D, in_shape: Shape) -> dict[str, Shape]:
+    out: dict[str, Shape] = {"kernel": (layer.kernel, layer.kernel, in_shape[-1], layer.filters)}
+    if layer.use_bias:
+        out["bias"] = (layer.filters,)
+    return out
+
+
+@register_weight_shapes(Conv1D)
+def _conv1d_weights(layer: Conv1D, in_shape: Shape) -> dict[str, Shape]:
+    out: dict[str, Shape] = {"kernel": (layer.kernel, in_shape[-1], layer.filters)}
+    if layer.use_bias:
+        out["bias"] = (layer.filters,)
+    return out
+
+
+@register_weight_shapes(Dense)
+def _dense_weights(layer: Dense, in_shape: Shape) -> dict[str, Shape]:
+    out: dict[str, Shape] = {"kernel": (in_shape[-1], layer.units)}
+    if layer.use_bias:
+        out["bias"] = (layer.units,)
+    return out
+
+
+@register_weight_shapes(GroupNorm)
+def _groupnorm_weights(layer: GroupNorm, in_shape: Shape) -> dict[str, Shape]:
+    return {"gamma": (in_shape[-1],), "beta": (in_shape[-1],)} if layer.affine else {}
+
+
+@register_weight_shapes(Embedding)
+def _embedding_weights(layer: Embedding, in_shape: Shape) -> dict[str, Shape]:
+    return {"embeddings": (layer.vocab_size, layer.dim)}
 
 
 def _need_rank(arch: Architecture, layer: Layer, shape: Shape, rank: int) -> None:
@@ -578,10 +669,11 @@ MODEL_NAMES: tuple[str, ...] = (*IMAGE_ARCHITECTURES, *TEXT_ARCHITECTURES)
 
 __all__ = [
     "CONV_TYPES", "CUSTOM_MODEL", "GROUPNORM_EPSILON", "IMAGE_ARCHITECTURES", "LAYER_TYPES",
-    "MODEL_NAMES", "TEXT_ARCHITECTURES", "Activation", "Architecture", "Conv1D", "Conv2D",
-    "Dense", "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool1D", "GroupNorm", "Layer",
-    "MaxPool2D", "Residual", "Scattering2D", "architecture", "check_layer_names",
-    "conv_output_size", "custom_layers", "explainable", "group_count", "parse_layers",
+    "MODEL_NAMES", "SHAPE_RULES", "TEXT_ARCHITECTURES", "WEIGHT_SHAPE_RULES", "Activation",
+    "Architecture", "Conv1D", "Conv2D", "Dense", "Embedding", "Flatten", "GlobalAvgPool2D",
+    "GlobalMaxPool1D", "GroupNorm", "Layer", "MaxPool2D", "Residual", "Scattering2D", "Tracer",
+    "architecture", "check_layer_names", "conv_output_size", "custom_layers", "explainable",
+    "group_count", "parse_layers", "register_shape_rule", "register_weight_shapes",
     "same_padding", "scattering_channels",
 ]
 

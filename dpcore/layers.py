@@ -164,6 +164,16 @@ LAYER_TYPES: dict[str, type] = {
         GlobalMaxPool1D, Dense, Embedding, Residual, Scattering2D)
 }
 
+
+def register_layer_type(cls: type) -> type:
+    """Class decorator: make ``cls`` (a frozen dataclass whose first field is ``name``) a
+    ``model.layers`` type, named by its class name in the YAML. Its shape rule
+    (:func:`dpcore.architectures.register_shape_rule`) and one builder per backend
+    (``register_layer_builder`` in ``tfpipe.models`` / ``torchpipe.models``) make it buildable."""
+    LAYER_TYPES[cls.__name__] = cls
+    return cls
+
+
 #: Layer types refused with the privacy reason (compared lower-case without ``_``/``-``).
 REFUSED_LAYER_TYPES = frozenset({
     "batchnorm", "batchnorm1d", "batchnorm2d", "batchnorm3d", "batchnormalization",

@@ -8,13 +8,16 @@ weight keys' prefixes, so :func:`get_weights` / :func:`set_weights` speak the la
 Only standard layers are used (Conv2D, MaxPool2D, Dense, GroupNormalization, Embedding,
 Conv1D, GlobalAveragePooling2D, GlobalMaxPooling1D, Flatten, Add) plus two parameter-free
 layers, :class:`TemperedSigmoid` and :class:`Scattering` (kymatio's scattering transform),
-so TF Privacy's vectorised per-example gradients work.
+so TF Privacy's vectorised per-example gradients work. Each layer description type has one
+builder, registered with ``@register_layer_builder(LayerType)`` in :data:`LAYER_BUILDERS`.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -24,6 +27,7 @@ from dpcore import architectures as A
 from dpcore.activations import ActivationSpec
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
+from dpcore.layer_registry import LayerRegistry
 from dpcore.weights import Weights, check_weights, init_weights
 
 keras = tf.keras
@@ -123,50 +127,101 @@ def activation_layer(spec: ActivationSpec, name: str) -> keras.layers.Layer:
     return keras.layers.Activation(spec.kind, name=name)
 
 
-def _apply(layers: tuple[A.Layer, ...], x: tf.Tensor, act: ActivationSpec) -> tf.Tensor:
-    """Apply the described layers to the symbolic tensor ``x`` (functional API)."""
-    L = keras.layers
-    for layer in layers:
-        if isinstance(layer, A.Conv2D):
-            x = L.Conv2D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
-                         use_bias=layer.use_bias, name=layer.name)(x)
-        elif isinstance(layer, A.Conv1D):
-            x = L.Conv1D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
-                         use_bias=layer.use_bias, name=layer.name)(x)
-        elif isinstance(layer, A.GroupNorm):
-            x = L.GroupNormalization(groups=layer.groups, axis=-1, epsilon=layer.epsilon,
-                                     center=layer.affine, scale=layer.affine,
-                                     name=layer.name)(x)
-        elif isinstance(layer, A.Scattering2D):
-            x = Scattering(layer.J, layer.L, name=layer.name)(x)
-        elif isinstance(layer, A.Activation):
-            x = activation_layer(act, layer.name)(x)
-        elif isinstance(layer, A.MaxPool2D):
-            x = L.MaxPool2D(layer.pool, layer.stride, padding="valid", name=layer.name)(x)
-        elif isinstance(layer, A.Flatten):
-            x = L.Flatten(name=layer.name)(x)
-        elif isinstance(layer, A.GlobalAvgPool2D):
-            x = L.GlobalAveragePooling2D(name=layer.name)(x)
-        elif isinstance(layer, A.GlobalMaxPool1D):
-            x = L.GlobalMaxPooling1D(name=layer.name)(x)
-        elif isinstance(layer, A.Dense):
-            x = L.Dense(layer.units, use_bias=layer.use_bias, name=layer.name)(x)
-        elif isinstance(layer, A.Embedding):
-            x = L.Embedding(layer.vocab_size, layer.dim, name=layer.name)(x)
-        elif isinstance(layer, A.Residual):
-            body = _apply(layer.body, x, act)
-            short = _apply(layer.shortcut, x, act) if layer.shortcut else x
-            x = L.Add(name=layer.name)([body, short])
-        else:  # pragma: no cover - every layer type of dpcore.architectures is handled
-            raise ConfigError(f"layer type {type(layer).__name__} has no Keras equivalent")
-    return x
+@dataclass(frozen=True)
+class KerasContext:
+    """What a Keras layer builder may use besides its layer: the architecture's activation,
+    and :meth:`apply` to build nested layers (a :class:`~dpcore.layers.Residual`'s branches)."""
+
+    activation: ActivationSpec
+
+    def apply(self, layers: tuple[A.Layer, ...], x: tf.Tensor) -> tf.Tensor:
+        """Apply the described layers to the symbolic tensor ``x`` (functional API)."""
+        for layer in layers:
+            x = LAYER_BUILDERS[type(layer)](layer, x, self)
+        return x
+
+
+#: Builds one described layer on the symbolic tensor ``x``: ``builder(layer, x, ctx) -> y``.
+KerasBuilder = Callable[[Any, tf.Tensor, KerasContext], tf.Tensor]
+
+#: Layer description type -> its Keras builder (exact types; see :mod:`dpcore.layer_registry`).
+LAYER_BUILDERS: LayerRegistry[KerasBuilder] = LayerRegistry("Keras builder")
+register_layer_builder = LAYER_BUILDERS.register
+
+
+@register_layer_builder(A.Conv2D)
+def _conv2d(layer: A.Conv2D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
+                               use_bias=layer.use_bias, name=layer.name)(x)
+
+
+@register_layer_builder(A.Conv1D)
+def _conv1d(layer: A.Conv1D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return keras.layers.Conv1D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
+                               use_bias=layer.use_bias, name=layer.name)(x)
+
+
+@register_layer_builder(A.GroupNorm)
+def _group_norm(layer: A.GroupNorm, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return keras.layers.GroupNormalization(groups=layer.groups, axis=-1, epsilon=layer.epsilon,
+                                           center=layer.affine, scale=layer.affine,
+                                           name=layer.name)(x)
+
+
+@register_layer_builder(A.Scattering2D)
+def _scattering(layer: A.Scattering2D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return Scattering(layer.J, layer.L, name=layer.name)(x)
+
+
+@register_layer_builder(A.Activation)
+def _activation(layer: A.Activation, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return activation_layer(ctx.activation, layer.name)(x)
+
+
+@register_layer_builder(A.MaxPool2D)
+def _max_pool2d(layer: A.MaxPool2D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return keras.layers.MaxPool2D(layer.pool, layer.stride, padding="valid", name=layer.name)(x)
+
+
+@register_layer_builder(A.Flatten)
+def _flatten(layer: A.Flatten, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return keras.layers.Flatten(name=layer.name)(x)
+
+
+@register_layer_builder(A.GlobalAvgPool2D)
+def _global_avg_pool2d(layer: A.GlobalAvgPool2D, x: tf.Tensor, ctx: KerasContext
+                       ) -> tf.Tensor:
+    return keras.layers.GlobalAveragePooling2D(name=layer.name)(x)
+
+
+@register_layer_builder(A.GlobalMaxPool1D)
+def _global_max_pool1d(layer: A.GlobalMaxPool1D, x: tf.Tensor, ctx: KerasContext
+                       ) -> tf.Tensor:
+    return keras.layers.GlobalMaxPooling1D(name=layer.name)(x)
+
+
+@register_layer_builder(A.Dense)
+def _dense(layer: A.Dense, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return keras.layers.Dense(layer.units, use_bias=layer.use_bias, name=layer.name)(x)
+
+
+@register_layer_builder(A.Embedding)
+def _embedding(layer: A.Embedding, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    return keras.layers.Embedding(layer.vocab_size, layer.dim, name=layer.name)(x)
+
+
+@register_layer_builder(A.Residual)
+def _residual(layer: A.Residual, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
+    body = ctx.apply(layer.body, x)
+    short = ctx.apply(layer.shortcut, x) if layer.shortcut else x
+    return keras.layers.Add(name=layer.name)([body, short])
 
 
 def from_architecture(arch: A.Architecture) -> keras.Model:
     """Build the Keras model for a resolved :class:`~dpcore.architectures.Architecture`."""
     dtype = "int32" if arch.is_text else "float32"
     inputs = keras.Input(shape=arch.input_shape, dtype=dtype, name="input")
-    outputs = _apply(arch.layers, inputs, arch.activation)
+    outputs = KerasContext(arch.activation).apply(arch.layers, inputs)
     return keras.Model(inputs, outputs, name=arch.name)
 
 
@@ -334,7 +389,7 @@ def get_layer(model: keras.Model, name: str) -> keras.layers.Layer:
 
 
 __all__ = [
-    "MODELS", "Scattering", "TemperedSigmoid", "activation_layer", "build_model",
-    "freeze_layers", "from_architecture", "get_layer", "get_weights", "gradcam_layer_name",
-    "set_weights",
+    "LAYER_BUILDERS", "MODELS", "KerasContext", "Scattering", "TemperedSigmoid",
+    "activation_layer", "build_model", "freeze_layers", "from_architecture", "get_layer",
+    "get_weights", "gradcam_layer_name", "register_layer_builder", "set_weights",
 ]

@@ -14,12 +14,15 @@ Embedding); kymatio's scattering (:class:`Scattering`) has none (its filters are
 activations are separate, non-inplace modules, so hooks and Captum work. Each
 module built from a described layer carries that layer's neutral name in ``dp_name``; that is
 how :func:`get_weights`, :func:`set_weights` and :func:`get_layer` find it, also inside an
-Opacus ``GradSampleModule``.
+Opacus ``GradSampleModule``. Each layer description type has one builder, registered with
+``@register_layer_builder(LayerType)`` in :data:`LAYER_BUILDERS`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +33,7 @@ from dpcore import architectures as A
 from dpcore.activations import ActivationSpec
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
+from dpcore.layer_registry import LayerRegistry
 from dpcore.weights import (
     TORCH_PARAM_NAMES,
     Weights,
@@ -166,73 +170,128 @@ def _tag(module: nn.Module, name: str) -> nn.Module:
     return module
 
 
-def _modules(
-    layers: tuple[A.Layer, ...], shapes: dict[str, tuple[A.Shape, A.Shape]], act: ActivationSpec
-) -> list[tuple[str, nn.Module]]:
-    """Torch modules for the described layers; ``shapes`` are the neutral traced shapes."""
+@dataclass(frozen=True)
+class TorchContext:
+    """What a torch layer builder may use besides its layer: the neutral traced shapes, the
+    architecture's activation, and :meth:`modules` to build nested layers (a
+    :class:`~dpcore.layers.Residual`'s branches)."""
+
+    shapes: dict[str, tuple[A.Shape, A.Shape]]
+    activation: ActivationSpec
+
+    def modules(self, layers: tuple[A.Layer, ...]) -> list[tuple[str, nn.Module]]:
+        """Torch modules for the described layers, in forward order, with their names."""
+        out: list[tuple[str, nn.Module]] = []
+        for layer in layers:
+            out += LAYER_BUILDERS[type(layer)](layer, self.shapes[layer.name][0], self)
+        return out
+
+
+#: Builds one described layer: ``builder(layer, neutral input shape, ctx) -> [(name, module)]``
+#: (the module of the layer itself tagged by :func:`tagged`, plus any helper modules such as
+#: an asymmetric padding, in forward order).
+TorchBuilder = Callable[[Any, A.Shape, TorchContext], list[tuple[str, nn.Module]]]
+
+#: Layer description type -> its torch builder (exact types; see :mod:`dpcore.layer_registry`).
+LAYER_BUILDERS: LayerRegistry[TorchBuilder] = LayerRegistry("torch builder")
+register_layer_builder = LAYER_BUILDERS.register
+
+
+def tagged(layer: A.Layer, module: nn.Module) -> list[tuple[str, nn.Module]]:
+    """A builder's result for a layer built as one module: ``module`` under the layer's
+    neutral name, tagged with it (``dp_name``, how :func:`get_layer` and the weight
+    functions find it)."""
+    return [(layer.name, _tag(module, layer.name))]
+
+
+#: Spatial axes -> (torch convolution, the module padding it asymmetrically).
+_CONVS: dict[int, tuple[type[nn.Module], Callable[[tuple[int, ...]], nn.Module]]] = {
+    1: (nn.Conv1d, lambda pads: nn.ConstantPad1d(pads, 0.0)),
+    2: (nn.Conv2d, nn.ZeroPad2d),
+}
+
+
+@register_layer_builder(A.Conv2D, A.Conv1D)
+def _conv(layer: A.Conv2D | A.Conv1D, in_shape: A.Shape, ctx: TorchContext
+          ) -> list[tuple[str, nn.Module]]:
+    """TF padding: ``same`` pads by :func:`dpcore.architectures.same_padding` per spatial
+    axis, in the convolution when symmetric on every axis, else by a padding module first."""
+    n_axes = len(in_shape) - 1
+    conv_cls, pad_cls = _CONVS[n_axes]
+    pads = [A.same_padding(n, layer.kernel, layer.stride) if layer.padding == "same"
+            else (0, 0) for n in in_shape[:n_axes]]
     out: list[tuple[str, nn.Module]] = []
-    for layer in layers:
-        in_shape = shapes[layer.name][0]
-        if isinstance(layer, A.Conv2D):
-            pads = [(0, 0), (0, 0)]
-            if layer.padding == "same":
-                pads = [A.same_padding(n, layer.kernel, layer.stride) for n in in_shape[:2]]
-            (top, bottom), (left, right) = pads
-            padding: int = 0
-            if top == bottom and left == right and top == left:
-                padding = top
-            else:  # asymmetric TF padding: nn.ZeroPad2d takes (left, right, top, bottom)
-                out.append((f"{layer.name}_pad", nn.ZeroPad2d((left, right, top, bottom))))
-            conv = nn.Conv2d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
-                             padding=padding, bias=layer.use_bias)
-            out.append((layer.name, _tag(conv, layer.name)))
-        elif isinstance(layer, A.Conv1D):
-            padding = 0
-            if layer.padding == "same":
-                before, after = A.same_padding(in_shape[0], layer.kernel, layer.stride)
-                if before == after:
-                    padding = before
-                else:
-                    out.append((f"{layer.name}_pad", nn.ConstantPad1d((before, after), 0.0)))
-            conv1 = nn.Conv1d(in_shape[-1], layer.filters, layer.kernel, layer.stride,
-                              padding=padding, bias=layer.use_bias)
-            out.append((layer.name, _tag(conv1, layer.name)))
-        elif isinstance(layer, A.GroupNorm):
-            gn = nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon,
-                              affine=layer.affine)
-            out.append((layer.name, _tag(gn, layer.name)))
-        elif isinstance(layer, A.Scattering2D):
-            scatter = Scattering(layer.J, layer.L, (in_shape[0], in_shape[1]))
-            out.append((layer.name, _tag(scatter, layer.name)))
-        elif isinstance(layer, A.Activation):
-            out.append((layer.name, _tag(activation_module(act), layer.name)))
-        elif isinstance(layer, A.MaxPool2D):
-            out.append((layer.name, _tag(nn.MaxPool2d(layer.pool, layer.stride), layer.name)))
-        elif isinstance(layer, A.Flatten):
-            out.append((layer.name, _tag(FlattenChannelsLast(), layer.name)))
-        elif isinstance(layer, A.GlobalAvgPool2D):
-            out.append((layer.name, _tag(GlobalAvgPool2d(), layer.name)))
-        elif isinstance(layer, A.GlobalMaxPool1D):
-            out.append((layer.name, _tag(GlobalMaxPool1d(), layer.name)))
-        elif isinstance(layer, A.Dense):
-            dense = nn.Linear(in_shape[-1], layer.units, bias=layer.use_bias)
-            out.append((layer.name, _tag(dense, layer.name)))
-        elif isinstance(layer, A.Embedding):
-            emb = nn.Embedding(layer.vocab_size, layer.dim)
-            out.append((layer.name, _tag(emb, layer.name)))
-            out.append((f"{layer.name}_ncl", ChannelsFirst1d()))
-        elif isinstance(layer, A.Residual):
-            body = Sequence(_modules(layer.body, shapes, act))
-            short = Sequence(_modules(layer.shortcut, shapes, act)) if layer.shortcut else None
-            out.append((layer.name, _tag(Residual(body, short), layer.name)))
-        else:  # pragma: no cover - every layer type of dpcore.architectures is handled
-            raise ConfigError(f"layer type {type(layer).__name__} has no torch equivalent")
-    return out
+    padding = pads[0][0]
+    if {p for pair in pads for p in pair} != {padding}:
+        padding = 0  # torch's padding modules take the last axis first: (left, right, top, ...)
+        out.append((f"{layer.name}_pad", pad_cls(tuple(p for pair in pads[::-1] for p in pair))))
+    conv = conv_cls(in_shape[-1], layer.filters, layer.kernel, layer.stride, padding=padding,
+                    bias=layer.use_bias)
+    return out + tagged(layer, conv)
+
+
+@register_layer_builder(A.GroupNorm)
+def _group_norm(layer: A.GroupNorm, in_shape: A.Shape, ctx: TorchContext
+                ) -> list[tuple[str, nn.Module]]:
+    return tagged(layer, nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon,
+                                       affine=layer.affine))
+
+
+@register_layer_builder(A.Scattering2D)
+def _scattering(layer: A.Scattering2D, in_shape: A.Shape, ctx: TorchContext
+                ) -> list[tuple[str, nn.Module]]:
+    return tagged(layer, Scattering(layer.J, layer.L, (in_shape[0], in_shape[1])))
+
+
+@register_layer_builder(A.Activation)
+def _activation(layer: A.Activation, in_shape: A.Shape, ctx: TorchContext
+                ) -> list[tuple[str, nn.Module]]:
+    return tagged(layer, activation_module(ctx.activation))
+
+
+@register_layer_builder(A.MaxPool2D)
+def _max_pool2d(layer: A.MaxPool2D, in_shape: A.Shape, ctx: TorchContext
+                ) -> list[tuple[str, nn.Module]]:
+    return tagged(layer, nn.MaxPool2d(layer.pool, layer.stride))
+
+
+#: Reshaping layers: one argument-free module class each.
+_RESHAPES: dict[type, type[nn.Module]] = {
+    A.Flatten: FlattenChannelsLast, A.GlobalAvgPool2D: GlobalAvgPool2d,
+    A.GlobalMaxPool1D: GlobalMaxPool1d,
+}
+
+
+@register_layer_builder(*_RESHAPES)
+def _reshape(layer: A.Flatten | A.GlobalAvgPool2D | A.GlobalMaxPool1D, in_shape: A.Shape,
+             ctx: TorchContext) -> list[tuple[str, nn.Module]]:
+    return tagged(layer, _RESHAPES[type(layer)]())
+
+
+@register_layer_builder(A.Dense)
+def _dense(layer: A.Dense, in_shape: A.Shape, ctx: TorchContext
+           ) -> list[tuple[str, nn.Module]]:
+    return tagged(layer, nn.Linear(in_shape[-1], layer.units, bias=layer.use_bias))
+
+
+@register_layer_builder(A.Embedding)
+def _embedding(layer: A.Embedding, in_shape: A.Shape, ctx: TorchContext
+               ) -> list[tuple[str, nn.Module]]:
+    return [*tagged(layer, nn.Embedding(layer.vocab_size, layer.dim)),
+            (f"{layer.name}_ncl", ChannelsFirst1d())]
+
+
+@register_layer_builder(A.Residual)
+def _residual(layer: A.Residual, in_shape: A.Shape, ctx: TorchContext
+              ) -> list[tuple[str, nn.Module]]:
+    body = Sequence(ctx.modules(layer.body))
+    short = Sequence(ctx.modules(layer.shortcut)) if layer.shortcut else None
+    return tagged(layer, Residual(body, short))
 
 
 def from_architecture(arch: A.Architecture) -> ZooModel:
     """Build the torch model for a resolved :class:`~dpcore.architectures.Architecture`."""
-    return ZooModel(arch, _modules(arch.layers, arch.trace(), arch.activation))
+    return ZooModel(arch, TorchContext(arch.trace(), arch.activation).modules(arch.layers))
 
 
 def build_model(
@@ -418,7 +477,7 @@ def get_layer(model: nn.Module, name: str) -> nn.Module:
 
 
 __all__ = [
-    "MODELS", "Scattering", "TemperedSigmoid", "ZooModel", "activation_module", "build_model",
-    "freeze_layers", "from_architecture", "get_layer", "get_weights", "gradcam_layer_name",
-    "set_weights",
+    "LAYER_BUILDERS", "MODELS", "Scattering", "TemperedSigmoid", "TorchContext", "ZooModel",
+    "activation_module", "build_model", "freeze_layers", "from_architecture", "get_layer",
+    "get_weights", "gradcam_layer_name", "register_layer_builder", "set_weights", "tagged",
 ]
