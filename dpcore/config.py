@@ -40,6 +40,8 @@ LDP_MECHANISM_NAMES = ("laplace", "gaussian", "dp_pix")
 #: option were evaluated on privatised images, and the default is left out of the hash).
 LDP_TEST_INPUTS = ("privatised", "clean")
 ENGINES = ("reference", "fast")
+#: ``perf.memory_format`` values: the framework's default layout or channels-last (torch).
+MEMORY_FORMATS = ("default", "channels_last")
 RECIPES = ("harmonised", "library")
 NORMALISATIONS = ("expected", "actual", "microbatches")
 INITIALISATIONS = ("neutral", "torch")
@@ -677,6 +679,10 @@ class PerfSpec:
             weight-free GroupNorm) once per data set and train the rest on its output, as
             Tramer & Boneh do (:mod:`dpcore.frontcache`); harmonised recipe only. The same
             result within float tolerance; ``False`` recomputes it in every step.
+        memory_format: torch image models only: ``default`` (NCHW-contiguous tensors, as
+            PyTorch runs by default) or ``channels_last`` (model and inputs converted with
+            ``torch.channels_last``, the layout PyTorch's CPU convolutions are fastest in);
+            used by the plain, reference and fast steps. TF is always NHWC.
     """
 
     engine: str | None = None
@@ -686,10 +692,12 @@ class PerfSpec:
     deterministic: bool = True
     library_jacobian_batch_size: int | None = 16
     cache_fixed_front: bool = True
+    memory_format: str = "default"
 
     def __post_init__(self) -> None:
         if self.engine is not None:
             _check_choice("perf.engine", self.engine, ENGINES)
+        _check_choice("perf.memory_format", self.memory_format, MEMORY_FORMATS)
         _integer_field(self, "threads", "perf.threads", low=1, valid="an integer >= 1 or null")
         _integer_field(self, "physical_batch_size", "perf.physical_batch_size", low=1,
                        valid="an integer >= 1 or null")

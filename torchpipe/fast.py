@@ -414,7 +414,8 @@ class FastTorchStepEngine(TorchStepEngine):
             if len(y) == 0:
                 continue
             losses, parts = clipped_gradient_sum(
-                self.model, to_tensor(x, self.text, device), labels_tensor(y, device),
+                self.model, to_tensor(x, self.text, device, self.memory_format),
+                labels_tensor(y, device),
                 self.mechanism.clip_norm, self.mechanism.clip_kind)
             total += float(losses.sum())
             for acc, part in zip(summed, parts, strict=True):

@@ -45,6 +45,17 @@ def _model_and_batch(name: str) -> tuple[Any, Any, Any]:
     return model, x, torch.from_numpy(rng.integers(0, 10, 5))
 
 
+def _channels_last_inside(model: Any, x: Any) -> bool:
+    """Some trainable Conv2d's input is a channels-last tensor in ``model(x)``."""
+    from torchpipe import fast
+
+    with fast._recording(model) as records:
+        model(x)
+    return any(a.dim() == 4 and not a.is_contiguous()
+               and a.is_contiguous(memory_format=torch.channels_last)
+               for m, a, _ in records if isinstance(m, torch.nn.Conv2d))
+
+
 def _per_example_gradients(model: Any, x: Any, y: Any) -> list[np.ndarray]:
     """Per-example gradients [n, *shape] by a naive loop (float64), in parameter order."""
     out: list[list[np.ndarray]] = []
@@ -75,13 +86,25 @@ def _as_weights(tensors: list[Any]) -> dict[str, np.ndarray]:
     return {str(i): np.asarray(t, np.float64) for i, t in enumerate(tensors)}
 
 
+@pytest.mark.parametrize("memory_format", ["default", "channels_last"])
 @pytest.mark.parametrize("name", ALL_MODELS)
-def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -> None:
+def test_clipped_sum_equals_the_reference_on_every_registered_model(
+        name: str, memory_format: str) -> None:
     from dpcore.architectures import MODEL_NAMES
     from torchpipe import fast
 
     assert sorted(ALL_MODELS) == sorted(MODEL_NAMES)  # a newly registered model is tested too
     model, x, y = _model_and_batch(name)
+    if memory_format == "channels_last":
+        # In float64: torch's channels-last float32 kernels round differently (forward rel
+        # ~1e-5 on resnet18, 10x the NCHW kernels'), which flips ReLU signs of near-zero
+        # pre-activations and moves single gradient entries by O(1) in the naive loop and the
+        # engine alike; float64 tests what this is about, the rules on channels-last strides.
+        model.double().to(memory_format=torch.channels_last)
+        if x.dim() == 4:
+            x = x.double().contiguous(memory_format=torch.channels_last)
+            # (kymatio's scattering makes its output NCHW-contiguous again)
+            assert _channels_last_inside(model, x) or name.startswith("scatter")
     model.train()
     assert fast.unsupported_layers(model) == []
     records = _per_example_gradients(model, x, y)
@@ -95,7 +118,8 @@ def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -
 
 
 def _engine_step(fast_engine: bool, cfg: Any, mech: Any, start: dict[str, np.ndarray],
-                 chunks: list[Any], divisor: float | None = None) -> dict[str, np.ndarray]:
+                 chunks: list[Any], divisor: float | None = None,
+                 memory_format: str = "default") -> dict[str, np.ndarray]:
     from torchpipe.engine import TorchStepEngine
     from torchpipe.fast import FastTorchStepEngine
     from torchpipe.models import build_model, get_weights, set_weights
@@ -103,7 +127,10 @@ def _engine_step(fast_engine: bool, cfg: Any, mech: Any, start: dict[str, np.nda
     model = build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=0)
     set_weights(model, start)
     cls = FastTorchStepEngine if fast_engine else TorchStepEngine
-    engine = cls(model, cfg, mech, PerfSpec())
+    engine = cls(model, cfg, mech, PerfSpec(memory_format=memory_format))
+    kernels = [p for p in model.parameters() if p.dim() == 4]
+    assert kernels and all(p.is_contiguous(memory_format=engine.memory_format)
+                           for p in kernels)
     engine.train_step(chunks, divisor=divisor)
     engine.close()
     return get_weights(model)
@@ -127,6 +154,40 @@ def test_one_dp_step_is_the_reference_update(kind: str, clip: float, divisor: fl
     fast_w = _engine_step(True, cfg, mech, start, chunks, divisor)
     ref_w = _engine_step(False, cfg, mech, start, chunks, divisor)
     assert rel_error(diff(fast_w, start), diff(ref_w, start)) < TOL
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_channels_last_steps_are_the_default_format_update(
+        private: bool, start: dict[str, np.ndarray]) -> None:
+    """perf.memory_format=channels_last: the fast and reference DP steps and the plain step
+    give the NCHW reference update (noise 0, L2, a divisor), so the bench's 'at its best'
+    tier computes what the default tier does."""
+    cfg = config(mechanism="dpsgd-gaussian" if private else "none", noise=0.0, clip=2.0,
+                 lr=1.0)
+    mech = mechanism("l2", 2.0, 0.0, 40) if private else mechanism(None, float("inf"), 0.0, 40)
+    chunks = chunks_of(np.arange(40, 75), 16)
+    expected = diff(_engine_step(False, cfg, mech, start, chunks, 35.0), start)
+    for fast_engine in (True, False) if private else (False,):
+        got = diff(_engine_step(fast_engine, cfg, mech, start, chunks, 35.0,
+                                memory_format="channels_last"), start)
+        assert rel_error(got, expected) < TOL, fast_engine
+
+
+def test_channels_last_inputs_keep_the_nhwc_memory() -> None:
+    from torchpipe.predict import to_tensor
+
+    images = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    cl = to_tensor(images, False, memory_format=torch.channels_last)
+    default = to_tensor(images, False)
+    assert cl.shape == default.shape == (2, 5, 3, 4) and torch.equal(cl, default)
+    assert cl.is_contiguous(memory_format=torch.channels_last) and default.is_contiguous()
+
+
+def test_a_bad_memory_format_is_refused_naming_the_valid_ones() -> None:
+    from dpcore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"perf.memory_format='nhwc'.*default, channels_last"):
+        PerfSpec(memory_format="nhwc")
 
 
 @pytest.mark.parametrize("kind", ["l2", "l1"])
@@ -167,9 +228,12 @@ def test_train_records_the_fast_engine() -> None:
     from tests.backends.train_helpers import digits16
     from torchpipe.train import train
 
-    trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(engine="fast"),
+    trained = train(config(noise=1.0, steps=2), digits16(),
+                    PerfSpec(engine="fast", memory_format="channels_last", threads=1),
                     progress=False)
     assert trained.extra["engine_used"] == "fast"
+    assert trained.extra["memory_format_used"] == "channels_last (NHWC memory)"
+    assert trained.extra["threads_in_effect"] == 1
     assert not any(hasattr(p, "grad_sample") and p.grad_sample is not None
                    for p in trained.model.parameters())
 
