@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.layers import layer_costs
 from benchmarks.memory import available_bytes, memory_method, peak_rss
 from benchmarks.ratios import ratios, target_rows
 from benchmarks.runtime import configure
@@ -173,13 +174,18 @@ def _guarded(variant: Variant, action: Callable[[], None]) -> None:
         variant.run = None
 
 
+def model_case(case: Case, data: CaseData) -> ModelCase:
+    """What the case's models are built from."""
+    return ModelCase(case.model, tuple(data.x.shape[1:]), data.n_classes, case.batch_size,
+                     data.vocab_size)
+
+
 def build_variants(case: Case, data: CaseData) -> list[Variant]:
     """Every tier of ``case`` (those outside ``case.tiers`` recorded as not in the case)."""
-    model_case = ModelCase(case.model, tuple(data.x.shape[1:]), data.n_classes,
-                           case.batch_size, data.vocab_size)
+    model_case_ = model_case(case, data)
     available = available_bytes()
-    built = {v.name: v for v in (tf_variants(model_case, case.tiers, available)
-                                 + torch_variants(model_case, case.tiers, available))}
+    built = {v.name: v for v in (tf_variants(model_case_, case.tiers, available)
+                                 + torch_variants(model_case_, case.tiers, available))}
     return [built.get(name) or Variant(name, "tf" if name.startswith("tf") else "torch",
                                        name not in PLAIN_TIERS,
                                        skipped="not in this case")
@@ -221,7 +227,10 @@ def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: 
                 f"{elapsed / len(timed):.4f} s/step")
     for v in variants:
         v.close()
-    return case_figures(case, data, variants)
+    figures = case_figures(case, data, variants)
+    log(f"[{case.name}] per-layer costs of the fast DP step")
+    figures["layers"] = layer_costs(model_case(case, data), case.tiers)
+    return figures
 
 
 def case_figures(case: Case, data: CaseData, variants: Sequence[Variant]) -> dict[str, Any]:

@@ -60,6 +60,56 @@ def ratio_rows(case: dict[str, Any]) -> list[list[str]]:
             for a, b in TIME_RATIOS]
 
 
+#: The per-layer table's views (:data:`benchmarks.layers.LAYER_TABLES` keys) and labels.
+LAYER_VIEWS = {"tf": "tf (NHWC)", "torch_cl": "torch (channels-last)"}
+#: Which per-layer views explain a ratio's numerator (the DP tier of that framework).
+_LAYER_VIEW_OF_TIER = {"tf_dp_fast": "tf", "torch_dp_fast_cl": "torch_cl"}
+
+
+def layer_rows(case: dict[str, Any]) -> list[list[str]]:
+    """The per-layer table of a case (:mod:`benchmarks.layers`): view, layer, type, T, p, d,
+    route, norm / sum / plain / extra milliseconds."""
+    rows = []
+    for key, table in case.get("layers", {}).items():
+        label = LAYER_VIEWS.get(key, key)
+        if isinstance(table, dict):
+            rows.append([label, "-", "-", "-", "-", "-", table.get("skipped", "not run"),
+                         "-", "-", "-", "-"])
+            continue
+        for r in table:
+            rows.append([label, r["layer"], r["type"], *(str(r[k]) if r[k] is not None
+                                                         else "-" for k in ("T", "p", "d")),
+                         r["route"], _num(r["norm_ms"], ".2f"), _num(r["sum_ms"], ".2f"),
+                         _num(r["plain_ms"], ".2f"), _num(r["extra_ms"], ".2f")])
+    return rows
+
+
+def costliest_layer(case: dict[str, Any], view: str) -> dict[str, Any] | None:
+    """The layer of ``view`` whose DP extra (norm + sum - plain) is largest, or None."""
+    table = case.get("layers", {}).get(view)
+    if not isinstance(table, list) or not table:
+        return None
+    return max(table, key=lambda r: r["extra_ms"])
+
+
+def miss_explanation(results: dict[str, Any], row: dict[str, Any]) -> str:
+    """For a missed time target: by how much, and the layer whose DP extra is largest in the
+    per-layer table of each DP tier of its ratio (empty when there is no table)."""
+    case = results.get("cases", {}).get(row["case"])
+    if case is None or row["value"] is None:
+        return ""
+    key = row["target"].split(" ")[0]
+    parts = []
+    for tier in key.split("/"):
+        view = _LAYER_VIEW_OF_TIER.get(tier)
+        top = costliest_layer(case, view) if view else None
+        if top is not None:
+            parts.append(f"{LAYER_VIEWS[view]}: {top['layer']} ({top['type']}, "
+                         f"{top['route']}, +{top['extra_ms']:.1f} ms per chunk over its "
+                         "plain weight gradient)")
+    return ("; largest per-layer DP cost: " + "; ".join(parts)) if parts else ""
+
+
 def settings_line(results: dict[str, Any]) -> str:
     """The tiers' memory formats, engines and threads (the header's line)."""
     s, m = results["settings"], results["machine"]
@@ -78,7 +128,9 @@ def target_lines(results: dict[str, Any]) -> list[str]:
     could not measure, grouped by why (a quick or partial run lacks their cases)."""
     rows = results.get("targets", [])
     out = [f"{row['case']}: {row['target']}: {_num(row['value'], '.2f')} -> "
-           f"{row['verdict'].upper()}" for row in rows if row["value"] is not None]
+           f"{row['verdict'].upper()}"
+           + (miss_explanation(results, row) if row["verdict"] == "missed" else "")
+           for row in rows if row["value"] is not None]
     unmeasured = [row for row in rows if row["value"] is None]
     if unmeasured:
         out.append(not_measured_sentence(results, unmeasured))
@@ -205,6 +257,13 @@ def text_summary(results: dict[str, Any]) -> str:
                 out.append(f"  {row[0]:<20} {row[1]:>8} {row[2]:>9} {row[3]:>7} {row[4]:>8}")
         for key, wall, cpu, view in ratio_rows(case):
             out.append(f"  {key:<34} {wall:>6} (cpu {cpu})" + (f"  [{view}]" if view else ""))
+        rows = layer_rows(case)
+        if rows:
+            out.append(f"  per-layer (ms per chunk): {'view':<22} {'layer':<28} {'route':<12} "
+                       f"{'norm':>7} {'sum':>7} {'plain':>7} {'extra':>7}")
+            for r in rows:
+                out.append(f"  {'':<25} {r[0]:<22} {r[1]:<28} {r[6]:<12} {r[7]:>7} "
+                           f"{r[8]:>7} {r[9]:>7} {r[10]:>7}")
     sweep = results.get("sweep")
     if sweep:
         header, rows = sweep_rows(sweep)
@@ -300,6 +359,13 @@ def markdown(results: dict[str, Any], command: str) -> str:
                   *_md_table(["ratio", "wall clock", "process CPU", "view"], ratio_rows(case),
                              text_last=True),
                   ""]
+        if case.get("layers"):
+            lines += ["Per-layer cost of the fast DP step (benchmarks/layers.py: one chunk of "
+                      f"{min(case['batch_size'], 256)} random examples; ms, best of 3; 'plain' "
+                      "is the layer's weight-gradient op, 'extra' = norm + sum - plain):", "",
+                      *_md_table(["view", "layer", "type", "T", "p", "d", "route", "norm ms",
+                                  "sum ms", "plain ms", "extra ms"], layer_rows(case)),
+                      ""]
     sweep = results.get("sweep")
     if sweep:
         header, rows = sweep_rows(sweep)

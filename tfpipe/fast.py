@@ -105,6 +105,11 @@ class FastRule:
         """Why this rule cannot handle ``layer`` (None: it can)."""
         return None
 
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int] | None:
+        """``(T, p, d)`` of BK's cost rule (positions, weight inputs and outputs per
+        position), or None for a layer without a p x d weight."""
+        return None
+
     def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
         """Per example [n]: sum of squares (``kind="l2"``) or of absolute values (``"l1"``)
         of the gradients of all the layer's variables."""
@@ -140,6 +145,9 @@ class DenseRule(FastRule):
     def problem(self, layer: Any) -> str | None:
         rank = layer.input.shape.rank
         return None if rank == 2 else f"Dense on a rank-{rank} input"
+
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
+        return 1, a.shape[-1], g.shape[-1]
 
     def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
         total = _sum_abs_or_sq(a, kind) * _sum_abs_or_sq(g, kind)
@@ -196,13 +204,17 @@ class Conv2DRule(FastRule):
                 padding=layer.padding.upper())
         return tf.reshape(patches, [tf.shape(a)[0], -1, k])
 
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
+        a, g, (kh, kw), _, _ = self._as_2d(layer, a, g)
+        return g.shape[1] * g.shape[2], kh * kw * a.shape[-1], g.shape[-1]
+
     def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+        dims = self.dims(layer, a, g)
         a, g, kernel_size, strides, dilations = self._as_2d(layer, a, g)
         p = self._patches(layer, a, kernel_size, strides, dilations)
         g2 = tf.reshape(g, [tf.shape(g)[0], -1, g.shape[-1]])
-        t, k, c = g.shape[1] * g.shape[2], p.shape[-1], g.shape[-1]
         bias = [(layer.bias, tf.reduce_sum(g2, axis=1))] if layer.use_bias else []
-        if use_ghost_norm(t, k, c, kind):
+        if use_ghost_norm(*dims, kind):
             total = tf.reduce_sum(tf.matmul(p, p, transpose_b=True)
                                   * tf.matmul(g2, g2, transpose_b=True), axis=[1, 2])
             for _, b in bias:
@@ -248,6 +260,9 @@ class EmbeddingRule(FastRule):
     token) pair (``tf.unique`` + ``unsorted_segment_sum``: at most n T rows of D values,
     never n V D), which gives both norms exactly; the clip-weighted sum is one segment sum
     of the scaled output gradients into the [V, D] table."""
+
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
+        return a.shape[-1], layer.input_dim, layer.output_dim
 
     @staticmethod
     def _flat(a: tf.Tensor, g: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -337,18 +352,15 @@ def unsupported_layers(model: tf.keras.Model) -> list[str]:
     return problems
 
 
-def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
-                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str
-                         ) -> tuple[tf.Tensor, list[tf.Tensor]]:
-    """Losses [n] and ``sum_i min(1, clip / ||grad_i||) grad_i`` (one tensor per variable, in
-    the order of ``variables``) from one forward and one backward pass (Book-Keeping).
+#: One recorded layer: the layer, its input ``a``, its output gradient ``g``.
+LayerRecord = tuple[Any, tf.Tensor, tf.Tensor]
 
-    The clip factor is :func:`tfpipe.dp.clip_per_example`'s, ``clip / max(norm, clip)``, with
-    the norm flat over all variables (``kind`` ``"l2"`` or ``"l1"``). Needs a model whose
-    trainable layers are all supported (see :func:`unsupported_layers`).
-    """
-    if kind not in ("l2", "l1"):
-        raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
+
+def record_layers(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor
+                  ) -> tuple[tf.Tensor, list[LayerRecord]]:
+    """Book-Keeping's one forward and one backward pass: the losses [n] and, per layer with
+    trainable weights in forward order, ``(layer, a, g)`` with ``g = dL/dz`` of the summed
+    loss (the forward pass walks the Keras graph with TF Privacy's traversal)."""
     records: list[tuple[Any, tf.Tensor, tf.Tensor]] = []
     with tf.GradientTape() as tape:
         def generator(layer: Any, args: Sequence[tf.Tensor], kwargs: dict[str, Any]
@@ -364,16 +376,32 @@ def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable]
         total = tf.reduce_sum(losses)
     output_grads = tape.gradient(total, [out for _, _, out in records],
                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return losses, [(layer, a, g) for (layer, a, _), g
+                    in zip(records, output_grads, strict=True)]
+
+
+def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
+                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str
+                         ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    """Losses [n] and ``sum_i min(1, clip / ||grad_i||) grad_i`` (one tensor per variable, in
+    the order of ``variables``) from one forward and one backward pass (Book-Keeping).
+
+    The clip factor is :func:`tfpipe.dp.clip_per_example`'s, ``clip / max(norm, clip)``, with
+    the norm flat over all variables (``kind`` ``"l2"`` or ``"l1"``). Needs a model whose
+    trainable layers are all supported (see :func:`unsupported_layers`).
+    """
+    if kind not in ("l2", "l1"):
+        raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
+    losses, records = record_layers(model, x, y)
     rules = [FAST_RULES.get(type(layer)) for layer, _, _ in records]
-    layer_norms = [rule.norms(layer, a, g, kind) for rule, (layer, a, _), g
-                   in zip(rules, records, output_grads, strict=True)]
+    layer_norms = [rule.norms(layer, a, g, kind)
+                   for rule, (layer, a, g) in zip(rules, records, strict=True)]
     norms = tf.add_n([n.sums for n in layer_norms])
     norms = tf.sqrt(norms) if kind == "l2" else norms
     clip = tf.cast(clip, norms.dtype)
     factors = clip / tf.maximum(norms, clip)
     by_variable: dict[int, tf.Tensor] = {}
-    for rule, (layer, a, _), g, n in zip(rules, records, output_grads, layer_norms,
-                                         strict=True):
+    for rule, (layer, a, g), n in zip(rules, records, layer_norms, strict=True):
         for variable, summed in rule.weighted_sum(layer, a, g, factors, n.kept):
             by_variable[id(variable)] = summed
     return losses, [by_variable[id(v)] for v in variables]

@@ -28,7 +28,7 @@ What comes from Opacus: the L2 ghost norms of Linear and Embedding
 Linear, Conv1d/Conv2d (with :mod:`torchpipe.dp`'s contiguity fix), GroupNorm and LayerNorm,
 and the optimizer (noise from the same seeded generator in the same parameter order,
 division, step: the reference's ``DPOptimizer`` / ``LaplaceDPOptimizer``). Written here:
-the Conv2d ghost norm (Opacus 1.6 has none for convolutions; :func:`conv_ghost_sq_norms`),
+the Conv1d/Conv2d ghost norm (Opacus 1.6 has none for convolutions; :func:`conv_ghost_sq_norms`),
 every L1 norm (Opacus has none), and the weight-gradient ops of step 4. The L2 norms of
 Conv/GroupNorm/LayerNorm are also registered as Opacus norm samplers, so that Opacus's own
 ``grad_sample_mode="ghost"`` covers every layer type of the registered models.
@@ -117,6 +117,12 @@ class FastRule:
         """Why this rule cannot handle ``layer`` (None: it can)."""
         return None
 
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int] | None:
+        """``(T, p, d)`` of BK's cost rule (positions, weight inputs and outputs per
+        position), or None for a layer without a p x d weight."""
+        return None
+
     def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
               ) -> LayerNorms:
         """Per-example norm contributions (``kind`` ``"l2"`` or ``"l1"``)."""
@@ -150,16 +156,19 @@ class LinearRule(FastRule):
     ``||a||_1 ||g||_1``, exact and hand-written), else Opacus's per-example grad samples
     (kept). Weighted sum: the layer's weight-gradient product ``(c g)^T a``."""
 
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int]:
+        return a[0].numel() // a.shape[-1], layer.in_features, layer.out_features
+
     def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
               ) -> LayerNorms:
-        positions = a[0].numel() // a.shape[-1]
         if a.dim() == 2 and kind == "l1":
             total = a.abs().sum(dim=1) * g.abs().sum(dim=1) if layer.weight.requires_grad \
                 else torch.zeros(len(a), dtype=g.dtype, device=g.device)
             if layer.bias is not None and layer.bias.requires_grad:
                 total = total + g.abs().sum(dim=1)
             return LayerNorms(total)
-        if use_ghost_norm(positions, layer.in_features, layer.out_features, kind):
+        if use_ghost_norm(*self.dims(layer, a, g), kind):
             norms = compute_linear_norm_sample(layer, [a], g)
             return LayerNorms(torch.stack([n * n for n in norms.values()]).sum(dim=0))
         samples = compute_linear_grad_sample(layer, [a], g)
@@ -189,6 +198,10 @@ class EmbeddingRule(FastRule):
             return "padding_idx or max_norm"
         return None
 
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int]:
+        return a[0].numel(), layer.num_embeddings, layer.embedding_dim
+
     def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
               ) -> LayerNorms:
         if kind == "l2":
@@ -213,16 +226,18 @@ class EmbeddingRule(FastRule):
                                                g.reshape(-1, g.shape[-1]))}
 
 
-def conv_ghost_sq_norms(layer: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Per-example squared L2 norm of a ``Conv2d``'s parameter gradients without
+def conv_ghost_sq_norms(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor, g: torch.Tensor
+                        ) -> torch.Tensor:
+    """Per-example squared L2 norm of a ``Conv1d`` / ``Conv2d``'s parameter gradients without
     materialising them ("ghost norm", Goodfellow 2015 / Bu et al. 2022 for convolutions).
 
     With ``A`` the unfolded input [n, p, T] (p = C_in k_h k_w, T output positions) and ``G``
     the output gradient [n, o, T], the weight gradient is ``G A^T`` and
     ``||G A^T||_F^2 = sum_{t,t'} (A^T A)_{tt'} (G^T G)_{tt'}``: O(n T^2 (p + o)) instead of
-    O(n T p o). Written by hand: Opacus 1.6 has no ghost norm for convolutions. Needs
-    ``groups == 1`` (see :meth:`ConvRule.norms`). Any memory format (unfolded from a
-    contiguous copy: Opacus's ``unfold2d`` assumes NCHW strides).
+    O(n T p o). Written by hand: Opacus 1.6 has no ghost norm for convolutions. A ``Conv1d``
+    is unfolded as a height-1 ``Conv2d``. Needs ``groups == 1`` (see :meth:`ConvRule.norms`).
+    Any memory format (unfolded from a contiguous copy: Opacus's ``unfold2d`` assumes NCHW
+    strides).
     """
     from opacus.utils.tensor_utils import unfold2d
 
@@ -230,9 +245,14 @@ def conv_ghost_sq_norms(layer: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> t
     grads = g.reshape(n, g.shape[1], -1)
     total = torch.zeros(n, dtype=g.dtype, device=g.device)
     if layer.weight.requires_grad:
-        unfolded = unfold2d(a.contiguous(), kernel_size=layer.kernel_size,
-                            padding=layer.padding, stride=layer.stride,
-                            dilation=layer.dilation)
+        if a.dim() == 3:  # Conv1d: [n, C, L] as [n, C, 1, L] with a (1, k) kernel
+            a = a.unsqueeze(2)
+            geometry = {name: (first, getattr(layer, name)[0]) for name, first in
+                        (("kernel_size", 1), ("padding", 0), ("stride", 1), ("dilation", 1))}
+        else:
+            geometry = {name: getattr(layer, name)
+                        for name in ("kernel_size", "padding", "stride", "dilation")}
+        unfolded = unfold2d(a.contiguous(), **geometry)
         gram_a = torch.bmm(unfolded.transpose(1, 2), unfolded)
         gram_g = torch.bmm(grads.transpose(1, 2), grads)
         total = total + (gram_a * gram_g).sum(dim=(1, 2))
@@ -245,7 +265,7 @@ def conv_ghost_sq_norms(layer: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> t
 @register_fast_rule(nn.Conv1d, nn.Conv2d)
 class ConvRule(FastRule):
     """``Conv1d`` / ``Conv2d`` (zero padding): T = output positions, p = C_in k (k_h k_w),
-    d = C_out. A groups-1 ``Conv2d`` whose BK rule picks the ghost norm gets
+    d = C_out. A groups-1 convolution whose BK rule picks the ghost norm gets
     :func:`conv_ghost_sq_norms`; every other case Opacus's per-example grad samples (kept).
     Weighted sum: ``aten.convolution_backward`` of ``c g`` with only the weight and bias
     outputs (the op the plain backward runs for them; any memory format)."""
@@ -257,12 +277,13 @@ class ConvRule(FastRule):
             return f"padding={layer.padding!r}"
         return None
 
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int]:
+        return g[0, 0].numel(), layer.weight[0].numel(), layer.out_channels
+
     def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
               ) -> LayerNorms:
-        positions = g[0, 0].numel()
-        if (type(layer) is nn.Conv2d and layer.groups == 1
-                and use_ghost_norm(positions, layer.weight[0].numel(), layer.out_channels,
-                                   kind)):
+        if layer.groups == 1 and use_ghost_norm(*self.dims(layer, a, g), kind):
             return LayerNorms(conv_ghost_sq_norms(layer, a, g))
         samples = _grad_samples(layer, a, g)
         return LayerNorms(_from_grad_samples(samples, kind), samples)
@@ -343,6 +364,27 @@ def _recording(model: nn.Module) -> Iterator[list[tuple[nn.Module, torch.Tensor,
             handle.remove()
 
 
+#: One recorded layer: the module, its input ``a`` (detached), its output gradient ``g``.
+LayerRecord = tuple[nn.Module, torch.Tensor, torch.Tensor]
+
+
+def record_layers(model: nn.Module, x: torch.Tensor, y: torch.Tensor
+                  ) -> tuple[torch.Tensor, list[LayerRecord]]:
+    """Book-Keeping's one forward and one backward pass: the losses [n] (with their graph)
+    and, per trainable module in forward order, ``(module, a, g)`` with ``g = dL/dz`` of the
+    summed loss. Raises :class:`ConfigError` for a module run twice (tied weights)."""
+    with _recording(model) as records:
+        logits = model(x)
+    losses = F.cross_entropy(logits, y, reduction="none")
+    modules = [m for m, _, _ in records]
+    if len(set(map(id, modules))) != len(modules):
+        raise ConfigError("a module runs twice in one forward pass (tied weights); the fast "
+                          "engine needs each trainable module once; use perf.engine=reference")
+    grads = torch.autograd.grad(losses.sum(), [z for _, _, z in records],
+                                materialize_grads=True)
+    return losses, [(m, a, g) for (m, a, _), g in zip(records, grads, strict=True)]
+
+
 def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float,
                          kind: str) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Losses [n] and ``sum_i c_i grad_i`` (one tensor per trainable parameter, in the order
@@ -356,24 +398,16 @@ def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cli
     """
     if kind not in ("l2", "l1"):
         raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
-    with _recording(model) as records:
-        logits = model(x)
-    losses = F.cross_entropy(logits, y, reduction="none")
-    modules = [m for m, _, _ in records]
-    if len(set(map(id, modules))) != len(modules):
-        raise ConfigError("a module runs twice in one forward pass (tied weights); the fast "
-                          "engine needs each trainable module once; use perf.engine=reference")
-    grads = torch.autograd.grad(losses.sum(), [z for _, _, z in records],
-                                materialize_grads=True)
-    rules = [FAST_RULES.get(type(m)) for m in modules]
+    losses, records = record_layers(model, x, y)
+    rules = [FAST_RULES.get(type(m)) for m, _, _ in records]
     summed: dict[int, torch.Tensor] = {}
     with torch.no_grad():
         layer_norms = [rule.norms(m, a, g, kind)
-                       for rule, (m, a, _), g in zip(rules, records, grads, strict=True)]
+                       for rule, (m, a, g) in zip(rules, records, strict=True)]
         squares = torch.stack([n.sums for n in layer_norms]).sum(dim=0)
         norms = squares.sqrt() if kind == "l2" else squares
         factors = (clip / (norms + dp.OPACUS_NORM_EPS)).clamp(max=1.0)
-        for rule, (m, a, _), g, n in zip(rules, records, grads, layer_norms, strict=True):
+        for rule, (m, a, g), n in zip(rules, records, layer_norms, strict=True):
             for p, s in rule.weighted_sum(m, a, g, factors, n.kept).items():
                 summed[id(p)] = s
     return losses.detach(), [summed.get(id(p), torch.zeros_like(p))

@@ -64,6 +64,17 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert {"tf_dp_fast/torch_dp_fast", "tf_privacy_stock/opacus_stock",
             "tf_dp_fast/torch_dp_fast_cl", "torch_dp_fast_cl/torch_plain_cl"} <= set(
         case["ratios"])
+    for view in ("tf", "torch_cl"):  # the per-layer table of each fast DP tier
+        table = case["layers"][view]
+        assert [r["type"] for r in table] == (
+            ["Conv2D", "Conv2D", "Dense", "Dense"] if view == "tf"
+            else ["Conv2d", "Conv2d", "Linear", "Linear"]), table
+        assert all(r["norm_ms"] > 0 and r["sum_ms"] > 0 and r["plain_ms"] > 0 for r in table)
+        assert all(r["extra_ms"] == pytest.approx(r["norm_ms"] + r["sum_ms"] - r["plain_ms"])
+                   for r in table)
+        # cnn4's first conv on 16x16: T = 64 positions, p d = 64 x 16: 2 T^2 > p d
+        assert (table[0]["T"], table[0]["p"], table[0]["d"], table[0]["route"]) == (
+            64, 64, 16, "per-example")
     settings = results["settings"]
     assert "channels_last" in settings["memory_format"]["torch_*_cl"]
     assert "Book-Keeping" in settings["engine"]["*_dp_fast*"]
@@ -80,7 +91,8 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert f"`dpcompare bench --quick --json --out {tmp_path}`" in report
     for text in ("## Targets\n", "## Reading", "extrapolated", "Load average",
                  "## Batch-size sweep", "![sweep](sweep.png)", *TIERS, "as users run it",
-                 "at its best", "Memory formats: ", "Threads: torch "):
+                 "at its best", "Memory formats: ", "Threads: torch ",
+                 "Per-layer cost of the fast DP step", "| torch (channels-last) | layers.conv1 |"):
         assert text in report, text
     assert "issue" not in report.lower() and "NOT MEASURED" not in report
     assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -190,6 +202,28 @@ def test_targets_are_marked_met_missed_or_not_measured() -> None:
                                                                             "not measured")
     lines = render.target_lines({"targets": ratios.target_rows(results)})
     assert "1.20 -> MET" in lines[0] and lines[1].endswith("1.60 -> MISSED")
+
+
+def test_a_missed_target_names_the_costliest_layer_of_its_dp_tier() -> None:
+    layer = {"T": 25, "p": 256, "d": 32, "norm_ms": 1.0, "sum_ms": 1.0, "plain_ms": 1.0}
+    results = {
+        "cases": {"cnn4_b1024": {
+            "ratios": {"torch_dp_fast_cl/torch_plain_cl": 1.6, "tf_dp_fast/tf_plain": 1.2},
+            "layers": {
+                "torch_cl": [{**layer, "layer": "layers.conv1", "type": "Conv2d",
+                              "route": "per-example", "extra_ms": 0.5},
+                             {**layer, "layer": "layers.conv2", "type": "Conv2d",
+                              "route": "ghost norm", "extra_ms": 7.25}],
+                "tf": [{**layer, "layer": "conv1", "type": "Conv2D", "route": "per-example",
+                        "extra_ms": 3.0}]}}}}
+    results["targets"] = ratios.target_rows(results)
+    lines = render.target_lines(results)
+    missed = next(line for line in lines if "MISSED" in line)
+    assert missed == (
+        "cnn4_b1024: torch_dp_fast_cl/torch_plain_cl (time) <= 1.25: 1.60 -> MISSED; largest "
+        "per-layer DP cost: torch (channels-last): layers.conv2 (Conv2d, ghost norm, +7.2 ms "
+        "per chunk over its plain weight gradient)")
+    assert not any("largest" in line for line in lines if "MET" in line)
 
 
 def _sweep_result() -> dict[str, Any]:
