@@ -220,6 +220,10 @@ def test_train_records_the_fast_engine() -> None:
     trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(engine="fast"),
                     progress=False)
     assert trained.extra["engine_used"] == "fast"
+    perf = trained.result.to_dict()["perf"]  # the run record's perf section
+    assert perf["memory_format_used"].startswith("channels_last (NHWC")
+    assert set(perf["threads_in_effect"]) == {"intra_op", "inter_op"}
+    assert perf["per_example_gradients"].startswith("Book-Keeping")
 
 
 def test_a_layer_without_a_rule_is_named_so_train_can_fall_back() -> None:

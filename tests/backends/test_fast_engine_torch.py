@@ -234,6 +234,9 @@ def test_train_records_the_fast_engine() -> None:
     assert trained.extra["engine_used"] == "fast"
     assert trained.extra["memory_format_used"] == "channels_last (NHWC memory)"
     assert trained.extra["threads_in_effect"] == 1
+    perf = trained.result.to_dict()["perf"]  # the run record's perf section
+    assert (perf["engine_used"], perf["memory_format"], perf["threads"]) == (
+        "fast", "channels_last", 1)
     assert not any(hasattr(p, "grad_sample") and p.grad_sample is not None
                    for p in trained.model.parameters())
 
