@@ -12,13 +12,13 @@ are its unfolded patches). From them, per layer,
   example: space 2 T^2) or from the *per-example gradient* ``a_i^T g_i`` itself (space p d);
   :func:`use_ghost_norm` takes the ghost norm exactly when ``2 T^2 < p d``, Book-Keeping's
   hybrid rule (it compares what each holds per example: two T x T Gram matrices or one
-  p x d gradient; their flops, 2 T^2 (p + d) and 2 T p d, are of the same order then). L1
-  norms have no ghost form and always take the per-example gradient;
+  p x d gradient). L1 norms have no ghost form and always take the per-example gradient;
 * the clipped sum ``sum_i c_i a_i^T g_i``: from the kept per-example gradients where they
-  were made (one contraction with the clip factors ``c``), else as one weight-gradient op of
+  were made (one contraction with the clip factors ``c``: n p d products, fewer than the
+  weight-gradient op's n T p d), else as one weight-gradient op of
   the layer with output gradient ``c * g`` (``a^T (c g)``). Neither is a second backward
   pass: no gradient flows through any other layer again, only the layer's own weight
-  gradient is formed from the kept ``a`` and ``g``, as in the plain step's last op per layer.
+  gradient is formed from the kept ``a`` and ``g`` (the op the plain backward runs for it).
 
 A layer type's rule is one class per backend registered with its registry's decorator
 (``@register_fast_rule(nn.Conv2d)``); :class:`RuleRegistry` looks rules up by exact type.
