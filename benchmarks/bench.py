@@ -35,14 +35,17 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.layers import layer_costs
 from benchmarks.memory import available_bytes, memory_method, peak_rss
 from benchmarks.ratios import ratios, target_rows
 from benchmarks.runtime import configure
 from benchmarks.variants import (
+    BEST_TIERS,
     CHUNK,
     CLIP,
     FAST_TIERS,
     LR,
+    PLAIN_TIERS,
     SIGMA,
     TIERS,
     ModelCase,
@@ -102,7 +105,7 @@ def cases(quick: bool) -> list[Case]:
         Case("textcnn_imdb_b256", "textcnn", 256, data="imdb", rounds=3, steps=5,
              slow_steps=2),
         Case("resnet18_pneumonia_b64", "resnet18", 64, data="pneumoniamnist", rounds=2,
-             steps=3, warmup=1, tiers=FAST_TIERS),
+             steps=3, warmup=1, tiers=FAST_TIERS + BEST_TIERS),
     ]
 
 
@@ -171,15 +174,20 @@ def _guarded(variant: Variant, action: Callable[[], None]) -> None:
         variant.run = None
 
 
+def model_case(case: Case, data: CaseData) -> ModelCase:
+    """What the case's models are built from."""
+    return ModelCase(case.model, tuple(data.x.shape[1:]), data.n_classes, case.batch_size,
+                     data.vocab_size)
+
+
 def build_variants(case: Case, data: CaseData) -> list[Variant]:
     """Every tier of ``case`` (those outside ``case.tiers`` recorded as not in the case)."""
-    model_case = ModelCase(case.model, tuple(data.x.shape[1:]), data.n_classes,
-                           case.batch_size, data.vocab_size)
+    model_case_ = model_case(case, data)
     available = available_bytes()
-    built = {v.name: v for v in (tf_variants(model_case, case.tiers, available)
-                                 + torch_variants(model_case, case.tiers, available))}
+    built = {v.name: v for v in (tf_variants(model_case_, case.tiers, available)
+                                 + torch_variants(model_case_, case.tiers, available))}
     return [built.get(name) or Variant(name, "tf" if name.startswith("tf") else "torch",
-                                       name not in ("tf_plain", "torch_plain"),
+                                       name not in PLAIN_TIERS,
                                        skipped="not in this case")
             for name in TIERS]
 
@@ -219,7 +227,10 @@ def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: 
                 f"{elapsed / len(timed):.4f} s/step")
     for v in variants:
         v.close()
-    return case_figures(case, data, variants)
+    figures = case_figures(case, data, variants)
+    log(f"[{case.name}] per-layer costs of the fast DP step")
+    figures["layers"] = layer_costs(model_case(case, data), case.tiers)
+    return figures
 
 
 def case_figures(case: Case, data: CaseData, variants: Sequence[Variant]) -> dict[str, Any]:
@@ -263,7 +274,21 @@ def machine() -> dict[str, Any]:
             "cpu_count": os.cpu_count(), "python": platform.python_version(),
             "tensorflow": tf.__version__, "tensorflow_privacy": tensorflow_privacy.__version__,
             "torch": torch.__version__, "opacus": opacus.__version__,
-            "torch_threads": torch.get_num_threads()}
+            "torch_threads": torch.get_num_threads(),
+            "tf_threads": {"intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                           "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}}
+
+
+#: How the tiers run (the bench header): memory formats and engines.
+TIER_SETTINGS = {
+    "memory_format": {"tf_*": "NHWC (Keras's only layout on CPU)",
+                      "torch_*, opacus_stock": "default (NCHW-contiguous, PyTorch's default)",
+                      "torch_*_cl": "channels_last (perf.memory_format: channels_last)"},
+    "engine": {"*_dp_fast*": "fast (Book-Keeping clipping: tfpipe.fast / torchpipe.fast)",
+               "*_dp_reference": "reference (tf.vectorized_map / Opacus GradSampleModule)",
+               "*_plain*": "the engine's non-private step",
+               "tf_privacy_stock, opacus_stock": "the libraries' stock paths"},
+}
 
 
 def select_cases(quick: bool, names: Sequence[str] | None) -> list[Case]:
@@ -302,7 +327,7 @@ def run_benchmark(*, quick: bool = False, data_dir: str | None = None,
         "wall_seconds": 0.0, "memory_method": memory_method(),
         "settings": {"sigma": SIGMA, "clip": CLIP, "lr": LR, "optimizer": "sgd",
                      "omp_wait_policy": omp_policy, "physical_chunk": CHUNK,
-                     "deterministic_kernels": True},
+                     "deterministic_kernels": True, **TIER_SETTINGS},
         "cases": results}
     if sweep:
         out["sweep"] = run_sweep(quick=quick, isolate=isolate_sweep, log=log)

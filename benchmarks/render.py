@@ -8,7 +8,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.ratios import TIER_NOT_RUN, TIME_RATIOS, ratio_key, why_not_measured
+from benchmarks.ratios import (
+    TIER_NOT_RUN,
+    TIME_RATIOS,
+    VIEWS,
+    ratio_key,
+    view_of,
+    why_not_measured,
+)
 
 #: The sweep plot's file name inside the report folder.
 SWEEP_PLOT = "sweep.png"
@@ -45,10 +52,75 @@ def table_rows(case: dict[str, Any]) -> list[list[str]]:
 
 
 def ratio_rows(case: dict[str, Any]) -> list[list[str]]:
-    """One row per ratio: name, wall-clock value, process-CPU value."""
+    """One row per ratio: name, wall-clock value, process-CPU value, its view (as users run
+    it / at its best, :data:`benchmarks.ratios.VIEWS`)."""
     return [[ratio_key(a, b), _num(case["ratios"].get(ratio_key(a, b)), ".2f"),
-             _num(case.get("cpu_ratios", {}).get(ratio_key(a, b)), ".2f")]
+             _num(case.get("cpu_ratios", {}).get(ratio_key(a, b)), ".2f"),
+             view_of(ratio_key(a, b))]
             for a, b in TIME_RATIOS]
+
+
+#: The per-layer table's views (:data:`benchmarks.layers.LAYER_TABLES` keys) and labels.
+LAYER_VIEWS = {"tf": "tf (NHWC)", "torch_cl": "torch (channels-last)"}
+#: Which per-layer views explain a ratio's numerator (the DP tier of that framework).
+_LAYER_VIEW_OF_TIER = {"tf_dp_fast": "tf", "torch_dp_fast_cl": "torch_cl"}
+
+
+def layer_rows(case: dict[str, Any]) -> list[list[str]]:
+    """The per-layer table of a case (:mod:`benchmarks.layers`): view, layer, type, T, p, d,
+    route, norm / sum / plain / extra milliseconds."""
+    rows = []
+    for key, table in case.get("layers", {}).items():
+        label = LAYER_VIEWS.get(key, key)
+        if isinstance(table, dict):
+            rows.append([label, "-", "-", "-", "-", "-", table.get("skipped", "not run"),
+                         "-", "-", "-", "-"])
+            continue
+        for r in table:
+            rows.append([label, r["layer"], r["type"], *(str(r[k]) if r[k] is not None
+                                                         else "-" for k in ("T", "p", "d")),
+                         r["route"], _num(r["norm_ms"], ".2f"), _num(r["sum_ms"], ".2f"),
+                         _num(r["plain_ms"], ".2f"), _num(r["extra_ms"], ".2f")])
+    return rows
+
+
+def costliest_layer(case: dict[str, Any], view: str) -> dict[str, Any] | None:
+    """The layer of ``view`` whose DP extra (norm + sum - plain) is largest, or None."""
+    table = case.get("layers", {}).get(view)
+    if not isinstance(table, list) or not table:
+        return None
+    return max(table, key=lambda r: r["extra_ms"])
+
+
+def miss_explanation(results: dict[str, Any], row: dict[str, Any]) -> str:
+    """For a missed time target: by how much, and the layer whose DP extra is largest in the
+    per-layer table of each DP tier of its ratio (empty when there is no table)."""
+    case = results.get("cases", {}).get(row["case"])
+    if case is None or row["value"] is None:
+        return ""
+    key = row["target"].split(" ")[0]
+    parts = []
+    for tier in key.split("/"):
+        view = _LAYER_VIEW_OF_TIER.get(tier)
+        top = costliest_layer(case, view) if view else None
+        if top is not None:
+            parts.append(f"{LAYER_VIEWS[view]}: {top['layer']} ({top['type']}, "
+                         f"{top['route']}, +{top['extra_ms']:.1f} ms per chunk over its "
+                         "plain weight gradient)")
+    return ("; largest per-layer DP cost: " + "; ".join(parts)) if parts else ""
+
+
+def settings_line(results: dict[str, Any]) -> str:
+    """The tiers' memory formats, engines and threads (the header's line)."""
+    s, m = results["settings"], results["machine"]
+    parts = [f"{k}: {v}" for k, v in s.get("memory_format", {}).items()]
+    engines = [f"{k}: {v}" for k, v in s.get("engine", {}).items()]
+    tf_threads = m.get("tf_threads") or {}
+    threads = (f"torch {m['torch_threads']} intra-op threads; TF intra-op "
+               f"{tf_threads.get('intra_op', 'n/a')}, inter-op {tf_threads.get('inter_op', 'n/a')}"
+               " (0: TF's default, one per core)")
+    return ("Memory formats: " + "; ".join(parts or ["not recorded"]) + ". Engines: "
+            + "; ".join(engines or ["not recorded"]) + f". Threads: {threads}.")
 
 
 def target_lines(results: dict[str, Any]) -> list[str]:
@@ -56,7 +128,9 @@ def target_lines(results: dict[str, Any]) -> list[str]:
     could not measure, grouped by why (a quick or partial run lacks their cases)."""
     rows = results.get("targets", [])
     out = [f"{row['case']}: {row['target']}: {_num(row['value'], '.2f')} -> "
-           f"{row['verdict'].upper()}" for row in rows if row["value"] is not None]
+           f"{row['verdict'].upper()}"
+           + (miss_explanation(results, row) if row["verdict"] == "missed" else "")
+           for row in rows if row["value"] is not None]
     unmeasured = [row for row in rows if row["value"] is None]
     if unmeasured:
         out.append(not_measured_sentence(results, unmeasured))
@@ -109,6 +183,10 @@ def reading(results: dict[str, Any]) -> list[str]:
                              f"{plain:.2f}"
                              + (" (most of the gap is the frameworks' own step, not the DP "
                                 "engines)" if share is not None and share > 0.5 else ""))
+        for view, keys in VIEWS.items():
+            shown = [f"{k} {r[k]:.2f}" for k in keys if r.get(k) is not None]
+            if shown:
+                parts.append(f"{view}: " + ", ".join(shown))
         stock = r.get("tf_privacy_stock/opacus_stock")
         if stock is not None:
             faster = "TF Privacy" if stock < 1 else "Opacus"
@@ -164,7 +242,7 @@ def sweep_rows(sweep: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
 
 def text_summary(results: dict[str, Any]) -> str:
     """Plain-text summary printed by ``dpcompare bench``."""
-    out = [f"data: {'; '.join(results['data'].values())}",
+    out = [f"data: {'; '.join(results['data'].values())}", settings_line(results),
            f"load average (1/5/15 min) before: "
            f"{' '.join(f'{x:.2f}' for x in results['loadavg_before'])}, after: "
            f"{' '.join(f'{x:.2f}' for x in results['loadavg_after'])}"]
@@ -177,8 +255,15 @@ def text_summary(results: dict[str, Any]) -> str:
                 out.append(f"  {row[0]:<20} {row[7]}")
             else:
                 out.append(f"  {row[0]:<20} {row[1]:>8} {row[2]:>9} {row[3]:>7} {row[4]:>8}")
-        for key, wall, cpu in ratio_rows(case):
-            out.append(f"  {key:<34} {wall:>6} (cpu {cpu})")
+        for key, wall, cpu, view in ratio_rows(case):
+            out.append(f"  {key:<34} {wall:>6} (cpu {cpu})" + (f"  [{view}]" if view else ""))
+        rows = layer_rows(case)
+        if rows:
+            out.append(f"  per-layer (ms per chunk): {'view':<22} {'layer':<28} {'route':<12} "
+                       f"{'norm':>7} {'sum':>7} {'plain':>7} {'extra':>7}")
+            for r in rows:
+                out.append(f"  {'':<25} {r[0]:<22} {r[1]:<28} {r[6]:<12} {r[7]:>7} "
+                           f"{r[8]:>7} {r[9]:>7} {r[10]:>7}")
     sweep = results.get("sweep")
     if sweep:
         header, rows = sweep_rows(sweep)
@@ -222,11 +307,17 @@ def markdown(results: dict[str, Any], command: str) -> str:
         "- Tiers (benchmarks/variants.py): `*_plain` the engine's non-private step; "
         "`*_dp_reference` the reference DP engine (TF Privacy vectorized per-example "
         "gradients / Opacus GradSampleModule, hooks); `*_dp_fast` the fast engine (the "
-        "default; layer-wise norms, clip-weighted sum); `tf_privacy_stock` TF Privacy's "
+        "default; Book-Keeping clipping: per-layer ghost norm or per-example gradient, "
+        "clip-weighted sum from the same backward pass); `torch_*_cl` the torch tier in "
+        "channels-last memory format; `tf_privacy_stock` TF Privacy's "
         "VectorizedDPKerasSGDOptimizer through `model.fit` on a tf.data pipeline of the same "
         "fixed-size batches (one fit call per round, its set-up timed); `opacus_stock` "
         "`PrivacyEngine().make_private` defaults and the tutorial loop, with "
-        "poisson_sampling=False so that it gets the same fixed-size batches.",
+        "poisson_sampling=False so that it gets the same fixed-size batches. Two views: "
+        "**as users run it** (the stock paths and plain steps at the libraries' defaults, "
+        "PyTorch NCHW) and **at its best** (the fast engines, PyTorch channels-last); the "
+        "targets are the second's.",
+        f"- {settings_line(results)}",
         "- Method: all tiers of a case in one process; each warmed up first (tracing/"
         "compilation steps not timed), then timed in alternating rounds (order rotated per "
         "round), on the same batches. **Seconds per epoch are extrapolated** from the timed "
@@ -265,8 +356,16 @@ def markdown(results: dict[str, Any], command: str) -> str:
                               "rise MiB (warm-up)", "rise MiB (timed)", "note"],
                              table_rows(case), text_last=True),
                   "",
-                  *_md_table(["ratio", "wall clock", "process CPU"], ratio_rows(case)),
+                  *_md_table(["ratio", "wall clock", "process CPU", "view"], ratio_rows(case),
+                             text_last=True),
                   ""]
+        if case.get("layers"):
+            lines += ["Per-layer cost of the fast DP step (benchmarks/layers.py: one chunk of "
+                      f"{min(case['batch_size'], 256)} random examples; ms, best of 3; 'plain' "
+                      "is the layer's weight-gradient op, 'extra' = norm + sum - plain):", "",
+                      *_md_table(["view", "layer", "type", "T", "p", "d", "route", "norm ms",
+                                  "sum ms", "plain ms", "extra ms"], layer_rows(case)),
+                      ""]
     sweep = results.get("sweep")
     if sweep:
         header, rows = sweep_rows(sweep)

@@ -10,6 +10,9 @@ Each framework has four tiers (DP ones: Gaussian DP-SGD, C = 1, sigma = 1, SGD l
   ``DPOptimizer``, chunked like training;
 * ``<fw>_dp_fast``: the backend's fast engine (the default): layer-wise norms from one
   backward pass and the clip-weighted sum (:mod:`tfpipe.fast`, :mod:`torchpipe.fast`);
+* ``torch_plain_cl`` / ``torch_dp_fast_cl``: the torch plain and fast steps with
+  ``perf.memory_format: channels_last`` (model and inputs ``torch.channels_last``, the layout
+  PyTorch's CPU convolutions are fastest in): torch "at its best" (TF is NHWC already);
 * the stock library path, as ``recipe: library`` runs it: ``tf_privacy_stock`` is TF
   Privacy's ``VectorizedDPKerasSGDOptimizer`` (``num_microbatches = B``, built by
   :func:`tfpipe.library.make_optimizer`) through ``model.fit`` on a ``tf.data`` pipeline of
@@ -42,10 +45,18 @@ from dpcore.trainloop import StepMechanism, model_inputs
 
 #: The tiers of each framework, in report order (the issue's names).
 TF_TIERS = ("tf_plain", "tf_dp_reference", "tf_dp_fast", "tf_privacy_stock")
-TORCH_TIERS = ("torch_plain", "torch_dp_reference", "torch_dp_fast", "opacus_stock")
+TORCH_TIERS = ("torch_plain", "torch_dp_reference", "torch_dp_fast", "opacus_stock",
+               "torch_plain_cl", "torch_dp_fast_cl")
 TIERS = TF_TIERS + TORCH_TIERS
-#: The tiers that run without per-example gradients of the whole model (every case runs them).
+#: The tiers that run without per-example gradients of the whole model (every case runs them;
+#: the batch-size sweep's points).
 FAST_TIERS = ("tf_plain", "tf_dp_fast", "torch_plain", "torch_dp_fast")
+#: Suffix of a torch tier run in channels-last memory format.
+CHANNELS_LAST = "_cl"
+#: The channels-last torch tiers (torch at its best).
+BEST_TIERS = ("torch_plain_cl", "torch_dp_fast_cl")
+#: The non-private tiers.
+PLAIN_TIERS = ("tf_plain", "torch_plain", "torch_plain_cl")
 
 SIGMA = 1.0
 CLIP = 1.0
@@ -213,7 +224,9 @@ def torch_variants(case: ModelCase, names: Sequence[str], available: int | None
     for name in [n for n in TORCH_TIERS if n in names]:
         model = _torch_model(case)
         parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
-        variant = Variant(name, "torch", name != "torch_plain")
+        variant = Variant(name, "torch", name not in PLAIN_TIERS)
+        base = name.removesuffix(CHANNELS_LAST)
+        perf = PerfSpec(memory_format="channels_last" if base != name else "default")
         if name == "opacus_stock":
             variant.skipped = _per_example_limit(case, parameters, case.batch_size, available)
             if variant.skipped is None:
@@ -221,12 +234,12 @@ def torch_variants(case: ModelCase, names: Sequence[str], available: int | None
         else:
             if name == "torch_dp_reference":
                 variant.skipped = _per_example_limit(case, parameters, CHUNK, available)
-            if name == "torch_dp_fast" and unsupported_layers(model):
+            if base == "torch_dp_fast" and unsupported_layers(model):
                 variant.skipped = "unsupported layers: " + ", ".join(unsupported_layers(model))
             if variant.skipped is None:
-                cls = FastTorchStepEngine if name == "torch_dp_fast" else TorchStepEngine
+                cls = FastTorchStepEngine if base == "torch_dp_fast" else TorchStepEngine
                 engine = cls(model, config(case, variant.private),
-                             mechanism(case.batch_size, variant.private), PerfSpec())
+                             mechanism(case.batch_size, variant.private), perf)
                 variant.run = engine_run(name, engine.train_step)
                 variant.close = engine.close
         out.append(variant)

@@ -1,52 +1,59 @@
-"""The fast TF DP engine (``perf.engine: fast``): per-example clipping without per-example
-gradients of the whole model.
+"""The fast TF DP engine (``perf.engine: fast``): Book-Keeping clipping, per-example
+clipping without per-example gradients of the whole model. Mirror of :mod:`torchpipe.fast`.
 
 The reference engine (:class:`tfpipe.engine.TfStepEngine`) gets per-example gradients from
 ``tf.vectorized_map`` over a chunk; TF vectorises ``Conv2DBackpropFilter`` as a loop over the
-examples, which makes it slow. This engine computes the same clipped sum from one ordinary
-forward and backward pass (the "ghost clipping" idea of Goodfellow 2015 / Lee & Kifer 2021 /
-Bu et al. 2022, hand-written per layer: TF Privacy's fast-gradient-clipping registry computes
-per-example L2 norms only for Dense/Embedding/LayerNorm, not Conv1D/Conv2D/GroupNorm, and no
-L1 norms at all, which Laplace DP-SGD needs):
+examples, which makes it slow. This engine is Book-Keeping (BK) clipping (Bu, Wang, Zha,
+Karypis, ICML 2023; :mod:`dpcore.fastrules` states the rule): the same clipped sum from one
+ordinary forward and one backward pass, hand-written per layer (TF Privacy's
+fast-gradient-clipping registry computes per-example L2 norms only for Dense/Embedding/
+LayerNorm, not Conv1D/Conv2D/GroupNorm, and no L1 norms at all, which Laplace DP-SGD needs):
 
 1. the forward pass walks the Keras functional graph with TF Privacy's own traversal
    (``gradient_clipping_utils.model_forward_pass``) and records each parameterised layer's
    input ``a`` and output ``z``;
 2. one backward pass gives ``g = dL/dz`` for each of them (``L`` = summed loss; examples are
    independent, so ``g[i]`` is example i's own output gradient);
-3. each layer's :class:`LayerRule` turns ``(a, g)`` into per-example norms of its parameter
-   gradients (:class:`DenseRule`, :class:`Conv2DRule`, :class:`GroupNormRule`); summed over
-   layers they give each example's flat norm and its clip factor ``C / max(norm, C)`` (the
-   reference's factor, :func:`tfpipe.dp.clip_per_example`);
-4. each layer computes ``sum_i factor_i grad_i`` directly from ``(a, factor * g)`` (one
-   ordinary weight-gradient op per layer: ``sum_i c_i grad(loss_i) = grad(sum_i c_i loss_i)``).
+3. each layer's :class:`FastRule` (one class per layer type, registered with
+   :func:`register_fast_rule`) turns ``(a, g)`` into per-example norms of its parameter
+   gradients, by the ghost norm or from per-example gradients as BK's cost rule
+   (:func:`dpcore.fastrules.use_ghost_norm`, ``2 T^2 < p d``) picks; summed over layers they
+   give each example's flat norm and its clip factor ``C / max(norm, C)`` (the reference's
+   factor, :func:`tfpipe.dp.clip_per_example`);
+4. each layer's ``sum_i factor_i grad_i`` from the same pass: where the rule made per-example
+   gradients, one contraction of the kept ones with the factors; else one ordinary
+   weight-gradient op of the layer alone from ``(a, factor * g)`` (``sum_i c_i grad(loss_i)
+   = grad(sum_i c_i loss_i)``; no gradient flows back through the model a second time).
 
 The chunk's clipped sum is added with the TF Privacy query's ``accumulate_preprocessed_record``;
 noise (once per logical batch), the division by the expected batch size and the optimizer step
 are the reference engine's. The update is therefore the reference one up to float rounding
 (tested to rel 1e-5). Deterministic kernels are kept (no XLA: on this CPU it was slower).
 
-Rules exist for every trainable layer type of the registered models (Dense, Conv2D, Conv1D,
-Embedding, GroupNormalization). A model with another trainable layer type (or a fused
-activation, a grouped or causal convolution) is not supported: :func:`unsupported_layers`
-names its layers; :func:`dpcore.backend.choose_engine` then falls back to the reference engine
-when no engine was asked for (recorded in ``engine_used`` / ``fast_engine_fallback``) and
-refuses an explicit ``perf.engine: fast`` with an error naming them.
+Rules exist for Dense, Conv2D, Conv1D, Embedding, GroupNormalization and LayerNormalization.
+A model with another trainable layer type (or a fused activation, a grouped or causal
+convolution) is not supported: :func:`unsupported_layers` names its layers;
+:func:`dpcore.backend.choose_engine` then falls back to the reference engine when no engine
+was asked for (recorded in ``engine_used`` / ``fast_engine_fallback``) and refuses an
+explicit ``perf.engine: fast`` with an error naming them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any
 
 import tensorflow as tf
 from tensorflow_privacy.privacy.fast_gradient_clipping import gradient_clipping_utils
 
 from dpcore.errors import ConfigError
+from dpcore.fastrules import RuleRegistry, use_ghost_norm
 from tfpipe.engine import TfStepEngine
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
-DESCRIPTION = "layer-wise norms from one forward/backward pass (tfpipe.fast), clip-weighted sum"
+DESCRIPTION = ("Book-Keeping: layer-wise norms (ghost or per-example by 2T^2 < pd) from one "
+               "forward/backward pass (tfpipe.fast), clip-weighted sum from the same pass")
 
 #: Largest patch size K = kh kw c_in whose patches are taken by an identity convolution.
 IDENTITY_CONV_MAX_K = 128
@@ -55,17 +62,18 @@ IDENTITY_CONV_MAX_K = 128
 VarTensors = list[tuple[tf.Variable, tf.Tensor]]
 
 
-class LayerRule(Protocol):
-    """How one layer type turns its input ``a`` and output gradient ``g`` (example axis first)
-    into per-example gradient norms and the clip-weighted sum of per-example gradients."""
+@dataclass
+class LayerNorms:
+    """One layer's share of the per-example norms.
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> tf.Tensor:
-        """Per example [n]: sum of squares (``kind="l2"``) or of absolute values (``"l1"``)
-        of the gradients of all the layer's variables."""
+    Attributes:
+        sums: [n] sums of squares (L2) or of absolute values (L1) of its parameter gradients.
+        kept: the per-example gradients [n, *shape] made for ``sums`` (kept for the clipped
+            sum), or None where nothing per-example was made (a ghost norm).
+    """
 
-    def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor
-                     ) -> VarTensors:
-        """``sum_i factors[i] * grad_i`` for each of the layer's variables."""
+    sums: tf.Tensor
+    kept: VarTensors | None = None
 
 
 def _sum_abs_or_sq(t: tf.Tensor, kind: str) -> tf.Tensor:
@@ -79,34 +87,97 @@ def _scaled(g: tf.Tensor, factors: tf.Tensor) -> tf.Tensor:
     return g * tf.reshape(tf.cast(factors, g.dtype), [-1] + [1] * (len(g.shape) - 1))
 
 
-class DenseRule:
-    """``Dense`` on rank-2 inputs: the per-example kernel gradient is the outer product
-    ``a[i] g[i]^T``, so both its L2 and its L1 norm factorise (Goodfellow 2015):
-    ``||a g^T|| = ||a|| ||g||`` for either norm; nothing per-example is materialised."""
+def _kept(per_example: VarTensors, kind: str) -> LayerNorms:
+    """Norm contributions of materialised per-example gradients, which are kept."""
+    return LayerNorms(tf.add_n([_sum_abs_or_sq(t, kind) for _, t in per_example]),
+                      per_example)
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> tf.Tensor:
+
+class FastRule:
+    """How one layer type turns its input ``a`` and output gradient ``g`` (example axis first)
+    into per-example gradient norms and the clip-weighted sum of per-example gradients.
+
+    Subclasses implement :meth:`norms` and, where a norm may be a ghost norm,
+    :meth:`weight_gradients`; :meth:`problem` names a configuration the rule cannot handle.
+    """
+
+    def problem(self, layer: Any) -> str | None:
+        """Why this rule cannot handle ``layer`` (None: it can)."""
+        return None
+
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int] | None:
+        """``(T, p, d)`` of BK's cost rule (positions, weight inputs and outputs per
+        position), or None for a layer without a p x d weight."""
+        return None
+
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+        """Per example [n]: sum of squares (``kind="l2"``) or of absolute values (``"l1"``)
+        of the gradients of all the layer's variables."""
+        raise NotImplementedError
+
+    def weight_gradients(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> VarTensors:
+        """The layer's summed variable gradients for output gradient ``g`` (one op each)."""
+        raise NotImplementedError
+
+    def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor,
+                     kept: VarTensors | None) -> VarTensors:
+        """``sum_i factors[i] * grad_i`` for each of the layer's variables: from ``kept``
+        per-example gradients when there are any, else :meth:`weight_gradients` of
+        ``factors * g``."""
+        if kept is not None:
+            return [(v, tf.tensordot(tf.cast(factors, t.dtype), t, 1)) for v, t in kept]
+        return self.weight_gradients(layer, a, _scaled(g, factors))
+
+
+#: The TF fast rules by exact layer type.
+FAST_RULES: RuleRegistry[FastRule] = RuleRegistry("tf")
+#: Class decorator: ``@register_fast_rule(tf.keras.layers.Conv2D)`` files a rule for a type.
+register_fast_rule = FAST_RULES.register
+
+
+@register_fast_rule(tf.keras.layers.Dense)
+class DenseRule(FastRule):
+    """``Dense`` on rank-2 inputs (T = 1, so BK's rule always gives the ghost norm): the
+    per-example kernel gradient is the outer product ``a[i] g[i]^T``, so both its L2 and its
+    L1 norm factorise (Goodfellow 2015): ``||a g^T|| = ||a|| ||g||`` for either norm;
+    nothing per-example is materialised. Weighted sum: ``a^T (c g)``."""
+
+    def problem(self, layer: Any) -> str | None:
+        rank = layer.input.shape.rank
+        return None if rank == 2 else f"Dense on a rank-{rank} input"
+
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
+        return 1, a.shape[-1], g.shape[-1]
+
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
         total = _sum_abs_or_sq(a, kind) * _sum_abs_or_sq(g, kind)
         if layer.use_bias:
             total += _sum_abs_or_sq(g, kind)
-        return total
+        return LayerNorms(total)
 
-    def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor
-                     ) -> VarTensors:
-        gw = _scaled(g, factors)
-        out = [(layer.kernel, tf.matmul(a, gw, transpose_a=True))]
+    def weight_gradients(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> VarTensors:
+        out = [(layer.kernel, tf.matmul(a, g, transpose_a=True))]
         if layer.use_bias:
-            out.append((layer.bias, tf.reduce_sum(gw, axis=0)))
+            out.append((layer.bias, tf.reduce_sum(g, axis=0)))
         return out
 
 
-class Conv2DRule:
+@register_fast_rule(tf.keras.layers.Conv2D)
+class Conv2DRule(FastRule):
     """``Conv2D`` (channels last, groups 1): with ``P[i]`` the [T, K] input patches of example
     i (T output positions, K = kh kw c_in, ``tf.image.extract_patches`` order = the kernel's)
     and ``G[i]`` its [T, C] output gradient, the kernel gradient is ``P[i]^T G[i]``.
 
-    L2: ``||P^T G||^2 = sum_pq (P P^T)_pq (G G^T)_pq`` ("ghost" norm, cost T^2 (K + C)) when
-    that is cheaper than materialising the [K, C] gradient (cost T K C); L1: materialised.
+    L2 where BK's rule picks it (``2 T^2 < K C``): the ghost norm
+    ``||P^T G||^2 = sum_pq (P P^T)_pq (G G^T)_pq``, weighted sum by the layer's
+    ``conv2d_backprop_filter`` of ``c g``; else (and for L1) the per-example gradients
+    ``P^T G`` are made and kept for the weighted sum.
     """
+
+    def problem(self, layer: Any) -> str | None:
+        if layer.groups != 1 or layer.data_format != "channels_last":
+            return "grouped or channels-first convolution"
+        return None
 
     @staticmethod
     def _as_2d(layer: Any, a: tf.Tensor, g: tf.Tensor
@@ -133,37 +204,46 @@ class Conv2DRule:
                 padding=layer.padding.upper())
         return tf.reshape(patches, [tf.shape(a)[0], -1, k])
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> tf.Tensor:
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
+        a, g, (kh, kw), _, _ = self._as_2d(layer, a, g)
+        return g.shape[1] * g.shape[2], kh * kw * a.shape[-1], g.shape[-1]
+
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+        dims = self.dims(layer, a, g)
         a, g, kernel_size, strides, dilations = self._as_2d(layer, a, g)
         p = self._patches(layer, a, kernel_size, strides, dilations)
         g2 = tf.reshape(g, [tf.shape(g)[0], -1, g.shape[-1]])
-        t, k, c = g.shape[1] * g.shape[2], p.shape[-1], g.shape[-1]
-        if kind == "l2" and t * (k + c) < k * c:
+        bias = [(layer.bias, tf.reduce_sum(g2, axis=1))] if layer.use_bias else []
+        if use_ghost_norm(*dims, kind):
             total = tf.reduce_sum(tf.matmul(p, p, transpose_b=True)
                                   * tf.matmul(g2, g2, transpose_b=True), axis=[1, 2])
-        else:
-            total = _sum_abs_or_sq(tf.matmul(p, g2, transpose_a=True), kind)
-        if layer.use_bias:
-            total += _sum_abs_or_sq(tf.reduce_sum(g2, axis=1), kind)
-        return total
+            for _, b in bias:
+                total += _sum_abs_or_sq(b, kind)
+            return LayerNorms(total)
+        kernel = tf.reshape(tf.matmul(p, g2, transpose_a=True), [-1, *layer.kernel.shape])
+        return _kept([(layer.kernel, kernel), *bias], kind)
 
-    def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor
-                     ) -> VarTensors:
+    def weight_gradients(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> VarTensors:
         a, g, (kh, kw), strides, dilations = self._as_2d(layer, a, g)
-        gw = _scaled(g, factors)
         kernel = tf.compat.v1.nn.conv2d_backprop_filter(
-            a, [kh, kw, a.shape[-1], g.shape[-1]], gw, strides=strides,
+            a, [kh, kw, a.shape[-1], g.shape[-1]], g, strides=strides,
             padding=layer.padding.upper(), dilations=dilations)
         out = [(layer.kernel, tf.reshape(kernel, tf.shape(layer.kernel)))]
         if layer.use_bias:
-            out.append((layer.bias, tf.reduce_sum(gw, axis=[0, 1, 2])))
+            out.append((layer.bias, tf.reduce_sum(g, axis=[0, 1, 2])))
         return out
 
 
+@register_fast_rule(tf.keras.layers.Conv1D)
 class Conv1DRule(Conv2DRule):
     """``Conv1D`` (channels last, groups 1, ``valid`` or ``same`` padding): the 2-D rule on
     a height-1 image (``[n, L, C]`` -> ``[n, 1, L, C]``, kernel ``(1, k)``); the [1, k, c_in,
     c_out] kernel gradient is reshaped to Keras's [k, c_in, c_out] (the same memory order)."""
+
+    def problem(self, layer: Any) -> str | None:
+        if layer.padding == "causal":
+            return "causal padding"
+        return super().problem(layer)
 
     @staticmethod
     def _as_2d(layer: Any, a: tf.Tensor, g: tf.Tensor
@@ -172,12 +252,17 @@ class Conv1DRule(Conv2DRule):
                 [1, 1, layer.strides[0], 1], [1, 1, layer.dilation_rate[0], 1])
 
 
-class EmbeddingRule:
-    """``Embedding``: example i's gradient of the [V, D] table is zero except in the rows of
-    the tokens it holds, row v being ``sum_{t: id[i,t] = v} g[i, t]``. Those rows are summed
-    per distinct (example, token) pair (``tf.unique`` + ``unsorted_segment_sum``: at most
-    n T rows of D values, never n V D), which gives both norms exactly; the clip-weighted sum
-    is one segment sum of the scaled output gradients into the [V, D] table."""
+@register_fast_rule(tf.keras.layers.Embedding)
+class EmbeddingRule(FastRule):
+    """``Embedding`` (always a ghost norm: nothing of size V D per example): example i's
+    gradient of the [V, D] table is zero except in the rows of the tokens it holds, row v
+    being ``sum_{t: id[i,t] = v} g[i, t]``. Those rows are summed per distinct (example,
+    token) pair (``tf.unique`` + ``unsorted_segment_sum``: at most n T rows of D values,
+    never n V D), which gives both norms exactly; the clip-weighted sum is one segment sum
+    of the scaled output gradients into the [V, D] table."""
+
+    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
+        return a.shape[-1], layer.input_dim, layer.output_dim
 
     @staticmethod
     def _flat(a: tf.Tensor, g: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -185,81 +270,75 @@ class EmbeddingRule:
         ids = tf.reshape(tf.cast(a, tf.int64), [-1])
         return ids, tf.reshape(g, [-1, g.shape[-1]])
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> tf.Tensor:
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
         ids, rows = self._flat(a, g)
         n = tf.shape(a, out_type=tf.int64)[0]
         example = tf.reshape(tf.broadcast_to(tf.range(n)[:, None], tf.shape(a, tf.int64)), [-1])
         vocab = tf.constant(layer.input_dim, tf.int64)
         pairs, pair_of_position = tf.unique(example * vocab + ids)
         per_pair = tf.math.unsorted_segment_sum(rows, pair_of_position, tf.size(pairs))
-        return tf.math.unsorted_segment_sum(_sum_abs_or_sq(per_pair, kind), pairs // vocab, n)
+        return LayerNorms(tf.math.unsorted_segment_sum(_sum_abs_or_sq(per_pair, kind),
+                                                       pairs // vocab, n))
 
-    def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor
-                     ) -> VarTensors:
-        ids, rows = self._flat(a, _scaled(g, factors))
-        return [(layer.embeddings,
-                 tf.math.unsorted_segment_sum(rows, ids, layer.input_dim))]
+    def weight_gradients(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> VarTensors:
+        ids, rows = self._flat(a, g)
+        return [(layer.embeddings, tf.math.unsorted_segment_sum(rows, ids, layer.input_dim))]
 
 
-class GroupNormRule:
-    """``GroupNormalization`` on the channel axis: gamma's per-example gradient is
-    ``sum_p g[i, p] xhat[i, p]`` (``xhat`` = the group-normalised input, Keras's formula
-    recomputed), beta's ``sum_p g[i, p]``; both are [n, C], materialised."""
+@register_fast_rule(tf.keras.layers.GroupNormalization, tf.keras.layers.LayerNormalization)
+class NormalizationRule(FastRule):
+    """``GroupNormalization`` on the channel axis and ``LayerNormalization``: gamma's
+    per-example gradient is ``sum g[i] xhat[i]`` over the axes it is shared along (``xhat`` =
+    the normalised input, Keras's formula recomputed), beta's ``sum g[i]``; both are small
+    ([n, C]: BK's rule never favours a ghost norm over so little), made and kept."""
+
+    def problem(self, layer: Any) -> str | None:
+        rank = layer.input.shape.rank
+        if isinstance(layer, tf.keras.layers.GroupNormalization):
+            return (None if layer.axis in (-1, rank - 1)
+                    else "GroupNormalization not on the channel axis")
+        axes = [axis % rank for axis in layer.axis]
+        return None if axes == sorted(axes) and 0 not in axes else \
+            "LayerNormalization over unsorted axes or the example axis"
 
     @staticmethod
-    def _per_example(layer: Any, a: tf.Tensor, g: tf.Tensor) -> VarTensors:
-        channels = a.shape[-1]
-        grouped = tf.reshape(a, [tf.shape(a)[0], -1, layer.groups, channels // layer.groups])
-        mean, variance = tf.nn.moments(grouped, axes=[1, 3], keepdims=True)
-        xhat = tf.reshape((grouped - mean) * tf.math.rsqrt(variance + layer.epsilon),
-                          tf.shape(a))
-        spatial = list(range(1, len(a.shape) - 1))
+    def _xhat(layer: Any, a: tf.Tensor) -> tuple[tf.Tensor, list[int]]:
+        """The normalised input and the axes the parameters are shared along."""
+        rank = len(a.shape)
+        if isinstance(layer, tf.keras.layers.GroupNormalization):
+            channels = a.shape[-1]
+            grouped = tf.reshape(a, [tf.shape(a)[0], -1, layer.groups,
+                                     channels // layer.groups])
+            mean, variance = tf.nn.moments(grouped, axes=[1, 3], keepdims=True)
+            xhat = tf.reshape((grouped - mean) * tf.math.rsqrt(variance + layer.epsilon),
+                              tf.shape(a))
+            return xhat, list(range(1, rank - 1))
+        axes = [axis % rank for axis in layer.axis]
+        mean, variance = tf.nn.moments(a, axes=axes, keepdims=True)
+        xhat = (a - mean) * tf.math.rsqrt(variance + layer.epsilon)
+        return xhat, [axis for axis in range(1, rank) if axis not in axes]
+
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+        xhat, shared = self._xhat(layer, a)
         out = []
         if layer.scale:
-            out.append((layer.gamma, tf.reduce_sum(g * xhat, axis=spatial)))
+            out.append((layer.gamma, tf.reduce_sum(g * xhat, axis=shared)))
         if layer.center:
-            out.append((layer.beta, tf.reduce_sum(g, axis=spatial)))
-        return out
-
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> tf.Tensor:
-        parts = [_sum_abs_or_sq(t, kind) for _, t in self._per_example(layer, a, g)]
-        return tf.add_n(parts)
-
-    def weighted_sum(self, layer: Any, a: tf.Tensor, g: tf.Tensor, factors: tf.Tensor
-                     ) -> VarTensors:
-        return [(v, tf.reduce_sum(_scaled(t, factors), axis=0))
-                for v, t in self._per_example(layer, a, g)]
-
-
-#: The layers whose per-example gradients this engine computes (exact types only).
-RULES: dict[type, LayerRule] = {
-    tf.keras.layers.Dense: DenseRule(),
-    tf.keras.layers.Conv2D: Conv2DRule(),
-    tf.keras.layers.Conv1D: Conv1DRule(),
-    tf.keras.layers.Embedding: EmbeddingRule(),
-    tf.keras.layers.GroupNormalization: GroupNormRule(),
-}
+            out.append((layer.beta, tf.reduce_sum(g, axis=shared)))
+        return _kept(out, kind)
 
 
 def _layer_problem(layer: tf.keras.layers.Layer) -> str | None:
     """Why ``layer`` cannot be handled (None if it can, or if it has no trainable weights)."""
     if not layer.trainable_weights:
         return None
-    if type(layer) not in RULES:
+    rule = FAST_RULES.get(type(layer))
+    if rule is None:
         return f"{layer.name} ({type(layer).__name__}: no per-example rule)"
     if getattr(layer, "activation", None) not in (None, tf.keras.activations.linear):
         return f"{layer.name} (fused activation)"
-    if isinstance(layer, tf.keras.layers.Conv2D | tf.keras.layers.Conv1D) and (
-            layer.groups != 1 or layer.data_format != "channels_last"):
-        return f"{layer.name} (grouped or channels-first convolution)"
-    if isinstance(layer, tf.keras.layers.Conv1D) and layer.padding == "causal":
-        return f"{layer.name} (causal padding)"
-    rank = layer.input.shape.rank
-    if isinstance(layer, tf.keras.layers.Dense) and rank != 2:
-        return f"{layer.name} (Dense on a rank-{rank} input)"
-    if isinstance(layer, tf.keras.layers.GroupNormalization) and layer.axis not in (-1, rank - 1):
-        return f"{layer.name} (GroupNormalization not on the channel axis)"
-    return None
+    problem = rule.problem(layer)
+    return None if problem is None else f"{layer.name} ({problem})"
 
 
 def unsupported_layers(model: tf.keras.Model) -> list[str]:
@@ -273,18 +352,15 @@ def unsupported_layers(model: tf.keras.Model) -> list[str]:
     return problems
 
 
-def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
-                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str
-                         ) -> tuple[tf.Tensor, list[tf.Tensor]]:
-    """Losses [n] and ``sum_i min(1, clip / ||grad_i||) grad_i`` (one tensor per variable, in
-    the order of ``variables``) from one forward and one backward pass.
+#: One recorded layer: the layer, its input ``a``, its output gradient ``g``.
+LayerRecord = tuple[Any, tf.Tensor, tf.Tensor]
 
-    The clip factor is :func:`tfpipe.dp.clip_per_example`'s, ``clip / max(norm, clip)``, with
-    the norm flat over all variables (``kind`` ``"l2"`` or ``"l1"``). Needs a model whose
-    trainable layers are all supported (see :func:`unsupported_layers`).
-    """
-    if kind not in ("l2", "l1"):
-        raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
+
+def record_layers(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor
+                  ) -> tuple[tf.Tensor, list[LayerRecord]]:
+    """Book-Keeping's one forward and one backward pass: the losses [n] and, per layer with
+    trainable weights in forward order, ``(layer, a, g)`` with ``g = dL/dz`` of the summed
+    loss (the forward pass walks the Keras graph with TF Privacy's traversal)."""
     records: list[tuple[Any, tf.Tensor, tf.Tensor]] = []
     with tf.GradientTape() as tape:
         def generator(layer: Any, args: Sequence[tf.Tensor], kwargs: dict[str, Any]
@@ -300,14 +376,33 @@ def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable]
         total = tf.reduce_sum(losses)
     output_grads = tape.gradient(total, [out for _, _, out in records],
                                  unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    norms = tf.add_n([RULES[type(layer)].norms(layer, a, g, kind)
-                      for (layer, a, _), g in zip(records, output_grads, strict=True)])
+    return losses, [(layer, a, g) for (layer, a, _), g
+                    in zip(records, output_grads, strict=True)]
+
+
+def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
+                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str
+                         ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    """Losses [n] and ``sum_i min(1, clip / ||grad_i||) grad_i`` (one tensor per variable, in
+    the order of ``variables``) from one forward and one backward pass (Book-Keeping).
+
+    The clip factor is :func:`tfpipe.dp.clip_per_example`'s, ``clip / max(norm, clip)``, with
+    the norm flat over all variables (``kind`` ``"l2"`` or ``"l1"``). Needs a model whose
+    trainable layers are all supported (see :func:`unsupported_layers`).
+    """
+    if kind not in ("l2", "l1"):
+        raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
+    losses, records = record_layers(model, x, y)
+    rules = [FAST_RULES.get(type(layer)) for layer, _, _ in records]
+    layer_norms = [rule.norms(layer, a, g, kind)
+                   for rule, (layer, a, g) in zip(rules, records, strict=True)]
+    norms = tf.add_n([n.sums for n in layer_norms])
     norms = tf.sqrt(norms) if kind == "l2" else norms
     clip = tf.cast(clip, norms.dtype)
     factors = clip / tf.maximum(norms, clip)
     by_variable: dict[int, tf.Tensor] = {}
-    for (layer, a, _), g in zip(records, output_grads, strict=True):
-        for variable, summed in RULES[type(layer)].weighted_sum(layer, a, g, factors):
+    for rule, (layer, a, g), n in zip(rules, records, layer_norms, strict=True):
+        for variable, summed in rule.weighted_sum(layer, a, g, factors, n.kept):
             by_variable[id(variable)] = summed
     return losses, [by_variable[id(v)] for v in variables]
 

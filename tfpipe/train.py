@@ -69,6 +69,16 @@ def library_epsilon(plan: PrivacyPlan) -> dict[str, float | None]:
                                              plan.batches.steps, plan.delta)}
 
 
+def runtime_record() -> dict[str, object]:
+    """What a run's ``perf`` records of the layout and threads in effect (after
+    :func:`configure_tensorflow`): Keras's NHWC images and TF's intra-/inter-op thread counts
+    (0: TF's default, one per core)."""
+    return {"memory_format_used": "channels_last (NHWC, Keras's layout)",
+            "threads_in_effect": {
+                "intra_op": tf.config.threading.get_intra_op_parallelism_threads(),
+                "inter_op": tf.config.threading.get_inter_op_parallelism_threads()}}
+
+
 def train(
     config: RunConfig, dataset: Dataset, perf: PerfSpec | None = None, *,
     initial_weights: Mapping[str, np.ndarray] | None = None, progress: bool = True,
@@ -92,7 +102,7 @@ def train(
         initial_weights = factor_initial_weights(config, dataset)
     if initial_weights is not None:
         set_weights(model, initial_weights)
-    details: dict[str, str] = {"per_example_gradients": "tf.vectorized_map per chunk",
+    details: dict[str, object] = {"per_example_gradients": "tf.vectorized_map per chunk",
                                "dp_query": "tensorflow_privacy SumAggregationDPQuery subclass"}
     engine_cls: type[TfStepEngine] = TfStepEngine
     unsupported: list[str] = []
@@ -108,6 +118,7 @@ def train(
         details["per_example_gradients"] = fast.DESCRIPTION
     details.update(choice.details())
     details.update(device_record())
+    details.update(runtime_record())
     names = front_to_cache(config, perf, dataset)
     front = split_fixed_front(model, names) if names else None
     trained_model = model if front is None else front.head  # shares the model's weights

@@ -50,11 +50,26 @@ def configure_torch(seed: int, perf: PerfSpec) -> None:
         torch.set_num_threads(perf.threads)
 
 
+def memory_format(perf: PerfSpec) -> torch.memory_format:
+    """The torch memory format of ``perf.memory_format`` (``default``: NCHW-contiguous)."""
+    return torch.channels_last if perf.memory_format == "channels_last" else \
+        torch.contiguous_format
+
+
+def runtime_record(perf: PerfSpec) -> dict[str, object]:
+    """What a run's ``perf`` records of the layout and threads in effect (after
+    :func:`configure_torch`): the image tensors' memory format and torch's intra-op threads."""
+    return {"memory_format_used": "channels_last (NHWC memory)"
+            if perf.memory_format == "channels_last" else "contiguous (NCHW memory)",
+            "threads_in_effect": torch.get_num_threads()}
+
+
 class TorchStepEngine:
     """One logical DP-SGD step on a torch model (see :class:`dpcore.trainloop.StepEngine`).
 
     ``grad_sample_mode``: the Opacus per-example gradient mode of the ``GradSampleModule``
-    (one of :data:`GRAD_SAMPLE_MODES`).
+    (one of :data:`GRAD_SAMPLE_MODES`). ``perf.memory_format: channels_last`` converts the
+    model (in place: its 4-D weights) and every image chunk to ``torch.channels_last``.
     """
 
     def __init__(self, model: nn.Module, config: RunConfig, mechanism: StepMechanism,
@@ -62,6 +77,9 @@ class TorchStepEngine:
         if grad_sample_mode not in GRAD_SAMPLE_MODES:
             raise ConfigError(f"grad_sample_mode={grad_sample_mode!r} is not known; valid: "
                               + ", ".join(GRAD_SAMPLE_MODES))
+        self.memory_format = memory_format(perf)
+        if perf.memory_format != "default":
+            model.to(memory_format=self.memory_format)
         self.model = model
         self.mechanism = mechanism
         self.text = is_text_model(model)
@@ -92,7 +110,7 @@ class TorchStepEngine:
     def _chunk_loss(self, x: np.ndarray, y: np.ndarray, reduction: str = "sum"
                     ) -> torch.Tensor:
         device = model_device(self.model)
-        logits = self.module(to_tensor(x, self.text, device))
+        logits = self.module(to_tensor(x, self.text, device, self.memory_format))
         return F.cross_entropy(logits, labels_tensor(y, device), reduction=reduction)
 
     @staticmethod

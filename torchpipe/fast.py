@@ -1,45 +1,47 @@
-"""The fast torch DP engine (``perf.engine: fast``): per-example clipping without per-example
-gradients of the whole model. Mirror of :mod:`tfpipe.fast`.
+"""The fast torch DP engine (``perf.engine: fast``): Book-Keeping clipping, per-example
+clipping without per-example gradients of the whole model. Mirror of :mod:`tfpipe.fast`.
 
 The reference engine (:class:`torchpipe.engine.TorchStepEngine`) materialises every
-parameter's per-example gradient with an Opacus ``GradSampleModule``. This engine computes the
-same clipped sum from one ordinary forward and backward pass ("ghost clipping", Goodfellow
-2015 / Lee & Kifer 2021 / Bu et al. 2022):
+parameter's per-example gradient with an Opacus ``GradSampleModule``. This engine is
+Book-Keeping (BK) clipping (Bu, Wang, Zha, Karypis, ICML 2023; see :mod:`dpcore.fastrules`,
+which states the rule): the same clipped sum from one ordinary forward and one backward pass.
 
-1. forward hooks record each parameterised module's input ``a`` and output ``z``;
+1. forward hooks record each parameterised module's input ``a`` and output ``z`` (in any
+   memory format: a ``perf.memory_format: channels_last`` model gives channels-last ``a``);
 2. one backward pass (``torch.autograd.grad`` of the summed loss with respect to the ``z``)
    gives ``g = dL/dz``; examples are independent, so ``g[i]`` is example i's own;
-3. each layer's rule turns ``(a, g)`` into per-example sums of squares (L2) or of absolute
-   values (L1) of its parameter gradients; summed over layers they give each example's flat
-   norm and its clip factor, Opacus's ``min(1, C / (norm + 1e-6))`` (the reference's);
-4. each layer's clip-weighted sum ``sum_i c_i grad_i``: for Linear its own weight-gradient
-   product with output gradient ``c * g``; for Conv/GroupNorm whose grad samples were
-   computed for the norm, ``sum_i c_i G_i`` of the kept samples (Conv within
-   :data:`KEEP_SAMPLES_BUDGET`, GroupNorm always); otherwise one ordinary weight-gradient op,
-   ``torch.autograd.grad(z, layer params, grad_outputs=c * g)`` (autograd prunes the graph
-   to the layer's own parameters: ``sum_i c_i grad(loss_i) = grad(sum_i c_i loss_i)``).
-   A wide Conv2d whose samples do not fit the budget gets a ghost norm instead
-   (:func:`conv_ghost_sq_norms`, hand-written: Opacus 1.6 has none for convolutions).
+3. each layer's rule (one :class:`FastRule` class per module type, registered with
+   :func:`register_fast_rule`) turns ``(a, g)`` into per-example sums of squares (L2) or of
+   absolute values (L1) of its parameter gradients, by the ghost norm or from per-example
+   gradients as BK's cost rule (:func:`dpcore.fastrules.use_ghost_norm`) picks; summed over
+   layers they give each example's flat norm and its clip factor, Opacus's
+   ``min(1, C / (norm + 1e-6))`` (the reference's);
+4. each layer's clip-weighted sum ``sum_i c_i grad_i`` from the same pass: where the rule
+   made per-example gradients, ``sum_i c_i G_i`` of those it kept (one contraction); else one
+   explicit weight-gradient op of the layer alone with output gradient ``c * g`` (Linear: a
+   matrix product; Conv: ``aten.convolution_backward`` with only the weight and bias outputs;
+   Embedding: one ``index_add``). No gradient flows back through the model a second time
+   (Opacus's fast gradient clipping runs a second backward pass instead).
 
-What comes from Opacus: the L2 norm samplers of Linear and Embedding (Opacus 1.6's ghost
-norms, ``GradSampleModuleFastGradientClipping.NORM_SAMPLERS``), the per-example grad samplers
-of Conv1d/Conv2d (with :mod:`torchpipe.dp`'s contiguity fix) and GroupNorm, and the
-optimizer (noise from the same seeded generator in the same parameter order, division, step:
-the reference's ``DPOptimizer`` / ``LaplaceDPOptimizer``). Opacus 1.6 has no ghost norm for
-Conv or GroupNorm, and none in L1 at all: the L2 norms of Conv/GroupNorm here are the sums of
-squares of Opacus's per-layer grad samples (registered with ``register_norm_sampler`` so that
-Opacus's own ``grad_sample_mode="ghost"`` covers them too), and every L1 norm is written by
-hand below (Linear: factorised ``||a||_1 ||g||_1``; Embedding: per distinct token, as
-:class:`tfpipe.fast.EmbeddingRule`; Conv/GroupNorm: from the grad samples).
+What comes from Opacus: the L2 ghost norms of Linear and Embedding
+(``GradSampleModuleFastGradientClipping.NORM_SAMPLERS``), the per-example grad samplers of
+Linear, Conv1d/Conv2d (with :mod:`torchpipe.dp`'s contiguity fix), GroupNorm and LayerNorm,
+and the optimizer (noise from the same seeded generator in the same parameter order,
+division, step: the reference's ``DPOptimizer`` / ``LaplaceDPOptimizer``). Written here:
+the Conv1d/Conv2d ghost norm (Opacus 1.6 has none for convolutions; :func:`conv_ghost_sq_norms`),
+every L1 norm (Opacus has none), and the weight-gradient ops of step 4. The L2 norms of
+Conv/GroupNorm/LayerNorm are also registered as Opacus norm samplers, so that Opacus's own
+``grad_sample_mode="ghost"`` covers every layer type of the registered models.
 
-A model with a trainable module type outside :data:`RULES` (or a module called twice per
-forward, i.e. tied weights) is not supported: :func:`unsupported_layers` names it.
+A model with a trainable module type without a registered rule (or a module called twice
+per forward, i.e. tied weights) is not supported: :func:`unsupported_layers` names it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -52,6 +54,7 @@ from opacus.grad_sample.utils import register_norm_sampler
 from torch import nn
 
 from dpcore.errors import ConfigError
+from dpcore.fastrules import RuleRegistry, use_ghost_norm
 from dpcore.trainloop import Chunk
 from torchpipe import dp
 from torchpipe.device import model_device
@@ -59,12 +62,12 @@ from torchpipe.engine import TorchStepEngine
 from torchpipe.predict import labels_tensor, to_tensor
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
-DESCRIPTION = ("layer-wise norms from one forward/backward pass (torchpipe.fast, Opacus norm "
-               "and grad samplers), clip-weighted sum")
+DESCRIPTION = ("Book-Keeping: layer-wise norms (ghost or per-example by 2T^2 < pd) from one "
+               "forward/backward pass (torchpipe.fast, Opacus norm and grad samplers), "
+               "clip-weighted sum from the same pass")
 
-#: Per-example norm contribution of one module: ``(module, a, g, kind) -> [n]`` sums of
-#: squares (``"l2"``) or of absolute values (``"l1"``) over all its parameters' gradients.
-NormRule = Callable[[nn.Module, torch.Tensor, torch.Tensor, str], torch.Tensor]
+#: One module's per-example tensors or sums, by parameter (trainable ones only).
+ParamTensors = dict[nn.Parameter, torch.Tensor]
 
 
 def _sum_abs_or_sq(t: torch.Tensor, kind: str) -> torch.Tensor:
@@ -73,76 +76,254 @@ def _sum_abs_or_sq(t: torch.Tensor, kind: str) -> torch.Tensor:
     return (flat * flat).sum(dim=1) if kind == "l2" else flat.abs().sum(dim=1)
 
 
-def _from_grad_samples(samples: dict[nn.Parameter, torch.Tensor], kind: str) -> torch.Tensor:
+def _from_grad_samples(samples: ParamTensors, kind: str) -> torch.Tensor:
     """Summed per-example norm contributions of materialised per-layer grad samples."""
     return torch.stack([_sum_abs_or_sq(s, kind) for s in samples.values()]).sum(dim=0)
 
 
-def _grad_samples(layer: nn.Module, a: torch.Tensor, g: torch.Tensor
-                  ) -> dict[nn.Parameter, torch.Tensor]:
+def _grad_samples(layer: nn.Module, a: torch.Tensor, g: torch.Tensor) -> ParamTensors:
     """Opacus's registered per-example grad sampler of ``layer`` (the reference's own)."""
     return GradSampleModule.GRAD_SAMPLERS[type(layer)](layer, [a], g)
 
 
-def linear_norms(layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
-                 ) -> torch.Tensor:
-    """``nn.Linear``. L2: Opacus's ghost norm sampler (squared). L1 on rank-2 inputs: the
-    per-example weight gradient is the outer product ``g[i] a[i]^T``, so ``||.||_1 =
-    ||a||_1 ||g||_1`` (hand-written; Opacus has no L1 norms); on longer inputs materialised
-    with Opacus's grad sampler."""
-    if kind == "l2":
-        norms = compute_linear_norm_sample(layer, [a], g)
-        return torch.stack([n * n for n in norms.values()]).sum(dim=0)
-    if a.dim() == 2:
-        total = a.abs().sum(dim=1) * g.abs().sum(dim=1)
-        if layer.bias is not None:
-            total = total + g.abs().sum(dim=1)
-        return total
-    return _from_grad_samples(compute_linear_grad_sample(layer, [a], g), kind)
+def _trainable(layer: nn.Module) -> list[nn.Parameter]:
+    """The layer's own trainable parameters, in registration order."""
+    return [p for p in layer.parameters(recurse=False) if p.requires_grad]
 
 
-def embedding_norms(layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
-                    ) -> torch.Tensor:
-    """``nn.Embedding``. L2: Opacus's ghost norm sampler (squared). L1 (hand-written): the
-    output gradients are summed per distinct (example, token) pair, which gives each
-    example's rows of the table gradient exactly (at most n T rows, never n V D)."""
-    if kind == "l2":
-        norms = compute_embedding_norm_sample(layer, [a], g)
-        return norms[layer.weight] ** 2
+@dataclass
+class LayerNorms:
+    """One layer's share of the per-example norms.
+
+    Attributes:
+        sums: [n] sums of squares (L2) or of absolute values (L1) of its parameter gradients.
+        kept: the per-example gradients [n, *shape] made for ``sums``, kept for the clipped
+            sum; None where the norm was a ghost norm (nothing per-example was made).
+    """
+
+    sums: torch.Tensor
+    kept: ParamTensors | None = None
+
+
+class FastRule:
+    """How one module type turns its input ``a`` and output gradient ``g`` (example axis
+    first) into per-example norms and the clip-weighted sum (see :mod:`dpcore.fastrules`).
+
+    Subclasses implement :meth:`norms` and, when some norm is a ghost norm,
+    :meth:`weight_gradients`; :meth:`problem` names a configuration the rule cannot handle.
+    """
+
+    def problem(self, layer: nn.Module) -> str | None:
+        """Why this rule cannot handle ``layer`` (None: it can)."""
+        return None
+
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int] | None:
+        """``(T, p, d)`` of BK's cost rule (positions, weight inputs and outputs per
+        position), or None for a layer without a p x d weight."""
+        return None
+
+    def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
+              ) -> LayerNorms:
+        """Per-example norm contributions (``kind`` ``"l2"`` or ``"l1"``)."""
+        raise NotImplementedError
+
+    def weight_gradients(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+                         ) -> ParamTensors:
+        """The layer's summed parameter gradients for output gradient ``g`` (one op)."""
+        raise NotImplementedError
+
+    def weighted_sum(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor,
+                     factors: torch.Tensor, kept: ParamTensors | None) -> ParamTensors:
+        """``sum_i factors[i] grad_i`` per parameter: from ``kept`` per-example gradients
+        when there are any, else :meth:`weight_gradients` of ``factors * g``."""
+        if kept is not None:
+            return {p: torch.tensordot(factors, s, dims=1) for p, s in kept.items()}
+        return self.weight_gradients(layer, a, g * factors.reshape(-1, *([1] * (g.dim() - 1))))
+
+
+#: The torch fast rules by exact module type.
+FAST_RULES: RuleRegistry[FastRule] = RuleRegistry("torch")
+#: Class decorator: ``@register_fast_rule(nn.Conv2d)`` files a :class:`FastRule` for a type.
+register_fast_rule = FAST_RULES.register
+
+
+@register_fast_rule(nn.Linear)
+class LinearRule(FastRule):
+    """``nn.Linear`` on [n, ..., p] inputs, T = the positions between the example and the
+    feature axis (1 for a vector). Ghost norm where BK's rule picks it (L2: Opacus's norm
+    sampler; on a vector it is ``||a|| ||g||``; L1 on a vector: the outer product's
+    ``||a||_1 ||g||_1``, exact and hand-written), else Opacus's per-example grad samples
+    (kept). Weighted sum: the layer's weight-gradient product ``(c g)^T a``."""
+
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int]:
+        return a[0].numel() // a.shape[-1], layer.in_features, layer.out_features
+
+    def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
+              ) -> LayerNorms:
+        if a.dim() == 2 and kind == "l1":
+            total = a.abs().sum(dim=1) * g.abs().sum(dim=1) if layer.weight.requires_grad \
+                else torch.zeros(len(a), dtype=g.dtype, device=g.device)
+            if layer.bias is not None and layer.bias.requires_grad:
+                total = total + g.abs().sum(dim=1)
+            return LayerNorms(total)
+        if use_ghost_norm(*self.dims(layer, a, g), kind):
+            norms = compute_linear_norm_sample(layer, [a], g)
+            return LayerNorms(torch.stack([n * n for n in norms.values()]).sum(dim=0))
+        samples = compute_linear_grad_sample(layer, [a], g)
+        return LayerNorms(_from_grad_samples(samples, kind), samples)
+
+    def weight_gradients(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+                         ) -> ParamTensors:
+        rows_g = g.reshape(-1, g.shape[-1])
+        out: ParamTensors = {}
+        if layer.weight.requires_grad:
+            out[layer.weight] = rows_g.t().mm(a.reshape(-1, a.shape[-1]))
+        if layer.bias is not None and layer.bias.requires_grad:
+            out[layer.bias] = rows_g.sum(dim=0)
+        return out
+
+
+@register_fast_rule(nn.Embedding)
+class EmbeddingRule(FastRule):
+    """``nn.Embedding``: always a ghost norm (example i's gradient of the [V, D] table is
+    nonzero only in the rows of its T tokens, so it is never worth materialising). L2:
+    Opacus's ghost norm sampler; L1 (hand-written): the output gradients are summed per
+    distinct (example, token) pair, which gives each example's rows of the table gradient
+    exactly (at most n T rows, never n V D). Weighted sum: one ``index_add`` of ``c g``."""
+
+    def problem(self, layer: nn.Module) -> str | None:
+        if layer.padding_idx is not None or layer.max_norm is not None:
+            return "padding_idx or max_norm"
+        return None
+
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int]:
+        return a[0].numel(), layer.num_embeddings, layer.embedding_dim
+
+    def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
+              ) -> LayerNorms:
+        if kind == "l2":
+            norms = compute_embedding_norm_sample(layer, [a], g)
+            return LayerNorms(norms[layer.weight] ** 2)
+        n = a.shape[0]
+        ids = a.reshape(-1).long()
+        rows = g.reshape(-1, g.shape[-1])
+        example = torch.arange(n, device=a.device).repeat_interleave(a[0].numel())
+        pairs, pair_of_position = torch.unique(example * layer.num_embeddings + ids,
+                                               return_inverse=True)
+        per_pair = torch.zeros(len(pairs), rows.shape[1], dtype=rows.dtype)
+        per_pair.index_add_(0, pair_of_position, rows)
+        out = torch.zeros(n, dtype=rows.dtype)
+        return LayerNorms(out.index_add_(0, pairs // layer.num_embeddings,
+                                         _sum_abs_or_sq(per_pair, kind)))
+
+    def weight_gradients(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+                         ) -> ParamTensors:
+        table = torch.zeros_like(layer.weight)
+        return {layer.weight: table.index_add_(0, a.reshape(-1).long(),
+                                               g.reshape(-1, g.shape[-1]))}
+
+
+def conv_ghost_sq_norms(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor, g: torch.Tensor
+                        ) -> torch.Tensor:
+    """Per-example squared L2 norm of a ``Conv1d`` / ``Conv2d``'s parameter gradients without
+    materialising them ("ghost norm", Goodfellow 2015 / Bu et al. 2022 for convolutions).
+
+    With ``A`` the unfolded input [n, p, T] (p = C_in k_h k_w, T output positions) and ``G``
+    the output gradient [n, o, T], the weight gradient is ``G A^T`` and
+    ``||G A^T||_F^2 = sum_{t,t'} (A^T A)_{tt'} (G^T G)_{tt'}``: O(n T^2 (p + o)) instead of
+    O(n T p o). Written by hand: Opacus 1.6 has no ghost norm for convolutions. A ``Conv1d``
+    is unfolded as a height-1 ``Conv2d``. Needs ``groups == 1`` (see :meth:`ConvRule.norms`).
+    Any memory format (unfolded from a contiguous copy: Opacus's ``unfold2d`` assumes NCHW
+    strides).
+    """
+    from opacus.utils.tensor_utils import unfold2d
+
     n = a.shape[0]
-    ids = a.reshape(-1).long()
-    rows = g.reshape(-1, g.shape[-1])
-    example = torch.arange(n, device=a.device).repeat_interleave(a[0].numel())
-    pairs, pair_of_position = torch.unique(example * layer.num_embeddings + ids,
-                                           return_inverse=True)
-    per_pair = torch.zeros(len(pairs), rows.shape[1], dtype=rows.dtype)
-    per_pair.index_add_(0, pair_of_position, rows)
-    out = torch.zeros(n, dtype=rows.dtype)
-    return out.index_add_(0, pairs // layer.num_embeddings, _sum_abs_or_sq(per_pair, kind))
+    grads = g.reshape(n, g.shape[1], -1)
+    total = torch.zeros(n, dtype=g.dtype, device=g.device)
+    if layer.weight.requires_grad:
+        if a.dim() == 3:  # Conv1d: [n, C, L] as [n, C, 1, L] with a (1, k) kernel
+            a = a.unsqueeze(2)
+            geometry = {name: (first, getattr(layer, name)[0]) for name, first in
+                        (("kernel_size", 1), ("padding", 0), ("stride", 1), ("dilation", 1))}
+        else:
+            geometry = {name: getattr(layer, name)
+                        for name in ("kernel_size", "padding", "stride", "dilation")}
+        unfolded = unfold2d(a.contiguous(), **geometry)
+        gram_a = torch.bmm(unfolded.transpose(1, 2), unfolded)
+        gram_g = torch.bmm(grads.transpose(1, 2), grads)
+        total = total + (gram_a * gram_g).sum(dim=(1, 2))
+    if layer.bias is not None and layer.bias.requires_grad:
+        bias = grads.sum(dim=2)
+        total = total + (bias * bias).sum(dim=1)
+    return total
 
 
-def sampled_norms(layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
-                  ) -> torch.Tensor:
-    """Conv1d / Conv2d / GroupNorm: from Opacus's per-layer grad samples (materialised per
-    layer only, [n, *param shape]; Opacus 1.6 has no ghost norm for these)."""
-    return _from_grad_samples(_grad_samples(layer, a, g), kind)
+@register_fast_rule(nn.Conv1d, nn.Conv2d)
+class ConvRule(FastRule):
+    """``Conv1d`` / ``Conv2d`` (zero padding): T = output positions, p = C_in k (k_h k_w),
+    d = C_out. A groups-1 convolution whose BK rule picks the ghost norm gets
+    :func:`conv_ghost_sq_norms`; every other case Opacus's per-example grad samples (kept).
+    Weighted sum: ``aten.convolution_backward`` of ``c g`` with only the weight and bias
+    outputs (the op the plain backward runs for them; any memory format)."""
+
+    def problem(self, layer: nn.Module) -> str | None:
+        if layer.padding_mode != "zeros":
+            return f"{layer.padding_mode} padding"
+        if isinstance(layer.padding, str):
+            return f"padding={layer.padding!r}"
+        return None
+
+    def dims(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+             ) -> tuple[int, int, int]:
+        return g[0, 0].numel(), layer.weight[0].numel(), layer.out_channels
+
+    def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
+              ) -> LayerNorms:
+        if layer.groups == 1 and use_ghost_norm(*self.dims(layer, a, g), kind):
+            return LayerNorms(conv_ghost_sq_norms(layer, a, g))
+        samples = _grad_samples(layer, a, g)
+        return LayerNorms(_from_grad_samples(samples, kind), samples)
+
+    def weight_gradients(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
+                         ) -> ParamTensors:
+        bias = layer.bias is not None and layer.bias.requires_grad
+        _, weight, bias_grad = torch.ops.aten.convolution_backward(
+            g, a, layer.weight, [layer.out_channels] if bias else None, layer.stride,
+            layer.padding, layer.dilation, False, [0] * len(layer.stride), layer.groups,
+            (False, layer.weight.requires_grad, bias))
+        out: ParamTensors = {}
+        if layer.weight.requires_grad:
+            out[layer.weight] = weight
+        if bias:
+            out[layer.bias] = bias_grad
+        return out
 
 
-#: The module types whose per-example norms this engine computes (exact types only).
-RULES: dict[type, NormRule] = {
-    nn.Linear: linear_norms,
-    nn.Embedding: embedding_norms,
-    nn.Conv1d: sampled_norms,
-    nn.Conv2d: sampled_norms,
-    nn.GroupNorm: sampled_norms,
-}
+@register_fast_rule(nn.GroupNorm, nn.LayerNorm)
+class NormalizationRule(FastRule):
+    """``GroupNorm`` / ``LayerNorm``: their parameters are C-vectors, so the per-example
+    gradients ([n, C] each, Opacus's grad samplers) are always made and kept (BK's rule with
+    p d = C never favours a ghost norm over so little). They are also never weighted through
+    autograd: torch 2.13's CPU GroupNorm backward for the affine parameters alone, on a
+    channels-last input, writes through the undefined input-gradient pointer and segfaults
+    (found on ResNet-18, PneumoniaMNIST)."""
+
+    def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str
+              ) -> LayerNorms:
+        samples = _grad_samples(layer, a, g)
+        return LayerNorms(_from_grad_samples(samples, kind), samples)
 
 
-@register_norm_sampler([nn.Conv1d, nn.Conv2d, nn.GroupNorm])
+@register_norm_sampler([nn.Conv1d, nn.Conv2d, nn.GroupNorm, nn.LayerNorm])
 def sampled_norm_sample(layer: nn.Module, activations: list[torch.Tensor],
-                        backprops: torch.Tensor) -> dict[nn.Parameter, torch.Tensor]:
-    """Opacus norm-sampler form of :func:`sampled_norms` (per-parameter L2 norms), so that
-    Opacus's own ghost mode has a norm for every layer type of the registered models."""
+                        backprops: torch.Tensor) -> ParamTensors:
+    """Opacus norm-sampler form of the per-example L2 norms of Conv/GroupNorm/LayerNorm
+    (per parameter), so that Opacus's own ghost mode has a norm for every layer type of the
+    registered models."""
     return {p: _sum_abs_or_sq(s, "l2").sqrt()
             for p, s in _grad_samples(layer, activations[0], backprops).items()}
 
@@ -150,7 +331,7 @@ def sampled_norm_sample(layer: nn.Module, activations: list[torch.Tensor],
 def _trainable_modules(model: nn.Module) -> Iterator[tuple[str, nn.Module]]:
     """Modules of ``model`` that own trainable parameters directly."""
     for name, module in model.named_modules():
-        if any(p.requires_grad for p in module.parameters(recurse=False)):
+        if _trainable(module):
             yield name, module
 
 
@@ -158,10 +339,11 @@ def unsupported_layers(model: nn.Module) -> list[str]:
     """Trainable modules of ``model`` the fast engine cannot handle (empty: supported)."""
     problems = []
     for name, module in _trainable_modules(model):
-        if type(module) not in RULES:
+        rule = FAST_RULES.get(type(module))
+        if rule is None:
             problems.append(f"{name} ({type(module).__name__}: no per-example rule)")
-        elif isinstance(module, nn.Conv1d | nn.Conv2d) and module.padding_mode != "zeros":
-            problems.append(f"{name} ({module.padding_mode} padding)")
+        elif (problem := rule.problem(module)) is not None:
+            problems.append(f"{name} ({problem})")
     return problems
 
 
@@ -182,138 +364,52 @@ def _recording(model: nn.Module) -> Iterator[list[tuple[nn.Module, torch.Tensor,
             handle.remove()
 
 
-#: Largest number of per-example gradient entries (float32: 4 bytes each) that one chunk may
-#: keep for the clip-weighted sum (128 MiB). A Conv/GroupNorm layer's grad samples, computed
-#: for its norm anyway, are kept while the chunk's total stays within this budget, and its
-#: weighted sum is then ``sum_i c_i G_i`` (one contraction) instead of a second weight-gradient
-#: pass through the layer; beyond it (e.g. resnet18's wide convolutions) they are dropped after
-#: the norm and the weighted sum comes from autograd. Measured on cnn4, b1024 (chunks of 256),
-#: 2 shared cores (load ~7), main's engine and this one alternating in one process, 6 rounds
-#: x 4 steps: fast / plain 2.48 -> 1.80 wall clock, 2.46 -> 1.95 process CPU. What is left is
-#: mostly the per-example Conv2d grad samples (Opacus's unfold + batched matmul), which cost
-#: about what the plain step's weight gradients cost.
-KEEP_SAMPLES_BUDGET = 1 << 25
+#: One recorded layer: the module, its input ``a`` (detached), its output gradient ``g``.
+LayerRecord = tuple[nn.Module, torch.Tensor, torch.Tensor]
 
 
-def conv_ghost_sq_norms(layer: nn.Conv2d, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-    """Per-example squared L2 norm of a ``Conv2d``'s parameter gradients without
-    materialising them ("ghost norm", Goodfellow 2015 / Bu et al. 2022 for convolutions).
-
-    With ``A`` the unfolded input [n, p, T] (p = C_in k_h k_w, T output positions) and ``G``
-    the output gradient [n, o, T], the weight gradient is ``G A^T`` and
-    ``||G A^T||_F^2 = sum_{t,t'} (A^T A)_{tt'} (G^T G)_{tt'}``: O(n T^2 (p + o)) instead of
-    O(n T p o). Written by hand: Opacus 1.6 has no ghost norm for convolutions. Needs
-    ``groups == 1`` (see :func:`_use_conv_ghost`).
-    """
-    from opacus.utils.tensor_utils import unfold2d
-
-    n = a.shape[0]
-    unfolded = unfold2d(a.contiguous(), kernel_size=layer.kernel_size, padding=layer.padding,
-                        stride=layer.stride, dilation=layer.dilation)
-    grads = g.reshape(n, g.shape[1], -1)
-    gram_a = torch.bmm(unfolded.transpose(1, 2), unfolded)
-    gram_g = torch.bmm(grads.transpose(1, 2), grads)
-    total = (gram_a * gram_g).sum(dim=(1, 2))
-    if layer.bias is not None and layer.bias.requires_grad:
-        bias = grads.sum(dim=2)
-        total = total + (bias * bias).sum(dim=1)
-    return total
-
-
-def _use_conv_ghost(layer: nn.Module, g: torch.Tensor, kind: str) -> bool:
-    """The ghost norm of :func:`conv_ghost_sq_norms` is cheaper than the grad samples:
-    L2, a plain ``Conv2d`` and ``T (p + o) < p o`` (T output positions, p = C_in k_h k_w,
-    o = C_out), Bu et al.'s (2022) mixed ghost clipping criterion in flop form."""
-    if kind != "l2" or type(layer) is not nn.Conv2d or layer.groups != 1:
-        return False
-    positions = g[0, 0].numel()
-    p = layer.weight[0].numel()
-    o = layer.weight.shape[0]
-    return positions * (p + o) < p * o
-
-
-def _linear_weighted_sum(layer: nn.Linear, a: torch.Tensor, weighted: torch.Tensor
-                         ) -> list[torch.Tensor]:
-    """``nn.Linear``'s parameter gradients for output gradient ``weighted`` (rows of any
-    rank flattened: the layer's own weight-gradient formula, one matrix product)."""
-    rows_g = weighted.reshape(-1, weighted.shape[-1])
-    out = [rows_g.t().mm(a.reshape(-1, a.shape[-1]))]
-    if layer.bias is not None and layer.bias.requires_grad:
-        out.append(rows_g.sum(dim=0))
-    return out
+def record_layers(model: nn.Module, x: torch.Tensor, y: torch.Tensor
+                  ) -> tuple[torch.Tensor, list[LayerRecord]]:
+    """Book-Keeping's one forward and one backward pass: the losses [n] (with their graph)
+    and, per trainable module in forward order, ``(module, a, g)`` with ``g = dL/dz`` of the
+    summed loss. Raises :class:`ConfigError` for a module run twice (tied weights)."""
+    with _recording(model) as records:
+        logits = model(x)
+    losses = F.cross_entropy(logits, y, reduction="none")
+    modules = [m for m, _, _ in records]
+    if len(set(map(id, modules))) != len(modules):
+        raise ConfigError("a module runs twice in one forward pass (tied weights); the fast "
+                          "engine needs each trainable module once; use perf.engine=reference")
+    grads = torch.autograd.grad(losses.sum(), [z for _, _, z in records],
+                                materialize_grads=True)
+    return losses, [(m, a, g) for (m, a, _), g in zip(records, grads, strict=True)]
 
 
 def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float,
                          kind: str) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Losses [n] and ``sum_i c_i grad_i`` (one tensor per trainable parameter, in the order
-    of ``model.parameters()``) from one forward and one backward pass.
+    of ``model.parameters()``) from one forward and one backward pass (Book-Keeping).
 
     ``c_i = min(1, clip / (norm_i + 1e-6))``, Opacus's clip factor, with the norm flat over all
     parameters (``kind`` ``"l2"`` or ``"l1"``). Needs a supported model
-    (:func:`unsupported_layers` empty).
-
-    Per layer, the cheapest exact route: Linear's weighted sum is its own weight-gradient
-    product; Conv grad samples computed for the norm are kept (within
-    :data:`KEEP_SAMPLES_BUDGET`; GroupNorm's, n x 2C floats, always) and contracted with
-    ``c``; a wide Conv2d gets a ghost norm (:func:`conv_ghost_sq_norms`) and, like Embedding
-    and any Conv over the budget, its weighted sum from autograd (``grad(z, params, c * g)``).
+    (:func:`unsupported_layers` empty). Per layer, the rule's ghost norm or per-example
+    gradients (:func:`dpcore.fastrules.use_ghost_norm`) and, for the sum, the kept
+    per-example gradients or one weight-gradient op (:meth:`FastRule.weighted_sum`).
     """
     if kind not in ("l2", "l1"):
         raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
-    with _recording(model) as records:
-        logits = model(x)
-    losses = F.cross_entropy(logits, y, reduction="none")
-    outputs = [z for _, _, z in records]
-    modules = [m for m, _, _ in records]
-    if len(set(map(id, modules))) != len(modules):
-        raise ConfigError("a module runs twice in one forward pass (tied weights); the fast "
-                          "engine needs each trainable module once; use perf.engine=reference")
-    grads = torch.autograd.grad(losses.sum(), outputs, retain_graph=True,
-                                materialize_grads=True)
-    kept: dict[int, dict[nn.Parameter, torch.Tensor]] = {}
-    budget = KEEP_SAMPLES_BUDGET
-    parts = []
+    losses, records = record_layers(model, x, y)
+    rules = [FAST_RULES.get(type(m)) for m, _, _ in records]
+    summed: dict[int, torch.Tensor] = {}
     with torch.no_grad():
-        for k, ((m, a, _), g) in enumerate(zip(records, grads, strict=True)):
-            if type(m) in (nn.Conv1d, nn.Conv2d, nn.GroupNorm):
-                size = len(a) * sum(p.numel() for p in m.parameters(recurse=False)
-                                    if p.requires_grad)
-                if size > budget and _use_conv_ghost(m, g, kind):
-                    parts.append(conv_ghost_sq_norms(m, a, g))
-                    continue
-                samples = _grad_samples(m, a, g)
-                parts.append(_from_grad_samples(samples, kind))
-                if type(m) is nn.GroupNorm:
-                    # Always kept (n x 2C floats), never weighted by autograd: torch 2.13's
-                    # CPU GroupNorm backward for the affine parameters alone, on a
-                    # channels-last input (as the NHWC images give), writes through the
-                    # undefined input-gradient pointer and segfaults (found on ResNet-18,
-                    # PneumoniaMNIST, once the budget ran out before a GroupNorm).
-                    kept[k] = samples
-                elif size <= budget:
-                    kept[k] = samples
-                    budget -= size
-            else:
-                parts.append(RULES[type(m)](m, a, g, kind))
-        squares = torch.stack(parts).sum(dim=0)
+        layer_norms = [rule.norms(m, a, g, kind)
+                       for rule, (m, a, g) in zip(rules, records, strict=True)]
+        squares = torch.stack([n.sums for n in layer_norms]).sum(dim=0)
         norms = squares.sqrt() if kind == "l2" else squares
         factors = (clip / (norms + dp.OPACUS_NORM_EPS)).clamp(max=1.0)
-    summed: dict[int, torch.Tensor] = {}
-    for k, ((module, a, z), g) in enumerate(zip(records, grads, strict=True)):
-        params = [p for p in module.parameters(recurse=False) if p.requires_grad]
-        if k in kept:
-            with torch.no_grad():
-                for p in params:
-                    summed[id(p)] = torch.tensordot(factors, kept[k][p], dims=1)
-            continue
-        weighted = g * factors.reshape(-1, *([1] * (g.dim() - 1)))
-        if type(module) is nn.Linear:
-            with torch.no_grad():
-                parts_of = _linear_weighted_sum(module, a, weighted)
-        else:
-            parts_of = list(torch.autograd.grad(z, params, weighted, retain_graph=True))
-        for p, s in zip(params, parts_of, strict=True):
-            summed[id(p)] = s
+        for rule, (m, a, g), n in zip(rules, records, layer_norms, strict=True):
+            for p, s in rule.weighted_sum(m, a, g, factors, n.kept).items():
+                summed[id(p)] = s
     return losses.detach(), [summed.get(id(p), torch.zeros_like(p))
                              for p in model.parameters() if p.requires_grad]
 
@@ -352,7 +448,8 @@ class FastTorchStepEngine(TorchStepEngine):
             if len(y) == 0:
                 continue
             losses, parts = clipped_gradient_sum(
-                self.model, to_tensor(x, self.text, device), labels_tensor(y, device),
+                self.model, to_tensor(x, self.text, device, self.memory_format),
+                labels_tensor(y, device),
                 self.mechanism.clip_norm, self.mechanism.clip_kind)
             total += float(losses.sum())
             for acc, part in zip(summed, parts, strict=True):

@@ -18,14 +18,16 @@ def is_text_model(model: nn.Module) -> bool:
     return len(getattr(model, "input_shape", (0, 0, 0))) == 1
 
 
-def to_tensor(x: np.ndarray, text: bool, device: torch.device | None = None) -> torch.Tensor:
-    """Model inputs as a torch tensor: NHWC float32 -> NCHW float32; token ids -> int64; on
-    ``device`` when given (see :mod:`torchpipe.device`)."""
+def to_tensor(x: np.ndarray, text: bool, device: torch.device | None = None,
+              memory_format: torch.memory_format = torch.contiguous_format) -> torch.Tensor:
+    """Model inputs as a torch tensor: NHWC float32 -> NCHW float32 (in ``memory_format``:
+    NCHW-contiguous by default; ``torch.channels_last`` keeps the NHWC memory, no copy);
+    token ids -> int64; on ``device`` when given (see :mod:`torchpipe.device`)."""
     if text:
         tensor = torch.from_numpy(np.asarray(x, dtype=np.int64))
     else:
         images = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
-        tensor = images.permute(0, 3, 1, 2).contiguous()
+        tensor = images.permute(0, 3, 1, 2).contiguous(memory_format=memory_format)
     return tensor if device is None else tensor.to(device)
 
 

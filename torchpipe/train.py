@@ -30,6 +30,7 @@ from torchpipe.engine import (  # also imported from here by callers and tests
     DEFAULT_GRAD_SAMPLE_MODE,
     TorchStepEngine,
     configure_torch,
+    runtime_record,
 )
 from torchpipe.frontsplit import split_fixed_front
 from torchpipe.models import build_model, set_weights
@@ -75,7 +76,7 @@ def train(
         else "opacus GradSampleModule",
         "grad_sample_mode": DEFAULT_GRAD_SAMPLE_MODE
         if config.privacy.is_dpsgd and choice.engine == "reference" else None,
-        **choice.details(), **device_record(device)}
+        **choice.details(), **device_record(device), **runtime_record(perf)}
     names = front_to_cache(config, perf, dataset)
     front = split_fixed_front(model, names) if names else None
     trained_model = model if front is None else front.head  # shares the model's weights

@@ -25,7 +25,13 @@ from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, print_json, table
 from dpcore.architectures import MODEL_NAMES
 from dpcore.backend import BACKENDS
-from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
+from dpcore.config import (
+    MEMORY_FORMATS,
+    PerfSpec,
+    RunConfig,
+    apply_overrides,
+    load_mapping_file,
+)
 from dpcore.defaults import TRAIN_DEFAULTS
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import (
@@ -109,6 +115,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "time and memory grow with N squared; default "
                         f"{PerfSpec().library_jacobian_batch_size})")
     parser.add_argument("--threads", type=int, help="framework intra-op threads")
+    parser.add_argument("--memory-format", choices=MEMORY_FORMATS, default=None,
+                        help="torch image tensors' memory format: default (NCHW) or "
+                        "channels_last (often ~2x faster convolutions on CPU); performance "
+                        "only, not part of the config hash")
     parser.add_argument("--no-front-cache", action="store_true",
                         help="recompute a ScatterNet model's fixed scattering in every step "
                         "instead of once per data set (same result; for timing comparisons)")
@@ -216,6 +226,7 @@ def build_perf(args: argparse.Namespace) -> PerfSpec:
             args.library_jacobian_batch_size if args.library_jacobian_batch_size is not None
             else defaults.library_jacobian_batch_size),
         cache_fixed_front=not args.no_front_cache,
+        memory_format=args.memory_format or defaults.memory_format,
     )
 
 

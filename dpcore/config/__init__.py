@@ -36,6 +36,7 @@ from dpcore.config.choices import (
     INITIALISATIONS,
     INPUT_SCALINGS,
     LDP_TEST_INPUTS,
+    MEMORY_FORMATS,
     NORMALISATIONS,
     OPTIMIZERS,
     RECIPES,
@@ -97,7 +98,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ACTIVATIONS", "CANARY_KINDS", "COMBINATION_RULES", "CONFIG_VERSION", "ENGINES",
     "EVAL_SPLITS", "FAULTS", "INITIALISATIONS", "INPUT_SCALINGS", "LDP_TEST_INPUTS",
-    "NORMALISATIONS", "OPTIMIZERS", "RECIPES", "REFUSED_KEYS", "REFUSED_SAMPLING_MODES",
+    "MEMORY_FORMATS", "NORMALISATIONS", "OPTIMIZERS", "RECIPES", "REFUSED_KEYS",
+    "REFUSED_SAMPLING_MODES",
     "SAMPLING_MODES", "AuditCanarySpec", "AugmentSpec", "DataSpec", "FactorSpec", "ModelSpec",
     "PerfSpec", "PrivacySpec", "RunConfig", "TrainSpec", "apply_overrides",
     "calibration_accountants", "check_audit_combination", "check_choice", "check_combination",

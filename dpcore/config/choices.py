@@ -23,6 +23,8 @@ LDP_TEST_INPUTS = ("privatised", "clean")
 #: ``perf.engine``: the step engines every backend provides (:data:`dpcore.backend.ENGINE_NAMES`
 #: is this tuple).
 ENGINES = ("reference", "fast")
+#: ``perf.memory_format`` values: the framework's default layout or channels-last (torch).
+MEMORY_FORMATS = ("default", "channels_last")
 RECIPES = ("harmonised", "library")
 NORMALISATIONS = ("expected", "actual", "microbatches")
 INITIALISATIONS = ("neutral", "torch")

@@ -29,6 +29,7 @@ from dpcore.config.choices import (
     INITIALISATIONS,
     INPUT_SCALINGS,
     LDP_TEST_INPUTS,
+    MEMORY_FORMATS,
     NORMALISATIONS,
     OPTIMIZERS,
     RECIPES,
@@ -544,6 +545,10 @@ class PerfSpec:
             weight-free GroupNorm) once per data set and train the rest on its output, as
             Tramer & Boneh do (:mod:`dpcore.frontcache`); harmonised recipe only. The same
             result within float tolerance; ``False`` recomputes it in every step.
+        memory_format: torch image models only: ``default`` (NCHW-contiguous tensors, as
+            PyTorch runs by default) or ``channels_last`` (model and inputs converted with
+            ``torch.channels_last``, the layout PyTorch's CPU convolutions are fastest in);
+            used by the plain, reference and fast steps. TF is always NHWC.
     """
 
     engine: str | None = None
@@ -553,10 +558,12 @@ class PerfSpec:
     deterministic: bool = True
     library_jacobian_batch_size: int | None = 16
     cache_fixed_front: bool = True
+    memory_format: str = "default"
 
     def __post_init__(self) -> None:
         if self.engine is not None:
             check_choice("perf.engine", self.engine, ENGINES)
+        check_choice("perf.memory_format", self.memory_format, MEMORY_FORMATS)
         integer_field(self, "threads", "perf.threads", low=1, valid="an integer >= 1 or null")
         integer_field(self, "physical_batch_size", "perf.physical_batch_size", low=1,
                        valid="an integer >= 1 or null")

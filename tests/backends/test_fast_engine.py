@@ -81,6 +81,84 @@ def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -
         assert rel_error(_as_weights(actual), _as_weights(expected)) < TOL, (name, kind)
 
 
+def _check_against_reference(model: Any, x: Any, y: Any, label: str) -> None:
+    from tfpipe import dp, fast
+
+    _, refs = dp.per_example_gradients(model, model.trainable_variables, x, y)
+    records = [np.asarray(r, np.float64) for r in refs]
+    for kind in ("l2", "l1"):
+        clip = float(np.median(_norms(records, kind)))
+        _, actual = fast.clipped_gradient_sum(model, model.trainable_variables, x, y, clip,
+                                              kind)
+        assert rel_error(_as_weights(actual),
+                         _as_weights(_numpy_clipped_sum(records, clip, kind))) < TOL, (
+            label, kind)
+
+
+@pytest.mark.parametrize("name", ["cnn4", "resnet18", "textcnn"])
+@pytest.mark.parametrize("route", ["ghost", "per-example"])
+def test_either_route_of_every_layer_gives_the_same_clipped_sum(
+        name: str, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Book-Keeping's rule forced one way for every layer (all ghost norms where a layer has
+    one, or all per-example gradients kept for the sum): the reference's clipped sums."""
+    from tfpipe import fast
+
+    monkeypatch.setattr(fast, "use_ghost_norm", lambda t, p, d, kind="l2": (
+        route == "ghost" and kind == "l2"))
+    _check_against_reference(*_model_and_batch(name), f"{name} {route}")
+
+
+def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
+    """Ghost norm exactly where 2 T^2 < p d (L2 only): cnn4's first conv (16x16 input, 8x8
+    output, p d = 64 x 16) keeps per-example gradients, a wide conv on a 4x4 output not."""
+    from tfpipe import fast
+
+    rule = fast.FAST_RULES.get(tf.keras.layers.Conv2D)
+    narrow = tf.keras.layers.Conv2D(16, 8, 2, padding="same")
+    wide = tf.keras.layers.Conv2D(64, 3, padding="same")
+    for layer, shape, out in ((narrow, (2, 16, 16, 1), (2, 8, 8, 16)),
+                              (wide, (2, 4, 4, 64), (2, 4, 4, 64))):
+        layer.build(shape)
+        a, g = tf.random.normal(shape), tf.random.normal(out)
+        ghost = layer is wide  # narrow: 2 * 64^2 > 64 * 16; wide: 2 * 16^2 < 576 * 64
+        assert (rule.norms(layer, a, g, "l2").kept is None) == ghost
+        assert rule.norms(layer, a, g, "l1").kept is not None  # L1 has no ghost form
+
+
+def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
+    from tfpipe import fast
+
+    layers = tf.keras.layers
+    assert set(fast.FAST_RULES) == {layers.Dense, layers.Conv2D, layers.Conv1D,
+                                    layers.Embedding, layers.GroupNormalization,
+                                    layers.LayerNormalization}
+    assert all(isinstance(fast.FAST_RULES.get(t), fast.FastRule) for t in fast.FAST_RULES)
+    assert fast.FAST_RULES.get(layers.BatchNormalization) is None
+
+
+def test_layernorm_and_groupnorm_sums_equal_the_reference() -> None:
+    """LayerNormalization over the last axis and over the last two, and GroupNormalization
+    (gamma and beta random, so their gradients matter), between convolutions."""
+    layers = tf.keras.layers
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input((6, 6, 2))
+    x = layers.Conv2D(4, 3, padding="same")(inputs)
+    x = layers.LayerNormalization(axis=-1, gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    x = layers.Activation("tanh")(x)
+    x = layers.LayerNormalization(axis=[2, 3], gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    x = layers.GroupNormalization(2, gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    model = tf.keras.Model(inputs, layers.Dense(3)(layers.Flatten()(x)))
+    from tfpipe import fast
+
+    assert fast.unsupported_layers(model) == []
+    rng = np.random.default_rng(0)
+    _check_against_reference(model, tf.constant(rng.normal(size=(7, 6, 6, 2)), tf.float32),
+                             tf.constant(rng.integers(0, 3, 7), tf.int64), "norms")
+
+
 def _engine_step(engine_cls: Any, cfg: Any, mech: Any, start: dict[str, np.ndarray],
                  chunks: list[Any]) -> dict[str, np.ndarray]:
     from tfpipe.models import build_model, get_weights, set_weights
@@ -142,6 +220,10 @@ def test_train_records_the_fast_engine() -> None:
     trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(engine="fast"),
                     progress=False)
     assert trained.extra["engine_used"] == "fast"
+    perf = trained.result.to_dict()["perf"]  # the run record's perf section
+    assert perf["memory_format_used"].startswith("channels_last (NHWC")
+    assert set(perf["threads_in_effect"]) == {"intra_op", "inter_op"}
+    assert perf["per_example_gradients"].startswith("Book-Keeping")
 
 
 def test_a_layer_without_a_rule_is_named_so_train_can_fall_back() -> None:
@@ -149,11 +231,11 @@ def test_a_layer_without_a_rule_is_named_so_train_can_fall_back() -> None:
 
     inputs = tf.keras.Input((8,))
     hidden = tf.keras.layers.Dense(4, activation="relu", name="fused")(inputs)
-    normed = tf.keras.layers.LayerNormalization(name="ln")(hidden)
+    normed = tf.keras.layers.BatchNormalization(name="bn")(hidden)
     model = tf.keras.Model(inputs, tf.keras.layers.Dense(2, name="out")(normed))
     problems = fast.unsupported_layers(model)
     assert any("fused" in p and "fused activation" in p for p in problems)
-    assert any("ln" in p and "LayerNormalization" in p for p in problems)
+    assert any("bn" in p and "BatchNormalization" in p for p in problems)
     assert not any(p.startswith("out") for p in problems)
 
 

@@ -45,6 +45,17 @@ def _model_and_batch(name: str) -> tuple[Any, Any, Any]:
     return model, x, torch.from_numpy(rng.integers(0, 10, 5))
 
 
+def _channels_last_inside(model: Any, x: Any) -> bool:
+    """Some trainable Conv2d's input is a channels-last tensor in ``model(x)``."""
+    from torchpipe import fast
+
+    with fast._recording(model) as records:
+        model(x)
+    return any(a.dim() == 4 and not a.is_contiguous()
+               and a.is_contiguous(memory_format=torch.channels_last)
+               for m, a, _ in records if isinstance(m, torch.nn.Conv2d))
+
+
 def _per_example_gradients(model: Any, x: Any, y: Any) -> list[np.ndarray]:
     """Per-example gradients [n, *shape] by a naive loop (float64), in parameter order."""
     out: list[list[np.ndarray]] = []
@@ -75,13 +86,25 @@ def _as_weights(tensors: list[Any]) -> dict[str, np.ndarray]:
     return {str(i): np.asarray(t, np.float64) for i, t in enumerate(tensors)}
 
 
+@pytest.mark.parametrize("memory_format", ["default", "channels_last"])
 @pytest.mark.parametrize("name", ALL_MODELS)
-def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -> None:
+def test_clipped_sum_equals_the_reference_on_every_registered_model(
+        name: str, memory_format: str) -> None:
     from dpcore.architectures import MODEL_NAMES
     from torchpipe import fast
 
     assert sorted(ALL_MODELS) == sorted(MODEL_NAMES)  # a newly registered model is tested too
     model, x, y = _model_and_batch(name)
+    if memory_format == "channels_last":
+        # In float64: torch's channels-last float32 kernels round differently (forward rel
+        # ~1e-5 on resnet18, 10x the NCHW kernels'), which flips ReLU signs of near-zero
+        # pre-activations and moves single gradient entries by O(1) in the naive loop and the
+        # engine alike; float64 tests what this is about, the rules on channels-last strides.
+        model.double().to(memory_format=torch.channels_last)
+        if x.dim() == 4:
+            x = x.double().contiguous(memory_format=torch.channels_last)
+            # (kymatio's scattering makes its output NCHW-contiguous again)
+            assert _channels_last_inside(model, x) or name.startswith("scatter")
     model.train()
     assert fast.unsupported_layers(model) == []
     records = _per_example_gradients(model, x, y)
@@ -95,7 +118,8 @@ def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -
 
 
 def _engine_step(fast_engine: bool, cfg: Any, mech: Any, start: dict[str, np.ndarray],
-                 chunks: list[Any], divisor: float | None = None) -> dict[str, np.ndarray]:
+                 chunks: list[Any], divisor: float | None = None,
+                 memory_format: str = "default") -> dict[str, np.ndarray]:
     from torchpipe.engine import TorchStepEngine
     from torchpipe.fast import FastTorchStepEngine
     from torchpipe.models import build_model, get_weights, set_weights
@@ -103,7 +127,10 @@ def _engine_step(fast_engine: bool, cfg: Any, mech: Any, start: dict[str, np.nda
     model = build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=0)
     set_weights(model, start)
     cls = FastTorchStepEngine if fast_engine else TorchStepEngine
-    engine = cls(model, cfg, mech, PerfSpec())
+    engine = cls(model, cfg, mech, PerfSpec(memory_format=memory_format))
+    kernels = [p for p in model.parameters() if p.dim() == 4]
+    assert kernels and all(p.is_contiguous(memory_format=engine.memory_format)
+                           for p in kernels)
     engine.train_step(chunks, divisor=divisor)
     engine.close()
     return get_weights(model)
@@ -129,6 +156,40 @@ def test_one_dp_step_is_the_reference_update(kind: str, clip: float, divisor: fl
     assert rel_error(diff(fast_w, start), diff(ref_w, start)) < TOL
 
 
+@pytest.mark.parametrize("private", [True, False])
+def test_channels_last_steps_are_the_default_format_update(
+        private: bool, start: dict[str, np.ndarray]) -> None:
+    """perf.memory_format=channels_last: the fast and reference DP steps and the plain step
+    give the NCHW reference update (noise 0, L2, a divisor), so the bench's 'at its best'
+    tier computes what the default tier does."""
+    cfg = config(mechanism="dpsgd-gaussian" if private else "none", noise=0.0, clip=2.0,
+                 lr=1.0)
+    mech = mechanism("l2", 2.0, 0.0, 40) if private else mechanism(None, float("inf"), 0.0, 40)
+    chunks = chunks_of(np.arange(40, 75), 16)
+    expected = diff(_engine_step(False, cfg, mech, start, chunks, 35.0), start)
+    for fast_engine in (True, False) if private else (False,):
+        got = diff(_engine_step(fast_engine, cfg, mech, start, chunks, 35.0,
+                                memory_format="channels_last"), start)
+        assert rel_error(got, expected) < TOL, fast_engine
+
+
+def test_channels_last_inputs_keep_the_nhwc_memory() -> None:
+    from torchpipe.predict import to_tensor
+
+    images = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    cl = to_tensor(images, False, memory_format=torch.channels_last)
+    default = to_tensor(images, False)
+    assert cl.shape == default.shape == (2, 5, 3, 4) and torch.equal(cl, default)
+    assert cl.is_contiguous(memory_format=torch.channels_last) and default.is_contiguous()
+
+
+def test_a_bad_memory_format_is_refused_naming_the_valid_ones() -> None:
+    from dpcore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"perf.memory_format='nhwc'.*default, channels_last"):
+        PerfSpec(memory_format="nhwc")
+
+
 @pytest.mark.parametrize("kind", ["l2", "l1"])
 def test_noise_is_the_reference_noise(kind: str, start: dict[str, np.ndarray]) -> None:
     """Same seeded generator, same draws: a noisy step of both engines is the same update
@@ -146,9 +207,11 @@ def test_noise_is_the_reference_noise(kind: str, start: dict[str, np.ndarray]) -
 def test_a_layer_without_a_rule_is_named() -> None:
     from torchpipe import fast
 
-    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.LayerNorm(4),
-                                torch.nn.Linear(4, 2))
-    assert fast.unsupported_layers(model) == ["1 (LayerNorm: no per-example rule)"]
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.BatchNorm1d(4),
+                                torch.nn.Linear(4, 2), torch.nn.Conv1d(1, 1, 1,
+                                                                       padding_mode="circular"))
+    assert fast.unsupported_layers(model) == ["1 (BatchNorm1d: no per-example rule)",
+                                              "3 (circular padding)"]
 
 
 def test_tied_weights_are_refused() -> None:
@@ -165,9 +228,15 @@ def test_train_records_the_fast_engine() -> None:
     from tests.backends.train_helpers import digits16
     from torchpipe.train import train
 
-    trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(engine="fast"),
+    trained = train(config(noise=1.0, steps=2), digits16(),
+                    PerfSpec(engine="fast", memory_format="channels_last", threads=1),
                     progress=False)
     assert trained.extra["engine_used"] == "fast"
+    assert trained.extra["memory_format_used"] == "channels_last (NHWC memory)"
+    assert trained.extra["threads_in_effect"] == 1
+    perf = trained.result.to_dict()["perf"]  # the run record's perf section
+    assert (perf["engine_used"], perf["memory_format"], perf["threads"]) == (
+        "fast", "channels_last", 1)
     assert not any(hasattr(p, "grad_sample") and p.grad_sample is not None
                    for p in trained.model.parameters())
 
@@ -244,19 +313,19 @@ def test_opacus_ghost_mode_gets_a_norm_for_every_layer_type() -> None:
     ghost._close()
 
 
-@pytest.mark.parametrize("name", ["cnn4", "resnet18"])
-def test_the_ghost_and_budget_routes_give_the_same_clipped_sum(
-        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """With no budget for kept grad samples, every Conv2d takes the hand-written ghost norm
-    (L2) or drops its samples (L1) and gets its weighted sum from autograd: same sums."""
+@pytest.mark.parametrize("name", ["cnn4", "resnet18", "textcnn"])
+@pytest.mark.parametrize("route", ["ghost", "per-example"])
+def test_either_route_of_every_layer_gives_the_same_clipped_sum(
+        name: str, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Book-Keeping's rule forced one way for every layer (all ghost norms where a layer has
+    one, or all per-example gradients kept for the sum): the same sums as the naive loop."""
     from torchpipe import fast
 
     model, x, y = _model_and_batch(name)
     model.train()
     records = _per_example_gradients(model, x, y)
-    monkeypatch.setattr(fast, "KEEP_SAMPLES_BUDGET", 0)
-    monkeypatch.setattr(fast, "_use_conv_ghost", lambda layer, g, kind: (
-        kind == "l2" and type(layer) is torch.nn.Conv2d and layer.groups == 1))
+    monkeypatch.setattr(fast, "use_ghost_norm", lambda t, p, d, kind="l2": (
+        route == "ghost" and kind == "l2"))
     for kind in ("l2", "l1"):
         clip = float(np.median(_norms(records, kind)))
         expected = _clipped_sum(records, clip, kind)
@@ -265,22 +334,62 @@ def test_the_ghost_and_budget_routes_give_the_same_clipped_sum(
                          _as_weights(expected)) < TOL, (name, kind)
 
 
-def test_the_ghost_norm_is_chosen_only_where_it_is_cheaper() -> None:
+def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
+    """Ghost norm exactly where 2 T^2 < p d (L2 only): a wide conv on a 4x4 output takes it,
+    cnn4's first conv (14x14 output, p d = 64 x 16) keeps per-example gradients."""
     from torchpipe import fast
 
-    wide = torch.nn.Conv2d(256, 256, 3, padding=1)  # 4x4 output: T (p + o) << p o
-    narrow = torch.nn.Conv2d(1, 16, 8, stride=2, padding=3)  # 14x14 output, p o = 1024
-    assert fast._use_conv_ghost(wide, torch.zeros(2, 256, 4, 4), "l2")
-    assert not fast._use_conv_ghost(wide, torch.zeros(2, 256, 4, 4), "l1")
-    assert not fast._use_conv_ghost(narrow, torch.zeros(2, 16, 14, 14), "l2")
+    wide = torch.nn.Conv2d(256, 256, 3, padding=1)  # 2 * 16^2 < 2304 * 256
+    narrow = torch.nn.Conv2d(1, 16, 8, stride=2, padding=3)  # 2 * 196^2 > 1024
+    rule = fast.FAST_RULES.get(torch.nn.Conv2d)
+    a, g = torch.randn(2, 256, 4, 4), torch.randn(2, 256, 4, 4)
+    assert rule.norms(wide, a, g, "l2").kept is None
+    assert rule.norms(wide, a, g, "l1").kept is not None  # L1 has no ghost form
+    a, g = torch.randn(2, 1, 28, 28), torch.randn(2, 16, 14, 14)
+    assert set(rule.norms(narrow, a, g, "l2").kept) == {narrow.weight, narrow.bias}
+
+
+def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
+    from torchpipe import fast
+
+    assert set(fast.FAST_RULES) == {torch.nn.Linear, torch.nn.Embedding, torch.nn.Conv1d,
+                                    torch.nn.Conv2d, torch.nn.GroupNorm, torch.nn.LayerNorm}
+    assert all(isinstance(fast.FAST_RULES.get(t), fast.FastRule) for t in fast.FAST_RULES)
+    assert fast.FAST_RULES.get(torch.nn.BatchNorm1d) is None
+
+
+def test_layernorm_and_groupnorm_sums_equal_the_naive_loop() -> None:
+    """LayerNorm (over the last axis and over the last two) and GroupNorm, in a small model
+    with a rank-3 Linear (positions: the ghost/per-example rule applies) between them."""
+    from torchpipe import fast
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.LayerNorm(8),
+                                torch.nn.Tanh(), torch.nn.LayerNorm([5, 8]),
+                                torch.nn.Flatten(), torch.nn.Unflatten(1, (8, 5)),
+                                torch.nn.GroupNorm(2, 8), torch.nn.Flatten(),
+                                torch.nn.Linear(40, 3))
+    for m in model:
+        if isinstance(m, torch.nn.LayerNorm | torch.nn.GroupNorm):
+            torch.nn.init.normal_(m.weight)
+            torch.nn.init.normal_(m.bias)
+    x, y = torch.randn(7, 5, 6), torch.tensor([0, 1, 2, 0, 1, 2, 0])
+    assert fast.unsupported_layers(model) == []
+    records = _per_example_gradients(model, x, y)
+    for kind in ("l2", "l1"):
+        clip = float(np.median(_norms(records, kind)))
+        _, actual = fast.clipped_gradient_sum(model, x, y, clip, kind)
+        assert rel_error(_as_weights([a.double().numpy() for a in actual]),
+                         _as_weights(_clipped_sum(records, clip, kind))) < TOL, kind
 
 
 def test_groupnorm_weighted_sums_survive_channels_last_inputs() -> None:
     """Grayscale NHWC images become channels-last tensors (a size-1 channel axis keeps the
     permuted strides), and torch 2.13's CPU GroupNorm backward for the affine parameters
-    alone segfaults on them. With no budget left for kept grad samples (as on ResNet-18
-    PneumoniaMNIST at a 125-example chunk), GroupNorm's weighted sums must still come from its
-    grad samples and equal the budget route. In a subprocess: the defect is a segfault."""
+    alone segfaults on them. With every other layer on the ghost route (weighted sums from
+    weight-gradient ops, as ResNet-18's wide convolutions are), GroupNorm's weighted sums must
+    still come from its grad samples and equal the all-per-example route. In a subprocess:
+    the defect is a segfault."""
     import subprocess
     import sys
     import textwrap
@@ -297,8 +406,9 @@ def test_groupnorm_weighted_sums_survive_channels_last_inputs() -> None:
         x = to_tensor(rng.uniform(size=(6, 16, 16, 1)).astype(np.float32), False)
         assert x.is_contiguous(memory_format=torch.channels_last)
         y = torch.from_numpy(rng.integers(0, 2, 6))
+        fast.use_ghost_norm = lambda t, p, d, kind="l2": False
         _, kept = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
-        fast.KEEP_SAMPLES_BUDGET = 0
+        fast.use_ghost_norm = lambda t, p, d, kind="l2": kind == "l2"
         _, autograd = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
         for a, b in zip(kept, autograd, strict=True):
             np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-6)

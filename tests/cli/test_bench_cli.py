@@ -21,7 +21,8 @@ from compare.cli.main import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TIERS = ["tf_plain", "tf_dp_reference", "tf_dp_fast", "tf_privacy_stock", "torch_plain",
-         "torch_dp_reference", "torch_dp_fast", "opacus_stock"]
+         "torch_dp_reference", "torch_dp_fast", "opacus_stock", "torch_plain_cl",
+         "torch_dp_fast_cl"]
 
 
 def _tiny(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,18 +61,38 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         assert case["cpu_ratios"][f"{a}/{b}"] == pytest.approx(
             case["variants"][a]["cpu_seconds_per_step"]
             / case["variants"][b]["cpu_seconds_per_step"])
-    assert {"tf_dp_fast/torch_dp_fast", "tf_privacy_stock/opacus_stock"} <= set(case["ratios"])
+    assert {"tf_dp_fast/torch_dp_fast", "tf_privacy_stock/opacus_stock",
+            "tf_dp_fast/torch_dp_fast_cl", "torch_dp_fast_cl/torch_plain_cl"} <= set(
+        case["ratios"])
+    for view in ("tf", "torch_cl"):  # the per-layer table of each fast DP tier
+        table = case["layers"][view]
+        assert [r["type"] for r in table] == (
+            ["Conv2D", "Conv2D", "Dense", "Dense"] if view == "tf"
+            else ["Conv2d", "Conv2d", "Linear", "Linear"]), table
+        assert all(r["norm_ms"] > 0 and r["sum_ms"] > 0 and r["plain_ms"] > 0 for r in table)
+        assert all(r["extra_ms"] == pytest.approx(r["norm_ms"] + r["sum_ms"] - r["plain_ms"])
+                   for r in table)
+        # cnn4's first conv on 16x16: T = 64 positions, p d = 64 x 16: 2 T^2 > p d
+        assert (table[0]["T"], table[0]["p"], table[0]["d"], table[0]["route"]) == (
+            64, 64, 16, "per-example")
+    settings = results["settings"]
+    assert "channels_last" in settings["memory_format"]["torch_*_cl"]
+    assert "Book-Keeping" in settings["engine"]["*_dp_fast*"]
+    assert results["machine"]["torch_threads"] >= 1 and "intra_op" in results["machine"][
+        "tf_threads"]
     assert results["data"] == {"mnist": "random test data"}
     assert results["sweep"]["batches"] == [8, 16]
     assert set(results["sweep"]["points"]) == set(variants.FAST_TIERS)
     verdicts = {(t["case"], t["target"]): t["verdict"] for t in results["targets"]}
-    assert verdicts[("cnn4_b1024", "torch_dp_fast/torch_plain (time) <= 1.5")] in {
+    assert verdicts[("cnn4_b1024", "torch_dp_fast_cl/torch_plain_cl (time) <= 1.25")] in {
         "met", "missed"}
-    assert verdicts[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 2.5")] == "not measured"
+    assert verdicts[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 1.25")] == "not measured"
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert f"`dpcompare bench --quick --json --out {tmp_path}`" in report
     for text in ("## Targets\n", "## Reading", "extrapolated", "Load average",
-                 "## Batch-size sweep", "![sweep](sweep.png)", *TIERS):
+                 "## Batch-size sweep", "![sweep](sweep.png)", *TIERS, "as users run it",
+                 "at its best", "Memory formats: ", "Threads: torch ",
+                 "Per-layer cost of the fast DP step", "| torch (channels-last) | layers.conv1 |"):
         assert text in report, text
     assert "issue" not in report.lower() and "NOT MEASURED" not in report
     assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -88,14 +109,15 @@ def _check_plain_targets_and_tier_memory(results: dict[str, Any], report: str) -
     lines = [line for line in targets.splitlines() if line.startswith("- ")]
     assert len(lines) == 4 and "not measured" not in "".join(lines[:3])  # 3 verdicts, 1 note
     assert lines[3] == (
-        "- This quick run timed cnn4_b1024 and swept batch 8, 16; 8 of the 11 targets are not "
-        "measured (resnet18_b64, cnn4_b256, resnet18_b256, textcnn_imdb_b256: the case did not "
-        "run; sweep_b1024: the sweep did not reach batch 1024); the full `dpcompare bench` "
+        "- This quick run timed cnn4_b1024 and swept batch 8, 16; 10 of the 13 targets are "
+        "not measured (cnn4_b256, resnet18_b64, resnet18_b256, textcnn_imdb_b256: the case did "
+        "not run; sweep_b1024: the sweep did not reach batch 1024); the full `dpcompare bench` "
         "runs every case and the whole sweep.")
     assert report.count("not measured") == 2  # the note, and the reading's count
     case = results["cases"]["cnn4_b1024"]
     rows = {line.split(" | ")[0].strip("| "): line.split(" | ") for line in report.splitlines()
-            if line.startswith(("| tf_", "| torch_", "| opacus"))}
+            if line.startswith(("| tf_", "| torch_", "| opacus")) and " | " in line
+            and "/" not in line.split(" | ")[0]}
     assert "| tier MiB |" in report and "peak RSS MiB" not in report
     for name in TIERS:
         v = case["variants"][name]
@@ -164,21 +186,44 @@ def test_targets_are_marked_met_missed_or_not_measured() -> None:
     target = ratios.Target("cnn4_b1024", "tf_dp_fast/torch_dp_fast", 0.67, 1.5)
     assert [ratios.verdict(target, v) for v in (0.5, 0.67, 1.0, 1.5, 1.51, None)] == [
         "missed", "met", "met", "met", "missed", "not measured"]
-    results = {"cases": {"cnn4_b1024": {"ratios": {"torch_dp_fast/torch_plain": 1.6,
+    results = {"cases": {"cnn4_b1024": {"ratios": {"torch_dp_fast_cl/torch_plain_cl": 1.6,
                                                    "tf_dp_fast/tf_plain": 1.2}}},
                "sweep": {"memory_ratios": {"1024": {"torch_dp_fast/torch_plain": 1.1,
                                                     "tf_dp_fast/tf_plain": 1.7}}}}
     rows = {(r["case"], r["target"]): (r["value"], r["verdict"])
             for r in ratios.target_rows(results)}
-    assert rows[("cnn4_b1024", "torch_dp_fast/torch_plain (time) <= 1.5")] == (1.6, "missed")
-    assert rows[("cnn4_b1024", "tf_dp_fast/tf_plain (time) <= 1.5")] == (1.2, "met")
+    assert rows[("cnn4_b1024", "torch_dp_fast_cl/torch_plain_cl (time) <= 1.25")] == (
+        1.6, "missed")
+    assert rows[("cnn4_b1024", "tf_dp_fast/tf_plain (time) <= 1.25")] == (1.2, "met")
     assert rows[("sweep_b1024", "torch_dp_fast/torch_plain (peak memory) <= 1.5")] == (
         1.1, "met")
     assert rows[("sweep_b1024", "tf_dp_fast/tf_plain (peak memory) <= 1.5")] == (1.7, "missed")
-    assert rows[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 2.5")] == (None,
-                                                                           "not measured")
+    assert rows[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 1.25")] == (None,
+                                                                            "not measured")
     lines = render.target_lines({"targets": ratios.target_rows(results)})
-    assert "1.60 -> MISSED" in lines[0] and lines[1].endswith("1.20 -> MET")
+    assert "1.20 -> MET" in lines[0] and lines[1].endswith("1.60 -> MISSED")
+
+
+def test_a_missed_target_names_the_costliest_layer_of_its_dp_tier() -> None:
+    layer = {"T": 25, "p": 256, "d": 32, "norm_ms": 1.0, "sum_ms": 1.0, "plain_ms": 1.0}
+    results = {
+        "cases": {"cnn4_b1024": {
+            "ratios": {"torch_dp_fast_cl/torch_plain_cl": 1.6, "tf_dp_fast/tf_plain": 1.2},
+            "layers": {
+                "torch_cl": [{**layer, "layer": "layers.conv1", "type": "Conv2d",
+                              "route": "per-example", "extra_ms": 0.5},
+                             {**layer, "layer": "layers.conv2", "type": "Conv2d",
+                              "route": "ghost norm", "extra_ms": 7.25}],
+                "tf": [{**layer, "layer": "conv1", "type": "Conv2D", "route": "per-example",
+                        "extra_ms": 3.0}]}}}}
+    results["targets"] = ratios.target_rows(results)
+    lines = render.target_lines(results)
+    missed = next(line for line in lines if "MISSED" in line)
+    assert missed == (
+        "cnn4_b1024: torch_dp_fast_cl/torch_plain_cl (time) <= 1.25: 1.60 -> MISSED; largest "
+        "per-layer DP cost: torch (channels-last): layers.conv2 (Conv2d, ghost norm, +7.2 ms "
+        "per chunk over its plain weight gradient)")
+    assert not any("largest" in line for line in lines if "MET" in line)
 
 
 def _sweep_result() -> dict[str, Any]:
