@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from compare import api
-from compare.reporting import plots
+from compare.reporting import section as report_section
 from compare.tidy import load_results
 from dpcore.accounting import dpsgd_event, epsilon_rdp
 from dpcore.config import PrivacySpec, RunConfig
@@ -79,13 +79,13 @@ def test_unregistered_the_toy_is_refused() -> None:
 def test_a_registered_mechanism_trains_on_both_backends_and_is_reported(
         toy: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     legends: list[str] = []
-    save = plots._save
+    save = report_section.saved_figure
 
-    def keep_legend(fig: Any, path: Path) -> None:
+    def keep_legend(name: str, fig: Any, **kwargs: Any) -> Any:
         legends.extend(t.get_text() for legend in fig.legends for t in legend.get_texts())
-        save(fig, path)
+        return save(name, fig, **kwargs)
 
-    monkeypatch.setattr(plots, "_save", keep_legend)
+    monkeypatch.setattr(report_section, "saved_figure", keep_legend)
     report = tmp_path / "report"
     store = api.compare(GRID, out=tmp_path / "store", report=report, progress=False)
     assert not store.outcome.failed and len(store.outcome.ran) == 4
