@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.layers import layer_costs
+from benchmarks.layer_costs import layer_costs
 from benchmarks.memory import available_bytes, memory_method, peak_rss
 from benchmarks.ratios import ratios, target_rows
 from benchmarks.runtime import configure

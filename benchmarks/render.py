@@ -60,14 +60,14 @@ def ratio_rows(case: dict[str, Any]) -> list[list[str]]:
             for a, b in TIME_RATIOS]
 
 
-#: The per-layer table's views (:data:`benchmarks.layers.LAYER_TABLES` keys) and labels.
+#: The per-layer table's views (:data:`benchmarks.layer_costs.LAYER_TABLES` keys) and labels.
 LAYER_VIEWS = {"tf": "tf (NHWC)", "torch_cl": "torch (channels-last)"}
 #: Which per-layer views explain a ratio's numerator (the DP tier of that framework).
 _LAYER_VIEW_OF_TIER = {"tf_dp_fast": "tf", "torch_dp_fast_cl": "torch_cl"}
 
 
 def layer_rows(case: dict[str, Any]) -> list[list[str]]:
-    """The per-layer table of a case (:mod:`benchmarks.layers`): view, layer, type, T, p, d,
+    """The per-layer table of a case (:mod:`benchmarks.layer_costs`): view, layer, type, T, p, d,
     route, norm / sum / plain / extra milliseconds."""
     rows = []
     for key, table in case.get("layers", {}).items():
@@ -360,7 +360,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
                              text_last=True),
                   ""]
         if case.get("layers"):
-            lines += ["Per-layer cost of the fast DP step (benchmarks/layers.py: one chunk of "
+            lines += ["Per-layer cost of the fast DP step (benchmarks/layer_costs.py: one chunk of "
                       f"{min(case['batch_size'], 256)} random examples; ms, best of 3; 'plain' "
                       "is the layer's weight-gradient op, 'extra' = norm + sum - plain):", "",
                       *_md_table(["view", "layer", "type", "T", "p", "d", "route", "norm ms",

@@ -296,3 +296,23 @@ def test_the_benchmark_package_is_installed_not_only_found_in_the_checkout(
     done = subprocess.run([sys.executable, "-c", "import benchmarks.bench, benchmarks.render"],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+def test_no_benchmark_module_shares_a_file_with_another_installed_package() -> None:
+    """Opacus's wheel installs a top-level `benchmarks` package too (layers.py, utils.py, ...):
+    a module of ours with one of its file names would be shadowed by, or overwrite, Opacus's
+    file in site-packages. Our module names must stay clear of every installed distribution's
+    `benchmarks/` files."""
+    from importlib import metadata
+
+    ours = {p.name for p in Path(bench.__file__).parent.glob("*.py")}
+    clashes = []
+    for dist in metadata.distributions():
+        if (dist.metadata["Name"] or "").lower() == "dpcompare":
+            continue
+        for file in dist.files or ():
+            parts = Path(str(file)).parts
+            if len(parts) == 2 and parts[0] == "benchmarks" and parts[1] in ours \
+                    and parts[1] != "__init__.py":
+                clashes.append(f"{dist.metadata['Name']}: {file}")
+    assert not clashes, clashes
