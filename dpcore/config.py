@@ -50,6 +50,9 @@ EVAL_SPLITS = ("test", "train")
 FAULTS = ("none", "no_noise", "no_clip", "noise_div10")
 #: ``audit_canaries.kind``: white-box gradient canaries or black-box mislabelled images.
 CANARY_KINDS = ("gradient", "input")
+#: Where a DP-SGD step's noise comes from: each library's own generator, or one vector per
+#: step drawn in dpcore and added by both backends (:mod:`dpcore.shared_noise`).
+NOISE_SOURCES = ("framework", "shared")
 
 # -- settings refused for privacy reasons -----------------------------------------------------
 # None of these is an option of the bench; they are named here so that a user who asks for one
@@ -335,6 +338,10 @@ class PrivacySpec:
         delta: target delta in (0, 1); ``None`` means 1/N rounded down to a power of ten.
         sampling: ``poisson`` (each example joins each batch independently with probability q)
             or ``shuffle`` (shuffled fixed-size batches).
+        noise_source: ``framework`` (each library's own noise generator, what its users get)
+            or ``shared`` (the noise of every step drawn once in dpcore from (seed, step) and
+            added by both backends, :mod:`dpcore.shared_noise`: a paired difference then
+            measures the frameworks alone). DP-SGD only; left out of the hash at its default.
 
     Not options, on purpose (a config naming them is refused with the privacy reason, see
     :data:`REFUSED_KEYS` and :data:`REFUSED_SAMPLING_MODES`): a weighted or class-balanced
@@ -349,9 +356,16 @@ class PrivacySpec:
     max_grad_norm: float = 1.0
     delta: float | None = None
     sampling: str = "poisson"
+    noise_source: str = "framework"
 
     def __post_init__(self) -> None:
         _check_choice("privacy.mechanism", self.mechanism, PRIVACY_MECHANISMS)
+        _check_choice("privacy.noise_source", self.noise_source, NOISE_SOURCES)
+        if self.noise_source != "framework" and not self.is_dpsgd:
+            raise ConfigError(
+                f"privacy.noise_source={self.noise_source!r} needs DP-SGD (it is the noise of "
+                f"the clipped sum); privacy.mechanism={self.mechanism!r}; valid: noise_source "
+                "framework, or mechanism dpsgd-gaussian / dpsgd-laplace")
         if isinstance(self.sampling, str) and (
                 self.sampling.lower().replace("-", "_") in REFUSED_SAMPLING_MODES):
             raise PrivacyConfigError(
@@ -717,6 +731,7 @@ _OPTIONAL_SECTIONS = ("factors", "augment", "audit_canaries")
 _OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
     "data": ("options", "ldp_test_inputs"),
     "model": ("layers", "pretrained", "pretrained_skip", "freeze"),
+    "privacy": ("noise_source",),
 }
 
 
@@ -1017,6 +1032,11 @@ def check_combination(config: RunConfig) -> None:
             )
     if config.recipe != "library":
         return
+    if privacy.noise_source != "framework":
+        raise ConfigError(
+            f"privacy.noise_source={privacy.noise_source!r} applies to recipe=harmonised only: "
+            "recipe=library runs each library as its users run it, with its own noise; valid "
+            "under recipe=library: noise_source framework")
     model_extras = [f"model.{key}" for key in ("pretrained", "freeze")
                     if getattr(config.model, key)]
     if model_extras:
