@@ -21,11 +21,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from compare.final_weights import WEIGHTS_FOLDER, FinalWeights, collect_final_weights
 from compare.montage import MontageData, draw_montage
 from compare.report_context import ReportContext  # re-exported: callers import it from here
 from compare.reporting import plots
 from compare.reporting.attribution_section import attribution_section
 from compare.reporting.claims_section import claims_section
+from compare.reporting.equivalence_section import (
+    framework_equivalence_section,
+    without_own_noise,
+)
 from compare.reporting.findings_section import findings_section
 from compare.reporting.frames import (
     FAITHFULNESS_KEYS,
@@ -669,6 +674,8 @@ def write_report(
     before montage arrays existed shows its montages once ``dpcompare compare`` has redrawn
     them.
     """
+    from compare.records import RECORDS_FOLDER, record_folders_beside
+
     runs = {r.run_id: r for r in ResultsStore(store_root).list_runs()}
     runs.update(records or {})
     results = [runs[key] for key in sorted(runs)]
@@ -676,8 +683,10 @@ def write_report(
         results = [r for r in results if r.run_id in context.run_ids]
     grid_name = context.montage_grid or _single_grid_name(results)
     montages = report_montages(Path(store_root), grid_name)
+    weights = collect_final_weights(results, store_root, [
+        folder / RECORDS_FOLDER / WEIGHTS_FOLDER for folder in record_folders_beside(out_dir)])
     return render_report(results, dataclasses.replace(context, montage_grid=grid_name),
-                         out_dir, montages)
+                         out_dir, montages, weights=weights)
 
 
 def rebuild_report(report_dir: str | Path, out_dir: str | Path | None = None) -> Path:
@@ -692,7 +701,7 @@ def rebuild_report(report_dir: str | Path, out_dir: str | Path | None = None) ->
 
     records = read_records(report_dir)
     return render_report(records.results, records.context, out_dir or report_dir,
-                         records.montages, resolved=True)
+                         records.montages, resolved=True, weights=records.weights)
 
 
 def resolve_context(results: Sequence[RunResult], context: ReportContext
@@ -716,12 +725,15 @@ def resolve_context(results: Sequence[RunResult], context: ReportContext
 
 
 def render_report(results: Sequence[RunResult], context: ReportContext, out_dir: str | Path,
-                  montages: Sequence[MontageData] = (), *, resolved: bool = False) -> Path:
+                  montages: Sequence[MontageData] = (), *, resolved: bool = False,
+                  weights: Mapping[str, FinalWeights] | None = None) -> Path:
     """Write the report of ``results`` into ``out_dir``: report.md, CSVs, PNGs, montages
     drawn from ``montages``, and the records it can be rebuilt from (with the digest of every
     figure's plotted data, :mod:`compare.figdigest`). A pure function of its arguments but
     for the header's written time. ``resolved``: ``results`` and ``context`` are already as
-    :func:`resolve_context` returns them (a rebuild from records).
+    :func:`resolve_context` returns them (a rebuild from records). ``weights``: run id -> the
+    final weights of the shared-noise runs (:mod:`compare.final_weights`), kept in the
+    records too.
     """
     from compare.figdigest import collecting
     from compare.records import write_records
@@ -731,14 +743,16 @@ def render_report(results: Sequence[RunResult], context: ReportContext, out_dir:
         results, context = resolve_context(results, context)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    weights = dict(weights or {})
     with collecting(out) as figures:
-        path = _write_files(results, context, out, montages)
-    write_records(out, results, context, montages, figures)
+        path = _write_files(results, context, out, montages, weights)
+    write_records(out, results, context, montages, figures, weights)
     return path
 
 
 def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path,
-                 montages: Sequence[MontageData]) -> Path:
+                 montages: Sequence[MontageData], weights: Mapping[str, FinalWeights]
+                 ) -> Path:
     """report.md and the tables and figures of ``results`` into ``out`` (see
     :func:`render_report`)."""
     frame = results_frame(results)
@@ -757,7 +771,7 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
                   markdown_table(frame, ["run_id", "setting", "backend", "seed", "status"])]
         atomic_write_bytes(report_path, ("\n".join(lines) + "\n").encode("utf-8"))
         return report_path
-    paired = paired_backend_table(frame)
+    paired = without_own_noise(paired_backend_table(frame), frame, results)
     published = context.published
     lines += ["## Headline", "", " ".join(headline(frame, paired)), ""]
     lines += published_section(published, frame)
@@ -766,6 +780,7 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
     lines += attribution_section(results, published, out) or claims_section(results)
     lines += _accuracy_section(frame, summary, out)
     lines += _backend_section(paired, out, frame)
+    lines += framework_equivalence_section(frame, results, weights, montages, out)
     lines += _curves_section(results, out)
 
     lines += ["## Epsilon side by side", "",
