@@ -672,7 +672,8 @@ def write_report(
     run id across reports). Montages are drawn from the arrays the runner stored (one folder
     per grid under ``montages/`` of the store, :func:`report_montages`); a store written
     before montage arrays existed shows its montages once ``dpcompare compare`` has redrawn
-    them.
+    them. The final weights of shared-noise runs (:mod:`compare.final_weights`) come from
+    their checkpoints, else from the committed ``records/weights`` beside ``out_dir``.
     """
     from compare.records import RECORDS_FOLDER, record_folders_beside
 
