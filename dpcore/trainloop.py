@@ -152,8 +152,10 @@ class StepEngine(Protocol):
         ``extra``: a vector in the neutral weight layout (keys of ``get_weights``; a missing
         key is zeros) that the engine adds to the clipped sum *before* the noise, as one more
         already-clipped record: the canary hook of the one-run audit
-        (:class:`dpcore.audit.canaries.GradientCanaries`). The driver passes it only in a step
-        where a canary is sampled.
+        (:class:`dpcore.audit.canaries.GradientCanaries`), and the path of the shared noise
+        (``privacy.noise_source: shared``, :mod:`dpcore.shared_noise`; the engine's own noise
+        is then zero). The driver passes it only in a step where a canary is sampled or the
+        noise is shared.
 
         Returns:
             The sum over the batch's examples of their cross-entropy loss (nats) at the
