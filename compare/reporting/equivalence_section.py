@@ -25,7 +25,7 @@ import pandas as pd
 from compare.final_weights import FinalWeights, relative_difference
 from compare.montage import MontageData
 from compare.reporting.stats import INTERVAL_NAMES, MIN_SEEDS, bootstrap_interval, seed_pairs
-from compare.reporting.tables import fmt, markdown_table
+from compare.reporting.tables import markdown_table
 from dpcore.results import RunResult
 
 __all__ = ["EQUIVALENCE_CSV", "framework_equivalence_section", "gradcam_pearson",
@@ -109,6 +109,11 @@ def equivalence_rows(frame: pd.DataFrame, results: Sequence[RunResult],
     return pd.DataFrame(rows)
 
 
+def _pct(fraction: float, sign: str = "") -> str:
+    """An accuracy (or a difference of accuracies) in percent / points, two decimals."""
+    return "–" if math.isnan(fraction) else f"{100 * fraction:{sign}.2f}"
+
+
 def _kept_size(results: Sequence[RunResult], weights: Mapping[str, FinalWeights]) -> str:
     """How the final weights are kept and what they cost (raw float32 bytes)."""
     kinds = {w.kind for w in weights.values()}
@@ -136,31 +141,32 @@ def framework_equivalence_section(frame: pd.DataFrame, results: Sequence[RunResu
              "shared`: drawn once in dpcore by a Philox generator keyed by the run seed, with "
              "the step as its counter, in the shared weight layout), on the same batches from "
              "the same initial weights; a seed's two runs differ only by the frameworks. "
-             "`difference`: torch minus tf test accuracy (points); `weights`: ||w_tf - "
+             "`difference`: torch minus tf test accuracy; `weights`: ||w_tf - "
              "w_torch|| / ||w_torch|| of the final weights (neutral layout); `Grad-CAM r`: "
              "mean Pearson correlation of the two backends' Grad-CAM maps on the montage's "
              "images (the montage shows the first seed only).", ""]
-    table = rows.assign(
-        accuracy_tf=[fmt(100 * v, 2) for v in rows["accuracy_tf"]],
-        accuracy_torch=[fmt(100 * v, 2) for v in rows["accuracy_torch"]],
-        difference=[fmt(100 * v, 2) for v in rows["difference"]],
-        weights=[("" if math.isnan(v) else f"{v:.3g}") + ("" if m == "exact" else f" ({m})")
-                 for v, m in zip(rows["weight_difference"], rows["weight_method"], strict=True)],
-        **{"Grad-CAM r": ["" if math.isnan(v) else f"{v:.3f} ({n} images)"
-                          for v, n in zip(rows["gradcam_pearson"], rows["gradcam_images"],
-                                          strict=True)]})
-    lines += [markdown_table(table, ["setting", "seed", "accuracy_tf", "accuracy_torch",
-                                     "difference", "weights", "Grad-CAM r"]), ""]
+    table = pd.DataFrame({
+        "setting": rows["setting"], "seed": rows["seed"],
+        "tf accuracy %": [_pct(v) for v in rows["accuracy_tf"]],
+        "torch accuracy %": [_pct(v) for v in rows["accuracy_torch"]],
+        "difference (points)": [_pct(v, "+") for v in rows["difference"]],
+        "weights": [("" if math.isnan(v) else f"{v:.3g}") + ("" if m == "exact" else f" ({m})")
+                    for v, m in zip(rows["weight_difference"], rows["weight_method"],
+                                    strict=True)],
+        "Grad-CAM r": ["" if math.isnan(v) else f"{v:.3f} ({n} images)"
+                       for v, n in zip(rows["gradcam_pearson"], rows["gradcam_images"],
+                                       strict=True)]})
+    lines += [markdown_table(table), ""]
     for setting, group in rows.groupby("setting", sort=False):
         interval = bootstrap_interval(group["difference"].to_numpy(float))
         n = interval.n
         status = "" if n >= MIN_SEEDS else f" (preliminary: {n} < {MIN_SEEDS} seeds)"
         if n >= 2:
-            spread = (f"{fmt(100 * interval.mean, 2)} points, {INTERVAL_NAMES['bootstrap']} "
-                      f"[{fmt(100 * interval.low, 2)}, {fmt(100 * interval.high, 2)}] over "
-                      f"{n} seed pairs")
+            spread = (f"{_pct(interval.mean, '+')} points, {INTERVAL_NAMES['bootstrap']} "
+                      f"[{_pct(interval.low, '+')}, {_pct(interval.high, '+')}] over {n} seed "
+                      "pairs")
         else:
-            spread = f"{fmt(100 * interval.mean, 2)} points (1 seed pair, no interval)"
+            spread = f"{_pct(interval.mean, '+')} points (1 seed pair, no interval)"
         w = group["weight_difference"].dropna()
         weight_text = (f"; relative weight difference median {w.median():.3g} (max "
                        f"{w.max():.3g})" if len(w) else "; final weights not kept")
