@@ -22,8 +22,9 @@ fault): Gaussian with std ``noise_scale`` = sigma C per coordinate, or Laplace w
 ``noise_scale`` = sigma C per coordinate (the Laplace mechanism of the L1-clipped sum). Draws
 are float64, stored float32 (the frameworks' dtype).
 
-Cost: one normal (or Laplace) draw per weight per step in numpy, and one host-to-framework copy:
-negligible for cnn4 (~26k weights), about 0.3 s per step for resnet18 (~11M weights).
+Cost: one normal (or Laplace) draw per weight per step in numpy, and one host-to-framework copy.
+Measured here (2 shared CPU cores) for the draw alone: ~1 ms per step for cnn4 on MNIST
+(26,010 weights), ~0.8 s per step for resnet18 (11.2M weights).
 """
 
 from __future__ import annotations
