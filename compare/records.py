@@ -11,6 +11,9 @@ Layout of ``REPORT/records/`` (written by every report writer, read by
     figures.json           PNG path in the report -> digest of its plotted data
                            (:mod:`compare.figdigest`)
     montages/NAME.npz      the arrays of montage ``montages/NAME.png`` (:class:`MontageData`)
+    weights/RUN_ID.npz     the final weights of a shared-noise run (``privacy.noise_source:
+                           shared``), for the framework-equivalence section
+                           (:mod:`compare.final_weights`)
 
 Every file is written deterministically: the same records give byte-identical files, so an
 unchanged report leaves git clean. Text that would name a folder of this machine (a data file's
@@ -30,10 +33,16 @@ import io
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compare.final_weights import (
+    WEIGHTS_FOLDER,
+    FinalWeights,
+    load_final_weights,
+    save_final_weights,
+)
 from compare.montage import MONTAGE_DATA_SUFFIX, MontageData, load_montage_data, save_montage_data
 from compare.report_context import ReportContext
 from dpcore.data import portable_location
@@ -64,13 +73,14 @@ DATA_ROOT_NAME = "$DPCOMPARE_DATA_DIR"
 
 @dataclass(frozen=True)
 class ReportRecords:
-    """What a report is rebuilt from: its runs, its context, its montages, and the digests of
-    the figures it was written with."""
+    """What a report is rebuilt from: its runs, its context, its montages, the digests of
+    the figures it was written with, and the final weights of its shared-noise runs."""
 
     results: tuple[RunResult, ...]
     context: ReportContext
     montages: tuple[MontageData, ...]
     figures: Mapping[str, str]
+    weights: Mapping[str, FinalWeights] = field(default_factory=dict)
 
 
 def portable_text(text: str, data_root: str | Path | None = None) -> str:
@@ -110,10 +120,11 @@ def records_bytes(results: Sequence[RunResult]) -> bytes:
 
 def write_records(report_dir: str | Path, results: Sequence[RunResult],
                   context: ReportContext, montages: Sequence[MontageData],
-                  figures: Mapping[str, str]) -> Path:
+                  figures: Mapping[str, str],
+                  weights: Mapping[str, FinalWeights] | None = None) -> Path:
     """Write ``REPORT/records/`` (see the module docstring); returns the folder.
 
-    Stale montage files of an earlier version of the report are removed.
+    Stale montage and weight files of an earlier version of the report are removed.
     """
     folder = Path(report_dir) / RECORDS_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
@@ -130,6 +141,14 @@ def write_records(report_dir: str | Path, results: Sequence[RunResult],
         keep.add(path.name)
     for stale in sorted((folder / MONTAGES_FOLDER).glob(f"*{MONTAGE_DATA_SUFFIX}")):
         if stale.name not in keep:
+            stale.unlink()
+    kept_weights = set()
+    for run, kept in sorted((weights or {}).items()):
+        (folder / WEIGHTS_FOLDER).mkdir(exist_ok=True)
+        save_final_weights(folder / WEIGHTS_FOLDER / f"{run}.npz", kept)
+        kept_weights.add(f"{run}.npz")
+    for stale in sorted((folder / WEIGHTS_FOLDER).glob("*.npz")):
+        if stale.name not in kept_weights:
             stale.unlink()
     return folder
 
@@ -158,7 +177,9 @@ def read_records(report_dir: str | Path) -> ReportRecords:
                         "rewrite the report with `dpcompare compare --report`") from exc
     montages = tuple(load_montage_data(p) for p in
                      sorted((folder / MONTAGES_FOLDER).glob(f"*{MONTAGE_DATA_SUFFIX}")))
-    return ReportRecords(tuple(results), context, montages, figures)
+    weights = {p.stem: load_final_weights(p)
+               for p in sorted((folder / WEIGHTS_FOLDER).glob("*.npz"))}
+    return ReportRecords(tuple(results), context, montages, figures, weights)
 
 
 def _read_results(path: Path) -> list[RunResult]:

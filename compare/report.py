@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from compare.final_weights import WEIGHTS_FOLDER, FinalWeights, collect_final_weights
 from compare.montage import MontageData
 from compare.report_context import ReportContext  # re-exported: callers import it from here
 from compare.reporting.frames import front_end_mismatches, per_class_frame, results_frame
@@ -49,12 +50,6 @@ def _single_grid_name(results: Sequence[RunResult]) -> str | None:
     return str(next(iter(names))) if len(names) == 1 and next(iter(names)) else None
 
 
-def _single_grid_name(results: Sequence[RunResult]) -> str | None:
-    """The grid that wrote every one of these runs (RunResult ``grid``), if they share one."""
-    names = {r.grid for r in results}
-    return str(next(iter(names))) if len(names) == 1 and next(iter(names)) else None
-
-
 def write_report(
     store_root: str | Path, out_dir: str | Path, context: ReportContext, *,
     records: Mapping[str, RunResult] | None = None, latex: bool = False,
@@ -68,8 +63,12 @@ def write_report(
     run id across reports). Montages are drawn from the arrays the runner stored (one folder
     per grid under ``montages/`` of the store, :func:`report_montages`); a store written
     before montage arrays existed shows its montages once ``dpcompare compare`` has redrawn
-    them. ``latex``: also the booktabs ``.tex`` tables (:func:`render_report`).
+    them. The final weights of shared-noise runs (:mod:`compare.final_weights`) come from
+    their checkpoints, else from the committed ``records/weights`` beside ``out_dir``.
+    ``latex``: also the booktabs ``.tex`` tables (:func:`render_report`).
     """
+    from compare.records import RECORDS_FOLDER, record_folders_beside
+
     runs = {r.run_id: r for r in ResultsStore(store_root).list_runs()}
     runs.update(records or {})
     results = [runs[key] for key in sorted(runs)]
@@ -77,8 +76,10 @@ def write_report(
         results = [r for r in results if r.run_id in context.run_ids]
     grid_name = context.montage_grid or _single_grid_name(results)
     montages = report_montages(Path(store_root), grid_name)
+    weights = collect_final_weights(results, store_root, [
+        folder / RECORDS_FOLDER / WEIGHTS_FOLDER for folder in record_folders_beside(out_dir)])
     return render_report(results, dataclasses.replace(context, montage_grid=grid_name),
-                         out_dir, montages, latex=latex)
+                         out_dir, montages, latex=latex, weights=weights)
 
 
 def rebuild_report(report_dir: str | Path, out_dir: str | Path | None = None, *,
@@ -95,7 +96,8 @@ def rebuild_report(report_dir: str | Path, out_dir: str | Path | None = None, *,
 
     records = read_records(report_dir)
     return render_report(records.results, records.context, out_dir or report_dir,
-                         records.montages, resolved=True, latex=latex)
+                         records.montages, resolved=True, latex=latex,
+                         weights=records.weights)
 
 
 def resolve_context(results: Sequence[RunResult], context: ReportContext
@@ -120,13 +122,16 @@ def resolve_context(results: Sequence[RunResult], context: ReportContext
 
 def render_report(results: Sequence[RunResult], context: ReportContext, out_dir: str | Path,
                   montages: Sequence[MontageData] = (), *, resolved: bool = False,
-                  latex: bool = False) -> Path:
+                  latex: bool = False, weights: Mapping[str, FinalWeights] | None = None
+                  ) -> Path:
     """Write the report of ``results`` into ``out_dir``: report.md, CSVs, PNGs, montages
     drawn from ``montages``, and the records it can be rebuilt from (with the digest of every
     figure's plotted data, :mod:`compare.figdigest`); with ``latex`` then the booktabs
     ``.tex`` tables (:func:`compare.reporting.writer.write_latex`). A pure function of its
     arguments but for the header's written time. ``resolved``: ``results`` and ``context``
     are already as :func:`resolve_context` returns them (a rebuild from records).
+    ``weights``: run id -> the final weights of the shared-noise runs
+    (:mod:`compare.final_weights`), kept in the records too.
     """
     from compare.figdigest import collecting
     from compare.records import write_records
@@ -136,10 +141,12 @@ def render_report(results: Sequence[RunResult], context: ReportContext, out_dir:
         results, context = resolve_context(results, context)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    outputs = render_sections(report_data(results, context, montages, folder=out.name))
+    weights = dict(weights or {})
+    outputs = render_sections(report_data(results, context, montages, folder=out.name,
+                                          weights=weights))
     with collecting(out) as figures:
         path = write_report_files(out, outputs)
-    write_records(out, results, context, montages, figures)
+    write_records(out, results, context, montages, figures, weights)
     if latex:
         write_latex(out)
     return path

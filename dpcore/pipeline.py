@@ -49,6 +49,7 @@ from dpcore.privacy_checks import check_dp_model
 from dpcore.recipes import check_backend_recipe, recipe_record
 from dpcore.results import json_safe, utc_now
 from dpcore.runrecord import build_run_result
+from dpcore.shared_noise import framework_mechanism, shared_noise_for, uses_shared_noise
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import (
     EpochCallback,
@@ -298,7 +299,11 @@ def fit(
     elif (reason := front_not_cached_reason(config, perf, dataset)) is not None:
         details["fixed_front_not_cached_because"] = reason
     mechanism = step_mechanism(config, plan)
-    engine = make_engine(plan, mechanism)
+    engine = make_engine(plan, framework_mechanism(config, mechanism))
+    # privacy.noise_source shared: the noise of each step drawn here, once, for both backends
+    shared = shared_noise_for(config, mechanism, {
+        k: v.shape for k, v in engine.get_weights().items()}) if uses_shared_noise(
+            config, mechanism) else None
     canaries, initial = None, None
     if config.audit_canaries.active and config.audit_canaries.kind == "gradient":
         initial = engine.get_weights()
@@ -307,7 +312,8 @@ def fit(
             mechanism, plan.batches.sampling_rate, config.privacy.max_grad_norm)
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
-                               callbacks=callbacks, inputs=inputs, canaries=canaries)
+                               callbacks=callbacks, inputs=inputs, canaries=canaries,
+                               noise=shared)
     finally:  # also on divergence, a callback's exception or Ctrl-C
         engine.close()
     del inputs  # the features can be large (MNIST, scatter: ~1 GB); the model needs none

@@ -119,6 +119,27 @@ class CanarySource(Protocol):
         """This step's summed clipped canary gradients (neutral layout), None if none."""
 
 
+class NoiseSource(Protocol):
+    """What the loop asks once per step for the shared noise (``privacy.noise_source:
+    shared``, :class:`dpcore.shared_noise.SharedNoise`)."""
+
+    def step_noise(self, step: int) -> dict[str, np.ndarray]:
+        """The noise vector of optimizer step ``step`` (1-based), neutral layout."""
+
+
+def add_neutral(a: Mapping[str, np.ndarray] | None, b: Mapping[str, np.ndarray] | None
+                ) -> dict[str, np.ndarray] | None:
+    """The key-wise sum of two neutral-layout vectors (a missing key is zeros), float32;
+    None when both are None."""
+    if a is None and b is None:
+        return None
+    out = {k: np.asarray(v, np.float32) for k, v in (a or {}).items()}
+    for key, value in (b or {}).items():
+        value = np.asarray(value, np.float32)
+        out[key] = out[key] + value if key in out else value
+    return out
+
+
 class StepEngine(Protocol):
     """What a backend implements; the driver owns the rest of training."""
 
@@ -132,8 +153,10 @@ class StepEngine(Protocol):
         ``extra``: a vector in the neutral weight layout (keys of ``get_weights``; a missing
         key is zeros) that the engine adds to the clipped sum *before* the noise, as one more
         already-clipped record: the canary hook of the one-run audit
-        (:class:`dpcore.audit.canaries.GradientCanaries`). The driver passes it only in a step
-        where a canary is sampled.
+        (:class:`dpcore.audit.canaries.GradientCanaries`), and the path of the shared noise
+        (``privacy.noise_source: shared``, :mod:`dpcore.shared_noise`; the engine's own noise
+        is then zero). The driver passes it only in a step where a canary is sampled or the
+        noise is shared.
 
         Returns:
             The sum over the batch's examples of their cross-entropy loss (nats) at the
@@ -326,6 +349,7 @@ def run_training(
     config: RunConfig, dataset: Dataset, perf: PerfSpec, plan: PrivacyPlan, engine: StepEngine,
     *, progress: bool = True, callbacks: Sequence[EpochCallback] = (),
     inputs: CachedInputs | None = None, canaries: CanarySource | None = None,
+    noise: NoiseSource | None = None,
 ) -> TrainingOutcome:
     """Train ``engine``'s model for ``plan.batches.steps`` logical steps.
 
@@ -358,6 +382,9 @@ def run_training(
             Not with ``config.augment`` (the features of augmented images change each step).
         canaries: the audit's gradient canaries: asked once per step for the (clipped) canary
             gradient, which the engine adds to the clipped sum before the noise (``extra``).
+        noise: the shared noise (``privacy.noise_source: shared``): the vector of each step
+            is added to the clipped sum with the canaries' (``extra``); the engine was built
+            with its own noise off (:func:`dpcore.shared_noise.framework_mechanism`).
 
     Raises:
         ConfigError: augmentation of a text data set or with too much padding
@@ -415,7 +442,10 @@ def run_training(
             if factors.normalisation != "expected":
                 step_args["divisor"] = step_divisor(
                     factors.normalisation, batches.expected_batch_size, len(indices), k)
-            if canaries is not None and (extra := canaries.step_gradient()) is not None:
+            extra = None if canaries is None else canaries.step_gradient()
+            if noise is not None:
+                extra = add_neutral(extra, noise.step_noise(step + 1))
+            if extra is not None:
                 step_args["extra"] = extra
             batch_loss = float(engine.train_step(chunks, **step_args))
             step += 1

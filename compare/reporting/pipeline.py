@@ -10,10 +10,11 @@ section, write it in its own module and list it here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from compare.final_weights import FinalWeights
 from compare.montage import MontageData
 from compare.report_context import ReportContext
 from compare.reporting.accuracy_section import accuracy
@@ -22,6 +23,7 @@ from compare.reporting.backends_section import backends
 from compare.reporting.closing_section import all_runs, notes, unfinished_runs
 from compare.reporting.curves_section import learning_curves
 from compare.reporting.epsilon_section import epsilon
+from compare.reporting.equivalence_section import framework_equivalence, without_own_noise
 from compare.reporting.faithfulness_section import faithfulness
 from compare.reporting.findings_section import findings
 from compare.reporting.frames import results_frame
@@ -40,21 +42,26 @@ from dpcore.results import RunResult
 #: The sections of a report with finished runs, in reading order (the header leads them).
 SECTIONS: tuple[Section, ...] = (
     headline_section, published, findings, privacy, attribution, accuracy, backends,
-    learning_curves, epsilon, faithfulness, time_and_memory, per_class, local_dp_and_audit,
-    notes, unfinished_runs, all_runs,
+    framework_equivalence, learning_curves, epsilon, faithfulness, time_and_memory, per_class,
+    local_dp_and_audit, notes, unfinished_runs, all_runs,
 )
 
 
 def report_data(results: Sequence[RunResult], context: ReportContext,
-                montages: Sequence[MontageData] = (), folder: str = "report") -> ReportData:
+                montages: Sequence[MontageData] = (), folder: str = "report",
+                weights: Mapping[str, FinalWeights] | None = None) -> ReportData:
     """The data every section reads, built once: ``results`` (as given: sorted and labelled by
     the caller, :func:`compare.report.resolve_context`), the run table, its summary (empty
-    when no run finished) and the backends paired by seed (empty then too)."""
+    when no run finished), the backends paired by seed (empty then too; a setting whose runs
+    share their noise, ``privacy.noise_source: shared``, counts as not noised) and the final
+    weights of the shared-noise runs (``weights``)."""
     frame = results_frame(results)
     summary = summary_table(frame)
-    paired = paired_backend_table(frame) if not summary.empty else pd.DataFrame()
+    paired = (without_own_noise(paired_backend_table(frame), frame, results)
+              if not summary.empty else pd.DataFrame())
     return ReportData(results=tuple(results), context=context, frame=frame, summary=summary,
-                      paired=paired, montages=tuple(montages), folder=folder or "report")
+                      paired=paired, montages=tuple(montages), folder=folder or "report",
+                      weights=dict(weights or {}))
 
 
 def render_sections(data: ReportData, sections: Sequence[Section] | None = None

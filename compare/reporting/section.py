@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import pandas as pd
 from matplotlib.figure import Figure
 
+from compare.final_weights import FinalWeights
 from compare.montage import MontageData
 from compare.report_context import ReportContext
 from dpcore.results import RunResult
@@ -38,6 +39,8 @@ class ReportData:
         montages: the saliency montages' arrays.
         folder: the name of the report folder (links to write-ups are relative to
             ``reports/<folder>/``).
+        weights: run id -> the final weights of the shared-noise runs
+            (:mod:`compare.final_weights`), for the framework-equivalence section.
     """
 
     results: tuple[RunResult, ...]
@@ -47,6 +50,7 @@ class ReportData:
     paired: pd.DataFrame
     montages: tuple[MontageData, ...] = ()
     folder: str = "report"
+    weights: Mapping[str, FinalWeights] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

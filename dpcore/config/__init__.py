@@ -37,6 +37,7 @@ from dpcore.config.choices import (
     INPUT_SCALINGS,
     LDP_TEST_INPUTS,
     MEMORY_FORMATS,
+    NOISE_SOURCES,
     NORMALISATIONS,
     OPTIMIZERS,
     RECIPES,
@@ -98,7 +99,8 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ACTIVATIONS", "CANARY_KINDS", "COMBINATION_RULES", "CONFIG_VERSION", "ENGINES",
     "EVAL_SPLITS", "FAULTS", "INITIALISATIONS", "INPUT_SCALINGS", "LDP_TEST_INPUTS",
-    "MEMORY_FORMATS", "NORMALISATIONS", "OPTIMIZERS", "RECIPES", "REFUSED_KEYS",
+    "MEMORY_FORMATS", "NOISE_SOURCES", "NORMALISATIONS", "OPTIMIZERS", "RECIPES",
+    "REFUSED_KEYS",
     "REFUSED_SAMPLING_MODES",
     "SAMPLING_MODES", "AuditCanarySpec", "AugmentSpec", "DataSpec", "FactorSpec", "ModelSpec",
     "PerfSpec", "PrivacySpec", "RunConfig", "TrainSpec", "apply_overrides",

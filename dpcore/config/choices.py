@@ -34,6 +34,9 @@ EVAL_SPLITS = ("test", "train")
 FAULTS = tuple(_FAULT_STEPS)
 #: ``audit_canaries.kind``: white-box gradient canaries or black-box mislabelled images.
 CANARY_KINDS = ("gradient", "input")
+#: Where a DP-SGD step's noise comes from: each library's own generator, or one vector per
+#: step drawn in dpcore and added by both backends (:mod:`dpcore.shared_noise`).
+NOISE_SOURCES = ("framework", "shared")
 
 
 def privacy_mechanisms() -> tuple[str, ...]:

@@ -46,6 +46,11 @@ def check_combination(config: RunConfig) -> None:
             )
     if config.recipe != "library":
         return
+    if privacy.noise_source != "framework":
+        raise ConfigError(
+            f"privacy.noise_source={privacy.noise_source!r} applies to recipe=harmonised only: "
+            "recipe=library runs each library as its users run it, with its own noise; valid "
+            "under recipe=library: noise_source framework")
     model_extras = [f"model.{key}" for key in ("pretrained", "freeze")
                     if getattr(config.model, key)]
     if model_extras:

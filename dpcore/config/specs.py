@@ -30,6 +30,7 @@ from dpcore.config.choices import (
     INPUT_SCALINGS,
     LDP_TEST_INPUTS,
     MEMORY_FORMATS,
+    NOISE_SOURCES,
     NORMALISATIONS,
     OPTIMIZERS,
     RECIPES,
@@ -213,6 +214,10 @@ class PrivacySpec:
         delta: target delta in (0, 1); ``None`` means 1/N rounded down to a power of ten.
         sampling: ``poisson`` (each example joins each batch independently with probability q)
             or ``shuffle`` (shuffled fixed-size batches).
+        noise_source: ``framework`` (each library's own noise generator, what its users get)
+            or ``shared`` (the noise of every step drawn once in dpcore from (seed, step) and
+            added by both backends, :mod:`dpcore.shared_noise`: a paired difference then
+            measures the frameworks alone). DP-SGD only; left out of the hash at its default.
 
     Not options, on purpose (a config naming them is refused with the privacy reason, see
     :data:`REFUSED_KEYS` and :data:`REFUSED_SAMPLING_MODES`): a weighted or class-balanced
@@ -227,9 +232,16 @@ class PrivacySpec:
     max_grad_norm: float = 1.0
     delta: float | None = None
     sampling: str = "poisson"
+    noise_source: str = "framework"
 
     def __post_init__(self) -> None:
         check_choice("privacy.mechanism", self.mechanism, privacy_mechanisms())
+        check_choice("privacy.noise_source", self.noise_source, NOISE_SOURCES)
+        if self.noise_source != "framework" and not self.is_dpsgd:
+            raise ConfigError(
+                f"privacy.noise_source={self.noise_source!r} needs DP-SGD (it is the noise of "
+                f"the clipped sum); privacy.mechanism={self.mechanism!r}; valid: noise_source "
+                f"framework, or mechanism {' / '.join(dpsgd_names())}")
         if isinstance(self.sampling, str) and (
                 self.sampling.lower().replace("-", "_") in REFUSED_SAMPLING_MODES):
             raise PrivacyConfigError(
@@ -591,6 +603,7 @@ _OPTIONAL_SECTIONS = ("factors", "augment", "audit_canaries")
 _OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
     "data": ("options", "ldp_test_inputs"),
     "model": ("layers", "pretrained", "pretrained_skip", "freeze"),
+    "privacy": ("noise_source",),
 }
 
 
