@@ -25,6 +25,7 @@ from compare.montage import MontageData, draw_montage
 from compare.report_context import ReportContext  # re-exported: callers import it from here
 from compare.reporting import plots
 from compare.reporting.attribution_section import attribution_section
+from compare.reporting.audited_column import companion_view, companions_sentence
 from compare.reporting.claims_section import claims_section
 from compare.reporting.findings_section import findings_section
 from compare.reporting.frames import (
@@ -741,6 +742,8 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
                  montages: Sequence[MontageData]) -> Path:
     """report.md and the tables and figures of ``results`` into ``out`` (see
     :func:`render_report`)."""
+    view = companion_view(results, context)  # audit companions: only in the privacy table
+    results, context = view.results, view.context
     frame = results_frame(results)
     lines = _header(context, results, frame)
     report_path = out / "report.md"
@@ -762,7 +765,7 @@ def _write_files(results: Sequence[RunResult], context: ReportContext, out: Path
     lines += ["## Headline", "", " ".join(headline(frame, paired)), ""]
     lines += published_section(published, frame)
     lines += findings_section(published, out)
-    lines += privacy_section(frame, out)
+    lines += privacy_section(frame, out) + companions_sentence(view)
     lines += attribution_section(results, published, out) or claims_section(results)
     lines += _accuracy_section(frame, summary, out)
     lines += _backend_section(paired, out, frame)

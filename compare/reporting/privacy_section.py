@@ -23,6 +23,13 @@ import pandas as pd
 
 from compare.figdigest import note_figure
 from compare.grid import setting_label
+from compare.reporting.audited_column import (
+    COMPANION_COLUMNS,
+    audited_cell,
+    companion_column,
+    companion_note,
+    reference_figures,
+)
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.proved import figures_of_result, is_violation
 from dpcore.results import RunResult
@@ -32,19 +39,22 @@ BROKEN_FLAG = "deliberately broken"
 
 #: Columns of :func:`privacy_columns` that hold text.
 PRIVACY_TEXT_COLUMNS = ("epsilon_proved_reason", "epsilon_proved_relation", "fault",
-                        "audit_kind", "privacy_violation")
+                        "audit_kind", "privacy_violation", *COMPANION_COLUMNS)
 
 
 def privacy_columns(result: RunResult) -> dict[str, Any]:
     """The run-row columns of one RunResult: ``epsilon_claimed``, ``epsilon_proved`` (NaN when
     none is proved), its reason and relation, ``epsilon_audited`` (NaN without an audit),
     ``audit_kind``/``audit_m``/``audit_k``/``audit_correct``, ``fault`` ("" when honest) and
-    ``privacy_violation`` ("yes"/"")."""
+    ``privacy_violation`` ("yes"/""); a run audited by an audit companion
+    (:mod:`compare.reporting.audited_column`) also ``audit_companion`` and its status, and its
+    violation is tested against the companion's own claimed and proved epsilon."""
     figures = figures_of_result(result)
     one_run = (result.audit or {}).get("one_run") or {}
     audited = one_run.get("epsilon_lower_bound")
     fault = str((result.config.get("factors") or {}).get("fault", "none"))
     claimed, proved = figures.get("epsilon_claimed"), figures.get("epsilon_proved")
+    reference = reference_figures(one_run, claimed, proved)  # an audit companion's own
     return {
         "epsilon_claimed": math.nan if claimed is None else float(claimed),
         "epsilon_proved": math.nan if proved is None else float(proved),
@@ -56,7 +66,8 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
         "audit_k": one_run.get("k"),
         "audit_correct": one_run.get("correct"),
         "fault": "" if fault == "none" else fault,
-        "privacy_violation": "yes" if is_violation(audited, claimed, proved) else "",
+        "privacy_violation": "yes" if is_violation(audited, *reference) else "",
+        **companion_column(one_run),
     }
 
 
@@ -116,12 +127,12 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
             "setting": setting, "backend": backend, "seeds": len(group),
             "claimed": group["epsilon_claimed"].iloc[0],
             "proved": group["epsilon_proved"].iloc[0],
-            "audited (max)": audited.max() if best is not None else math.nan,
+            "audited (max)": audited_cell(group),
             "audit (kind, correct/k of m)": "" if best is None else (
                 f"{best['audit_kind']}, {fmt(best['audit_correct'])}/{fmt(best['audit_k'])} of "
-                f"{fmt(best['audit_m'])}"),
+                f"{fmt(best['audit_m'])}{companion_note(best)}"),
             "violation": (f"{VIOLATION_FLAG} ({int((group['privacy_violation'] == 'yes').sum())}"
-                          f" of {len(group)} runs)"
+                          f" of {int(audited.notna().sum())} runs)"
                           if (group["privacy_violation"] == "yes").any() else ""),
             "fault": group["fault"].iloc[0],
             "proved: relation": group["epsilon_proved_relation"].iloc[0],
