@@ -679,6 +679,7 @@ def compare(
             labels={run_id(cell.config.config_hash, backend): dict(cell.labels)
                     for cell, backend in grid.runs()},
             montage_grid=grid.name,
+            audit_companions=grid.companion_runs() or None,
         )
         log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
     return Store(out, grid=grid, outcome=outcome)

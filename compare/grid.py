@@ -20,6 +20,8 @@ A grid file (YAML; the presets in ``compare/presets`` are grid files) looks like
     published: []               # optional: the papers' figures set beside ours in the report
                                 # (see compare.reporting.published; checked here, before any
                                 # training, against compare/published and the grid's settings)
+    audit_companions: {...}     # optional: one audited extra run per configuration, run
+                                # after the others (see compare.companions)
 
 Every cell becomes one :class:`RunConfig`, run identically on each backend.
 """
@@ -36,15 +38,16 @@ from pathlib import Path
 from typing import Any
 
 from compare.bundled import bundled_names, load_bundled
+from compare.companions import CompanionSpec, companion_labels, companion_of, parse_companions
 from compare.reporting.published import validate_published
 from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_file
 from dpcore.defaults import fill_defaults
 from dpcore.errors import ConfigError
-from dpcore.results import BACKENDS, RunResult
+from dpcore.results import BACKENDS, RunResult, run_id
 
 GRID_KEYS = {
     "name", "description", "base", "axes", "seeds", "backends", "perf", "evaluation",
-    "published", "notes", "version",
+    "published", "notes", "version", "audit_companions",
 }
 EVALUATION_DEFAULTS: dict[str, Any] = {"faithfulness_subset": 500, "montage_images": 4,
                                        "faithfulness": True, "audit": False}
@@ -80,6 +83,9 @@ class GridCell:
     #: dotted config key -> value of every key the bench's defaults filled in
     #: (:func:`dpcore.defaults.fill_defaults`; recorded in each run's ``defaults``)
     defaults: dict[str, Any] = field(default_factory=dict)
+    #: the config hash of the main run this cell audits, for an audit companion
+    #: (:mod:`compare.companions`); None for the grid's own cells
+    audits: str | None = None
 
     @property
     def setting(self) -> str:
@@ -99,16 +105,25 @@ class Grid:
     evaluation: dict[str, Any] = field(default_factory=dict)
     published: tuple[dict[str, Any], ...] = ()
     notes: str = ""
+    #: audit companion cells (:mod:`compare.companions`), run after every cell of ``cells``
+    companions: tuple[GridCell, ...] = ()
 
     @property
     def axis_names(self) -> tuple[str, ...]:
         """The grid's axes in the preset's order (the last one is the swept axis)."""
         return tuple(self.cells[0].labels) if self.cells else ()
 
+    def companion_runs(self) -> dict[str, str]:
+        """Audit companion run id -> the run id of the main run it audits (same backend and
+        seed; :mod:`compare.companions`)."""
+        return {run_id(cell.config.config_hash, backend): run_id(cell.audits, backend)
+                for cell, backend in self.runs() if cell.audits is not None}
+
     def runs(self) -> list[tuple[GridCell, str]]:
         """All (cell, backend) pairs, backends alternating within a cell; a cell whose axis
-        entries name ``backends`` runs only on those."""
-        return [(cell, backend) for cell in self.cells for backend in self.backends
+        entries name ``backends`` runs only on those. The audit companions come last."""
+        return [(cell, backend) for cell in (*self.cells, *self.companions)
+                for backend in self.backends
                 if cell.backends is None or backend in cell.backends]
 
 
@@ -241,6 +256,8 @@ def expand_grid(
             isinstance(p, Mapping) for p in published):
         raise ConfigError(f"grid 'published' must be a list of mappings, got {published!r}")
     validate_published(published, (cell.setting for cell in cells), BACKENDS)
+    main = Grid(name="", description="", cells=tuple(cells), backends=grid_backends, perf=perf)
+    companions = companion_cells(main.runs(), parse_companions(raw.get("audit_companions")))
     return Grid(
         name=str(raw.get("name", "grid")),
         description=str(raw.get("description", "")),
@@ -250,7 +267,24 @@ def expand_grid(
         evaluation=evaluation,
         published=tuple(published),
         notes=str(raw.get("notes", "")),
+        companions=companions,
     )
+
+
+def companion_cells(runs: Sequence[tuple[GridCell, str]], spec: CompanionSpec | None
+                    ) -> tuple[GridCell, ...]:
+    """One audit companion cell per main run (``runs``: (cell, backend) in the grid's order)
+    that :func:`compare.companions.companion_of` gives canaries; each runs on its main run's
+    backend only and names the config it audits (``GridCell.audits``)."""
+    out = []
+    for cell, backend in runs:
+        canaries = companion_of(cell.config, spec)
+        if canaries is not None:
+            out.append(dataclasses.replace(
+                cell, config=cell.config.replace(audit_canaries=canaries),
+                labels=companion_labels(cell.labels, canaries), backends=(backend,),
+                audits=cell.config.config_hash))
+    return tuple(out)
 
 
 def _resolved_cells(given: Mapping[str, Any], labels: dict[str, str],

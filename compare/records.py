@@ -245,6 +245,10 @@ def _context_dict(context: ReportContext) -> dict[str, Any]:
     raw["run_ids"] = None if context.run_ids is None else sorted(context.run_ids)
     raw["labels"] = None if context.labels is None else {
         k: dict(v) for k, v in sorted(context.labels.items())}
+    if context.audit_companions is None:  # the reports of grids without companions as before
+        del raw["audit_companions"]
+    else:
+        raw["audit_companions"] = dict(sorted(context.audit_companions.items()))
     raw["records_version"] = RECORDS_VERSION
     return raw
 

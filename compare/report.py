@@ -23,6 +23,7 @@ from typing import Any
 from compare.final_weights import WEIGHTS_FOLDER, FinalWeights, collect_final_weights
 from compare.montage import MontageData
 from compare.report_context import ReportContext  # re-exported: callers import it from here
+from compare.reporting.audited_column import companion_view
 from compare.reporting.frames import front_end_mismatches, per_class_frame, results_frame
 from compare.reporting.header_section import engines_used
 from compare.reporting.pipeline import render_sections, report_data
@@ -142,8 +143,10 @@ def render_report(results: Sequence[RunResult], context: ReportContext, out_dir:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     weights = dict(weights or {})
-    outputs = render_sections(report_data(results, context, montages, folder=out.name,
-                                          weights=weights))
+    view = companion_view(results, context)  # audit companions: only in the privacy table
+    outputs = render_sections(report_data(view.results, view.context, montages,
+                                          folder=out.name, weights=weights,
+                                          companions=view.companions))
     with collecting(out) as figures:
         path = write_report_files(out, outputs)
     write_records(out, results, context, montages, figures, weights)

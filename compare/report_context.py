@@ -34,3 +34,6 @@ class ReportContext:
     #: :func:`compare.montage.grid_montage_folder`); None: the grid that wrote the runs when
     #: they all come from one, else every grid's montages in the store.
     montage_grid: str | None = None
+    #: Audit companion run id -> the run id of the grid's run it audits
+    #: (:func:`compare.companions.companion_runs`); None: the grid has no companions.
+    audit_companions: Mapping[str, str] | None = None

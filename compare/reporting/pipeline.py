@@ -49,19 +49,21 @@ SECTIONS: tuple[Section, ...] = (
 
 def report_data(results: Sequence[RunResult], context: ReportContext,
                 montages: Sequence[MontageData] = (), folder: str = "report",
-                weights: Mapping[str, FinalWeights] | None = None) -> ReportData:
+                weights: Mapping[str, FinalWeights] | None = None,
+                companions: Sequence[RunResult] = ()) -> ReportData:
     """The data every section reads, built once: ``results`` (as given: sorted and labelled by
     the caller, :func:`compare.report.resolve_context`), the run table, its summary (empty
     when no run finished), the backends paired by seed (empty then too; a setting whose runs
     share their noise, ``privacy.noise_source: shared``, counts as not noised) and the final
-    weights of the shared-noise runs (``weights``)."""
+    weights of the shared-noise runs (``weights``); ``companions``: the audit companion runs
+    taken out of ``results`` (:func:`compare.reporting.audited_column.companion_view`)."""
     frame = results_frame(results)
     summary = summary_table(frame)
     paired = (without_own_noise(paired_backend_table(frame), frame, results)
               if not summary.empty else pd.DataFrame())
     return ReportData(results=tuple(results), context=context, frame=frame, summary=summary,
                       paired=paired, montages=tuple(montages), folder=folder or "report",
-                      weights=dict(weights or {}))
+                      weights=dict(weights or {}), companions=tuple(companions))
 
 
 def render_sections(data: ReportData, sections: Sequence[Section] | None = None

@@ -12,6 +12,7 @@ headline (:func:`privacy_sentence`) and in this section's table.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 import warnings
@@ -23,6 +24,15 @@ import pandas as pd
 
 from compare.figdigest import note_figure
 from compare.grid import setting_label
+from compare.reporting.audited_column import (
+    COMPANION_COLUMNS,
+    CompanionView,
+    audited_cell,
+    companion_column,
+    companion_note,
+    companions_sentence,
+    reference_figures,
+)
 from compare.reporting.section import (
     ReportData,
     ReportFigure,
@@ -40,19 +50,22 @@ BROKEN_FLAG = "deliberately broken"
 
 #: Columns of :func:`privacy_columns` that hold text.
 PRIVACY_TEXT_COLUMNS = ("epsilon_proved_reason", "epsilon_proved_relation", "fault",
-                        "audit_kind", "privacy_violation")
+                        "audit_kind", "privacy_violation", *COMPANION_COLUMNS)
 
 
 def privacy_columns(result: RunResult) -> dict[str, Any]:
     """The run-row columns of one RunResult: ``epsilon_claimed``, ``epsilon_proved`` (NaN when
     none is proved), its reason and relation, ``epsilon_audited`` (NaN without an audit),
     ``audit_kind``/``audit_m``/``audit_k``/``audit_correct``, ``fault`` ("" when honest) and
-    ``privacy_violation`` ("yes"/"")."""
+    ``privacy_violation`` ("yes"/""); a run audited by an audit companion
+    (:mod:`compare.reporting.audited_column`) also ``audit_companion`` and its status, and its
+    violation is tested against the companion's own claimed and proved epsilon."""
     figures = figures_of_result(result)
     one_run = (result.audit or {}).get("one_run") or {}
     audited = one_run.get("epsilon_lower_bound")
     fault = str((result.config.get("factors") or {}).get("fault", "none"))
     claimed, proved = figures.get("epsilon_claimed"), figures.get("epsilon_proved")
+    reference = reference_figures(one_run, claimed, proved)  # an audit companion's own
     return {
         "epsilon_claimed": math.nan if claimed is None else float(claimed),
         "epsilon_proved": math.nan if proved is None else float(proved),
@@ -64,7 +77,8 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
         "audit_k": one_run.get("k"),
         "audit_correct": one_run.get("correct"),
         "fault": "" if fault == "none" else fault,
-        "privacy_violation": "yes" if is_violation(audited, claimed, proved) else "",
+        "privacy_violation": "yes" if is_violation(audited, *reference) else "",
+        **companion_column(one_run),
     }
 
 
@@ -124,12 +138,12 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
             "setting": setting, "backend": backend, "seeds": len(group),
             "claimed": group["epsilon_claimed"].iloc[0],
             "proved": group["epsilon_proved"].iloc[0],
-            "audited (max)": audited.max() if best is not None else math.nan,
+            "audited (max)": audited_cell(group),
             "audit (kind, correct/k of m)": "" if best is None else (
                 f"{best['audit_kind']}, {fmt(best['audit_correct'])}/{fmt(best['audit_k'])} of "
-                f"{fmt(best['audit_m'])}"),
+                f"{fmt(best['audit_m'])}{companion_note(best)}"),
             "violation": (f"{VIOLATION_FLAG} ({int((group['privacy_violation'] == 'yes').sum())}"
-                          f" of {len(group)} runs)"
+                          f" of {int(audited.notna().sum())} runs)"
                           if (group["privacy_violation"] == "yes").any() else ""),
             "fault": group["fault"].iloc[0],
             "proved: relation": group["epsilon_proved_relation"].iloc[0],
@@ -244,8 +258,15 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
 
 @section("privacy")
 def privacy(data: ReportData) -> SectionOutput:
-    """Claimed | proved | audited epsilon (:func:`privacy_section` of the run table)."""
-    return privacy_section(data.frame)
+    """Claimed | proved | audited epsilon (:func:`privacy_section` of the run table), and what
+    the grid's audit companions are (:func:`~compare.reporting.audited_column.
+    companions_sentence`; nothing without companions)."""
+    output = privacy_section(data.frame)
+    view = CompanionView(list(data.results), data.context, list(data.companions))
+    extra = companions_sentence(view)
+    if not extra:
+        return output
+    return dataclasses.replace(output, lines=[*output.lines, *extra])
 
 
 def privacy_sentence(frame: pd.DataFrame) -> str | None:

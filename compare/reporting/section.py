@@ -41,6 +41,8 @@ class ReportData:
             ``reports/<folder>/``).
         weights: run id -> the final weights of the shared-noise runs
             (:mod:`compare.final_weights`), for the framework-equivalence section.
+        companions: the grid's audit companion runs, kept out of every table but the
+            privacy section's (:mod:`compare.reporting.audited_column`).
     """
 
     results: tuple[RunResult, ...]
@@ -51,6 +53,7 @@ class ReportData:
     montages: tuple[MontageData, ...] = ()
     folder: str = "report"
     weights: Mapping[str, FinalWeights] = field(default_factory=dict)
+    companions: tuple[RunResult, ...] = ()
 
 
 @dataclass(frozen=True)
