@@ -26,6 +26,13 @@ from dpcore.weights import init_weights, weight_shapes  # noqa: E402
 from tests.backends.train_helpers import config, digits16, flat  # noqa: E402
 
 N_TRAIN, N_TEST = 96, 32  # a small slice of the digits: the scattering dominates the cost
+#: The training comparison's slice and batch: half the examples of N_TRAIN/N_TEST and half the
+#: batch, so the same 3 steps per epoch (4 steps: 2 epochs, 2 evaluations, momentum carried
+#: over) at half the scattering cost (the uncached run scatters every batch it trains on).
+TRAIN_N_TRAIN, TRAIN_N_TEST, TRAIN_BATCH = 48, 16, 16
+#: The order test's slice: 8 training and 20 test examples, cached in batches of 7, so both
+#: splits span several batches and the last one is partial (test example 13 ends batch 2).
+ORDER_N_TRAIN, ORDER_N_TEST = 8, 20
 
 BACKENDS = ("tf", "torch")
 SCATTER_MODELS = ("scatter-linear", "scatter-cnn")
@@ -33,8 +40,9 @@ WEIGHT_TOL = 1e-5  # relative, flat L2 norm of the weight difference after train
 PROBA_TOL = 1e-5  # absolute, on probabilities
 
 
-def _scatter_config(model: str, mechanism: str = "dpsgd-gaussian") -> RunConfig:
-    base = config(mechanism=mechanism, steps=4, batch_size=32, lr=0.2, momentum=0.9)
+def _scatter_config(model: str, mechanism: str = "dpsgd-gaussian",
+                    batch_size: int = 32) -> RunConfig:
+    base = config(mechanism=mechanism, steps=4, batch_size=batch_size, lr=0.2, momentum=0.9)
     return dataclasses.replace(base, model=ModelSpec(name=model, activation="tanh"))
 
 
@@ -42,7 +50,8 @@ def _train(backend: str, cfg: RunConfig, cache: bool):  # noqa: ANN202 - a Train
     from dpcore.backend import load_backend
 
     perf = PerfSpec(cache_fixed_front=cache, physical_batch_size=None)
-    return load_backend(backend).train(cfg, digits16(N_TRAIN, N_TEST), perf, progress=False)
+    return load_backend(backend).train(cfg, digits16(TRAIN_N_TRAIN, TRAIN_N_TEST), perf,
+                                       progress=False)
 
 
 @pytest.mark.parametrize("model", SCATTER_MODELS)
@@ -129,7 +138,7 @@ def test_a_split_that_is_not_the_model_prefix_is_refused(backend: str) -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_cached_features_keep_the_example_order(backend: str) -> None:
     _, front = _split(backend, "scatter-linear")
-    data = digits16(N_TRAIN, N_TEST)
+    data = digits16(ORDER_N_TRAIN, ORDER_N_TEST)
     cached = cache_inputs(data, front, progress=False, batch_size=7)
     assert cached.x_train.shape == (len(data.x_train), 4, 4, 81)
     one_by_one = front.features(model_inputs(data.x_test[13:14], "image"))
@@ -146,7 +155,7 @@ def test_a_cached_run_trains_what_an_uncached_run_trains(
 ) -> None:
     """Same seed, same noise draws, same batches: the weights, the per-epoch history and the
     final test probabilities agree to float tolerance; only the cached run records a cache."""
-    cfg = _scatter_config(model_name, mechanism)
+    cfg = _scatter_config(model_name, mechanism, batch_size=TRAIN_BATCH)
     cached = _train(backend, cfg, cache=True)
     plain = _train(backend, cfg, cache=False)
     a, b = flat(cached.weights), flat(plain.weights)
@@ -165,7 +174,8 @@ def test_a_cached_run_trains_what_an_uncached_run_trains(
     # the returned model is the full one: it takes images, and holds the trained weights
     from dpcore.backend import load_backend
 
-    x = digits16(N_TRAIN, N_TEST).x_test[:10]
+    x = digits16(TRAIN_N_TRAIN, TRAIN_N_TEST).x_test[:10]
+    assert len(ra.history) == 2  # two epochs: the comparison spans an evaluation mid-run
     proba = load_backend(backend).predict_proba(cached.model, x)
     assert proba.shape == (10, 10)
     assert np.abs(proba - load_backend(backend).predict_proba(plain.model, x)).max() <= 1e-4

@@ -4,6 +4,8 @@ the audit into the run's result.json; bad run folders are one-line errors (exit 
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,18 +21,31 @@ TINY_RUN = ["--dataset", "digits", "--model", "cnn4", "--set", "data.image_size=
             "--quiet"]
 
 
-def _train(backend: str, out: Path, capsys: pytest.CaptureFixture[str]) -> Path:
-    code = main(["train", "--backend", backend, *TINY_RUN, "--out", str(out)])
-    assert code == 0, capsys.readouterr().err
-    capsys.readouterr()
-    (run_dir,) = (out / "runs").glob(f"*-{backend}")
-    return run_dir
+@pytest.fixture(scope="module")
+def stored_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str, Path], Path]:
+    """``stored_run(backend, dest)``: a fresh copy, under ``dest``, of the tiny run of
+    ``backend``, trained once for the module by ``dpcompare train``. Each test audits or edits
+    its own copy (the audit rewrites result.json), so no test sees another's changes."""
+    trained: dict[str, Path] = {}
+
+    def copy(backend: str, dest: Path) -> Path:
+        if backend not in trained:
+            out = tmp_path_factory.mktemp(f"audit-{backend}")
+            assert main(["train", "--backend", backend, *TINY_RUN, "--out", str(out)]) == 0
+            (trained[backend],) = (out / "runs").glob(f"*-{backend}")
+        run_dir = dest / "runs" / trained[backend].name
+        shutil.copytree(trained[backend], run_dir)
+        return run_dir
+
+    return copy
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
 def test_audit_a_stored_run(backend: str, tmp_path: Path,
-                            capsys: pytest.CaptureFixture[str]) -> None:
-    run_dir = _train(backend, tmp_path, capsys)
+                            capsys: pytest.CaptureFixture[str],
+                            stored_run: Callable[[str, Path], Path]) -> None:
+    run_dir = stored_run(backend, tmp_path)
+    capsys.readouterr()
     before = json.loads((run_dir / "result.json").read_text())
 
     assert main(["audit", str(run_dir), "--n", "100", "--json"]) == 0
@@ -57,12 +72,14 @@ def test_audit_a_stored_run(backend: str, tmp_path: Path,
     assert "bound" in out and "within the bound" in out and "120 / 120" in out
 
 
-def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                            stored_run: Callable[[str, Path], Path]) -> None:
     assert main(["audit", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "result.json" in err and "Traceback" not in err
 
-    run_dir = _train("torch", tmp_path, capsys)
+    run_dir = stored_run("torch", tmp_path)
+    capsys.readouterr()
     original = (run_dir / "result.json").read_text()
     raw = json.loads(original)
     raw["dataset"]["fingerprint"] = "0" * 16  # as if the data had changed since training
