@@ -14,10 +14,17 @@ from dpcore.recipes import check_backend_recipe, privacy_claim
 
 def test_gap_attribution_preset_expands() -> None:
     grid = expand_grid(load_preset("mnist-gap-attribution"))
-    runs = grid.runs()
+    everything = grid.runs()
+    runs = [(c, b) for c, b in everything if c.audits is None]
     # 11 settings (harmonised on both backends, 6 flips, 2 stock recipes and 2 candidate
     # library recipes on one backend each) x 5 seeds
     assert len(runs) == 60 and len({(c.config.config_hash, b) for c, b in runs}) == 60
+    # then one audit companion per configuration and backend (seed 0; compare.companions),
+    # after every main run, each auditing a main run of its own backend
+    companions = everything[len(runs):]
+    assert len(companions) == 12 and all(c.audits is not None for c, _ in companions)
+    assert {(c.audits, b) for c, b in companions} <= {(c.config.config_hash, b)
+                                                       for c, b in runs}
     per_setting = Counter((cell.setting, backend) for cell, backend in runs)
     assert set(per_setting.values()) == {5}  # 5 seeds each
     candidates = {(c.setting, b): c.config for c, b in runs if c.config.recipe == "library"
