@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.grid_cost import not_measured_lines, section_lines, total_line
 from benchmarks.ratios import (
     TIER_NOT_RUN,
     TIME_RATIOS,
@@ -270,6 +271,11 @@ def text_summary(results: dict[str, Any]) -> str:
         out += ["", "sweep (cnn4): " + " | ".join(header)]
         out += ["  " + " | ".join(row) for row in rows]
     out += ["", *target_lines(results)]
+    costs = results.get("preset_costs", ())
+    if costs:
+        out += ["", "estimated training time of the medical presets here (see report.md):",
+                *[f"  {line.removeprefix('- ')}" for c in costs
+                  for line in (total_line(c), *not_measured_lines(c))]]
     return "\n".join(out)
 
 
@@ -341,6 +347,7 @@ def markdown(results: dict[str, Any], command: str) -> str:
         "",
         *[f"- {t}" for t in reading(results)],
         "",
+        *section_lines(results.get("preset_costs", ()), m.get("torch_threads")),
     ]
     for name, case in results["cases"].items():
         lines += [f"## {name}: {case['model']}, batch {case['batch_size']}, input "

@@ -1000,7 +1000,18 @@ def bench(out: str | Path, *, quick: bool = False, cases: Sequence[str] | None =
     select_cases(quick, names)  # an unknown case name fails before anything runs
     figures = run_benchmark(quick=quick, data_dir=None if data_dir is None else str(data_dir),
                             case_names=names, sweep=sweep, log=log or (lambda _msg: None))
+    figures["preset_costs"] = preset_costs(figures)
     return figures, write_report(figures, out, command)
+
+
+def preset_costs(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the medical presets' whole grids would take to train here, estimated from the
+    bench's step times (:mod:`benchmarks.grid_cost`; each preset expanded as ``dpcompare
+    compare`` expands it)."""
+    from benchmarks.grid_cost import PRICED_PRESETS, preset_cost
+    from compare.grid import expand_grid, load_preset
+
+    return [preset_cost(figures, expand_grid(load_preset(name))) for name in PRICED_PRESETS]
 
 
 def dataset_rows(data_dir: str | Path | None = None) -> list[dict[str, Any]]:
