@@ -183,6 +183,12 @@ def _count(outcome: GridOutcome, rid: str, result: RunResult) -> None:
         outcome.diverged.append(rid)
 
 
+def _has_checkpoint(store: ResultsStore, result: RunResult | None) -> bool:
+    """Whether ``result`` is a finished run of ``store`` whose checkpoint file is there."""
+    return (result is not None and result.status == "finished" and bool(result.checkpoint)
+            and (store.root / str(result.checkpoint)).is_file())
+
+
 def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                    *, log: Callable[[str], None] = print,
                    records: Mapping[str, RunResult] | None = None,
@@ -192,9 +198,11 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
 
     Each montage is kept in the grid's montage folder of the store as its arrays
     (``NAME.npz``, :func:`compare.montage.save_montage_data`, what a report draws) and as the
-    PNG drawn from them. A run without a checkpoint here but with a committed record
-    (``records``) takes its column from the committed montage arrays of ``records_from``
-    when they show the same images. Returns the PNG paths.
+    PNG drawn from them. A run with its checkpoint in this store is explained from it, also
+    when a committed record reports it (e.g. a run another grid trained into the same store,
+    whose own report drew no montage); a run without a checkpoint here but with a committed
+    record (``records``) takes its column from the committed montage arrays of
+    ``records_from`` when they show the same images. Returns the PNG paths.
     """
     from compare.montage import (
         MontageData,
@@ -227,7 +235,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
         for cell, backend in sorted(members, key=lambda m: m[1]):
             rid = run_id(cell.config.config_hash, backend)
             result = store.load(cell.config.config_hash, backend)
-            if rid in records:
+            if rid in records and not _has_checkpoint(store, result):
                 result = records[rid]
                 if rid in committed:
                     data, column = committed[rid]
@@ -237,8 +245,10 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                         else data.images}))
                     class_names = class_names or tuple(data.class_names)
                 continue
-            if result is None or result.status != "finished" or not result.checkpoint:
+            if not _has_checkpoint(store, result):
                 continue
+            checkpoint = store.root / str(result.checkpoint)  # type: ignore[union-attr]
+            result = records.get(rid, result)  # the record is the one reported
             try:
                 dataset = datasets.get(cell.config)
                 # The run's own test images (privatised for local-DP runs: a run whose
@@ -251,7 +261,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 if clean is None and not privatises_images(cell.config.privacy.mechanism):
                     clean = x
                 code = load_backend(backend)
-                trained = code.load_checkpoint(store.root / result.checkpoint)
+                trained = code.load_checkpoint(checkpoint)
                 # Each model is explained on the inputs it is evaluated on.
                 proba = code.predict_proba(trained.model, x)
                 pred = proba.argmax(axis=1)

@@ -49,3 +49,24 @@ def test_a_record_in_another_report_folder_counts_too(tmp_path: Path) -> None:
     again = api.compare(shared, out=tmp_path / "other-store", backends=["torch"],
                         report=tmp_path / "reports" / "tiny-shared", progress=False)
     assert not again.outcome.ran and len(again.outcome.records) == 2
+
+
+def test_a_recorded_run_with_its_checkpoint_in_the_store_gets_its_montage_column(
+        tmp_path: Path) -> None:
+    """A run another grid trained into the same store, whose report drew no montage: a grid
+    with a montage reports its record and explains it from the checkpoint in the store (it
+    is never left out of the montage for want of committed montage arrays)."""
+    no_montage = {**TINY, "name": "tiny-no-montage",
+                  "evaluation": {"faithfulness": False, "montage_images": 0}}
+    first = api.compare(no_montage, out=tmp_path / "store", backends=["torch"],
+                        report=tmp_path / "reports" / "tiny-no-montage", progress=False)
+    torch_ids = set(first.outcome.ran)
+    assert len(torch_ids) == 2
+    assert not (tmp_path / "reports" / "tiny-no-montage" / "records" / "montages").exists()
+
+    report = tmp_path / "reports" / "tiny"
+    again = api.compare(TINY, out=tmp_path / "store", backends=["torch"], report=report,
+                        progress=False)
+    assert not again.outcome.ran and set(again.outcome.records) == torch_ids
+    montage = load_montage_data(report / "records" / "montages" / "digits-cnn4.npz")
+    assert {c["run_id"] for c in montage.columns} == torch_ids
