@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +22,7 @@ from compare.reporting.section import (
 from compare.reporting.stats import ERROR_BARS, seeds_phrase
 from compare.reporting.tables import markdown_table
 from dpcore.metrics.sanity import FAIL_SPEARMAN
+from dpcore.results import RunResult
 
 #: What the faithfulness table's score columns are, and how a saturated softmax bounds them.
 FAITHFULNESS_COLUMNS_NOTE = (
@@ -43,6 +45,7 @@ def faithfulness(data: ReportData) -> SectionOutput:
         lines += ["## Grad-CAM faithfulness", "",
                   "Collapsed runs are drawn with an x and tabled apart: their figures describe "
                   "a (nearly) constant or chance-level model, not an interpretable one.", ""]
+        lines += _not_evaluated_note(results, frame)
         for key, label in (("average_drop", "Average Drop % (lower is better)"),
                            ("increase_in_confidence", "Increase in Confidence % (higher)"),
                            ("deletion_auc", "deletion AUC (lower is better)"),
@@ -101,6 +104,25 @@ CALIBRATED_NOTE = (
     "the logits; it changes no predicted class, only the confidence, so an over-confident "
     "model (T > 1) no longer saturates Average Drop and Increase in Confidence. Both figures "
     "are shown: as the model outputs them and after scaling.")
+
+
+def _not_evaluated_note(results: Sequence[RunResult], frame: pd.DataFrame) -> list[str]:
+    """A line naming the finished runs that have no faithfulness figures (`–` in the tables)
+    and the grids that trained them: a record another grid wrote, with its own evaluation
+    settings (e.g. ``evaluation.faithfulness: false``), is reported as it is, not
+    re-evaluated; empty when every finished run has them."""
+    keys = [k for k in FAITHFULNESS_KEYS if k in frame]
+    finished = frame[frame["status"] == "finished"]
+    missing = finished[finished[keys].isna().all(axis=1)] if keys else finished.iloc[0:0]
+    if missing.empty:
+        return []
+    grids = {r.run_id: r.grid for r in results}
+    by_grid = sorted({str(grids.get(rid) or "an unnamed grid") for rid in missing["run_id"]})
+    settings = list(dict.fromkeys(missing["setting"].astype(str)))
+    return [f"{len(missing)} finished run(s) have no faithfulness figures (`–` below): "
+            f"{', '.join(f'`{s}`' for s in settings)}. They were trained and evaluated by "
+            f"{', '.join(f'`{g}`' for g in by_grid)} without faithfulness (a record shared "
+            "between grids is reported as that grid evaluated it, not re-evaluated).", ""]
 
 
 def faithfulness_tables(summary: pd.DataFrame) -> list[str]:

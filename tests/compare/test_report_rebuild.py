@@ -40,7 +40,6 @@ NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "medical-ldp-vs-dpsgd-cnn4",
     "medical-ldp-vs-dpsgd-resnet18-short",
     "mnist-library-benchmark",
-    "mnist-library-benchmark-15",
     "mnist-tuned",
     "pneumonia-tuned",
 )}

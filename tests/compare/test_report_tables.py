@@ -261,3 +261,22 @@ def test_the_audit_table_names_the_epsilon_its_bound_uses_and_its_accountant(
         assert cells[columns.index("epsilon")] == "1.3"  # the run's RDP epsilon
         assert cells[columns.index("bound_epsilon")] == "1.2"  # what the bound used
         assert cells[columns.index("bound_accountant")] == accountant
+
+
+def test_runs_without_faithfulness_are_named_with_the_grid_that_evaluated_them() -> None:
+    """A record shared with another grid (evaluated there without faithfulness) is reported
+    as it is: the section says which runs have no figures and which grid trained them."""
+    from compare.reporting.faithfulness_section import faithfulness
+    from tests.compare.report_fakes import fake_result, section_text
+
+    faith = {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
+             "masked_score": 0.56, "deletion_auc": 0.7, "insertion_auc": 0.9}
+    evaluated = [fake_result(backend=b, point="non-private", mechanism="none",
+                             faithfulness=dict(faith)) for b in ("tf", "torch")]
+    shared = [fake_result(backend=b, point="eps=1") for b in ("tf", "torch")]
+    for run in shared:
+        run.grid = "other-grid"
+    text = section_text(faithfulness, [*evaluated, *shared])
+    assert ("2 finished run(s) have no faithfulness figures (`–` below): `mnist5k · eps=1`. "
+            "They were trained and evaluated by `other-grid` without faithfulness") in text
+    assert "have no faithfulness figures" not in section_text(faithfulness, evaluated)
