@@ -226,8 +226,8 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_title(_wrap(panel), fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
-        if from_zero:
-            ax.set_xlim(left=0.0)
+        if from_zero:  # from 0, with room on the right for the largest point's marker
+            ax.set_xlim(0.0, 1.05 * ax.get_xlim()[1])
     _legend(fig, list(axes))
     return fig
 
