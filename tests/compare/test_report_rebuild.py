@@ -39,7 +39,6 @@ NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "interpretability-vs-epsilon-tuned",
     "medical-ldp-vs-dpsgd-cnn4",
     "medical-ldp-vs-dpsgd-resnet18-short",
-    "mnist-library-benchmark",
     "mnist-tuned",
     "pneumonia-tuned",
 )}
