@@ -53,15 +53,19 @@ TRAINER = LIBRARY_TRAINERS["tf"]
 def accumulation_steps(config: RunConfig, physical_batch_size: int | None) -> int:
     """TF Privacy's ``gradient_accumulation_steps`` k for a DP run: the smallest k with
     ``batch_size / k <= physical_batch_size`` that splits the batch into equal physical
-    batches of whole microbatches (1 for a non-private run, or when the batch fits)."""
+    batches of whole microbatches (1 for a non-private run, or when the batch fits).
+
+    A physical batch holds at least one microbatch: when ``physical_batch_size`` is smaller
+    than ``microbatch_size`` (e.g. 16 < 32), k is ``batch_size / microbatch_size`` (one
+    microbatch per physical step). The search is bounded by that k, so it always ends."""
     batch, micro = config.train.batch_size, config.factors.microbatch_size
     if not config.privacy.is_dpsgd or physical_batch_size is None or \
             batch <= physical_batch_size:
         return 1
-    k = math.ceil(batch / physical_batch_size)
-    while batch % k or (batch // k) % micro:
-        k += 1
-    return k
+    one_microbatch_each = batch // micro  # the largest k: the config checks micro divides batch
+    fitting = (k for k in range(math.ceil(batch / physical_batch_size), one_microbatch_each + 1)
+               if batch % k == 0 and (batch // k) % micro == 0)
+    return next(fitting, one_microbatch_each)
 
 
 def trainer_name(config: RunConfig, accumulation: int) -> str:
