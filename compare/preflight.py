@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compare.grid import Grid, GridCell
-from dpcore.config import PrivacySpec, RunConfig
+from dpcore.config import LDP_TEST_INPUTS, PrivacySpec, RunConfig
 from dpcore.errors import ConfigError, DpCompareError
 from dpcore.results import ResultsStore
 
@@ -63,7 +63,8 @@ def _data_only(config: RunConfig) -> RunConfig:
     if config.data.ldp_mechanism is None:
         return config
     return config.replace(
-        data=dataclasses.replace(config.data, ldp_mechanism=None, ldp_params={}),
+        data=dataclasses.replace(config.data, ldp_mechanism=None, ldp_params={},
+                                 ldp_test_inputs=LDP_TEST_INPUTS[0]),
         privacy=PrivacySpec())
 
 

@@ -102,3 +102,31 @@ def test_a_run_records_both_and_the_report_ranks_them(tmp_path: Path) -> None:
     text = "\n".join(ldp_evaluation_section(frame))
     assert "accuracy, clean test images" in text and "accuracy, privatised test images" in text
     assert f"{ldp[0]:.3f} (1 seed)" in text and "| clean |" in text
+
+
+def test_the_check_before_training_accepts_clean_evaluation(tmp_path: Path) -> None:
+    """The pre-training check loads each data set without its local-DP step; a run evaluated
+    on clean test images once failed there ("applies to local-DP runs only"), so no medical
+    preset could start."""
+    from compare.grid import GridCell
+    from compare.preflight import check_grid
+
+    runs = [(GridCell(config=_config(mode), labels={}), backend)
+            for mode in ("clean", "privatised") for backend in ("tf", "torch")]
+    assert check_grid(runs, tmp_path) == 4
+
+
+def test_the_medical_preset_passes_its_dry_run(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """``dpcompare compare --preset medical-ldp-vs-dpsgd-cnn4 --dry-run`` on the real files."""
+    import os
+
+    from compare.cli.main import main
+
+    data_dir = os.environ.get("DPCOMPARE_DATA_DIR")
+    needed = ("pneumoniamnist", "retinamnist")
+    if not data_dir or not all((Path(data_dir) / name).is_dir() for name in needed):
+        pytest.skip("needs the real PneumoniaMNIST and RetinaMNIST files in $DPCOMPARE_DATA_DIR")
+    assert main(["compare", "--preset", "medical-ldp-vs-dpsgd-cnn4", "--dry-run",
+                 "--out", str(tmp_path / "runs")]) == 0
+    assert "all checked" in capsys.readouterr().out
