@@ -60,10 +60,13 @@ STALE_REPORTS = {
 
 
 def _matches_report(preset: str) -> bool:
-    """The preset, expanded at its committed report's seeds, is exactly that report's runs."""
+    """The preset, expanded at its committed report's seeds, is exactly that report's runs:
+    by their current hashes (a report regenerated since), or by the hashes they had before
+    local-DP runs could be evaluated on clean test images (a report written before)."""
     hashes, seeds = _committed(preset)  # type: ignore[misc]
-    grid = expand_grid(load_preset(preset))
-    return {_as_committed(c.config) for c in grid.cells if c.config.seed in seeds} == hashes
+    cells = [c for c in expand_grid(load_preset(preset)).cells if c.config.seed in seeds]
+    return hashes in ({c.config.config_hash for c in cells},
+                      {_as_committed(c.config) for c in cells})
 
 
 @pytest.mark.parametrize("preset", preset_names())

@@ -37,7 +37,6 @@ NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "cats-vs-dogs-tuned",
     "interpretability-clip-sweep",
     "interpretability-vs-epsilon-tuned",
-    "medical-ldp-vs-dpsgd-cnn4",
     "medical-ldp-vs-dpsgd-resnet18-short",
     "mnist-tuned",
     "pneumonia-tuned",
