@@ -54,8 +54,6 @@ def _as_committed(config: RunConfig) -> str:
 STALE_REPORTS = {
     "imdb-library-benchmark-15": "interim report: 2 of 12 runs on the full 25,000-review "
                                  "splits (issue 32 item 2)",
-    "mnist-gap-attribution": "interim report: part of the 60 runs of the redesigned grid "
-                             "(issue 32 item 1)",
 }
 
 
