@@ -115,18 +115,3 @@ def test_the_check_before_training_accepts_clean_evaluation(tmp_path: Path) -> N
             for mode in ("clean", "privatised") for backend in ("tf", "torch")]
     assert check_grid(runs, tmp_path) == 4
 
-
-def test_the_medical_preset_passes_its_dry_run(tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
-    """``dpcompare compare --preset medical-ldp-vs-dpsgd-cnn4 --dry-run`` on the real files."""
-    import os
-
-    from compare.cli.main import main
-
-    data_dir = os.environ.get("DPCOMPARE_DATA_DIR")
-    needed = ("pneumoniamnist", "retinamnist")
-    if not data_dir or not all((Path(data_dir) / name).is_dir() for name in needed):
-        pytest.skip("needs the real PneumoniaMNIST and RetinaMNIST files in $DPCOMPARE_DATA_DIR")
-    assert main(["compare", "--preset", "medical-ldp-vs-dpsgd-cnn4", "--dry-run",
-                 "--out", str(tmp_path / "runs")]) == 0
-    assert "all checked" in capsys.readouterr().out
