@@ -634,8 +634,13 @@ def compare(
         report_dir = Path("reports") / grid.name if report is True else Path(report)
         _writable_folder(report_dir, "report")
     log: Log = print if progress else (lambda _msg: None)
+    from compare.records import record_folders_beside
+
+    # Runs committed in this report's records or any report beside it count as finished.
+    records_from = record_folders_beside(
+        report_dir if report_dir is not None else Path("reports") / grid.name)
     if train or dry_run:  # every run still to do is checked before the first one trains
-        pending = pending_runs(grid, out)
+        pending = pending_runs(grid, out, records_from)
         check_grid(pending, data_dir)
         if dry_run:
             _writable_folder(out, "out")
@@ -651,11 +656,6 @@ def compare(
                   else repr(str(preset_or_grid)))
         command = f"compare.api.compare({source}, out={str(out)!r})"
     started = time.perf_counter()
-    from compare.records import record_folders_beside
-
-    # Runs committed in this report's records or any report beside it count as finished.
-    records_from = record_folders_beside(
-        report_dir if report_dir is not None else Path("reports") / grid.name)
     outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
                        executor=runner, train=train, records_from=records_from)
     untrained = (f", {len(outcome.not_trained)} not stored and not trained (train=False)"

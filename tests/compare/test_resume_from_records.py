@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from compare import api
 from compare.montage import load_montage_data
@@ -70,3 +71,22 @@ def test_a_recorded_run_with_its_checkpoint_in_the_store_gets_its_montage_column
     assert not again.outcome.ran and set(again.outcome.records) == torch_ids
     montage = load_montage_data(report / "records" / "montages" / "digits-cnn4.npz")
     assert {c["run_id"] for c in montage.columns} == torch_ids
+
+
+def test_a_dry_run_counts_committed_records_as_finished(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a new machine (no store), ``--dry-run`` lists and counts only the runs a real call
+    would train: the ones without a committed record."""
+    report = tmp_path / "reports" / "tiny"
+    first = api.compare(TINY, out=tmp_path / "store", backends=["torch"], report=report,
+                        progress=False)
+    torch_ids = set(first.outcome.ran)
+    capsys.readouterr()
+    api.compare(TINY, out=tmp_path / "new-store", report=report, dry_run=True)
+    lines = capsys.readouterr().out.splitlines()
+    planned = [line for line in lines if line.startswith("would run")]
+    assert len(planned) == 2 and all(line.startswith("would run tf") for line in planned)
+    assert not any(rid in line for rid in torch_ids for line in planned)
+    assert lines[-1].endswith("4 run(s), 2 to train into "
+                              f"{tmp_path / 'new-store'}; all checked; nothing trained or written")
+    assert not (tmp_path / "new-store").exists()
