@@ -38,7 +38,6 @@ NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "interpretability-vs-epsilon-tuned",
     "medical-ldp-vs-dpsgd-resnet18-short",
     "mnist-tuned",
-    "pneumonia-tuned",
 )}
 
 
