@@ -55,8 +55,6 @@ STALE_REPORTS = {
     "cats-vs-dogs-tuned": "interim report: 14 of 30 runs of the 5-seed grid (issue 31 item 3)",
     "mnist-gap-attribution-long": "interim report: 2 of 3 runs, the TF Privacy stock run "
                                   "missing (issue 32 item 1)",
-    "imdb-library-benchmark-15": "interim report: 4 of 12 runs on the full 25,000-review "
-                                 "splits (issue 32 item 2)",
 }
 
 
