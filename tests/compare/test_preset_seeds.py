@@ -53,8 +53,6 @@ def _as_committed(config: RunConfig) -> str:
 #: the whole grid, so the two tests below leave them out until the grid is complete.
 STALE_REPORTS = {
     "cats-vs-dogs-tuned": "interim report: 14 of 30 runs of the 5-seed grid (issue 31 item 3)",
-    "mnist-gap-attribution-long": "interim report: 2 of 3 runs, the TF Privacy stock run "
-                                  "missing (issue 32 item 1)",
 }
 
 
