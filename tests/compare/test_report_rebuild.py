@@ -35,7 +35,6 @@ _RETRAIN = ("written before report folders held records; its store did not survi
 #: the set of grid report folders lacking records.
 NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "interpretability-clip-sweep",
-    "interpretability-vs-epsilon-tuned",
     "medical-ldp-vs-dpsgd-resnet18-short",
     "mnist-tuned",
 )}
