@@ -48,7 +48,7 @@ from compare.report_context import ReportContext
 from dpcore.data import portable_location
 from dpcore.errors import DataError
 from dpcore.io import atomic_write_bytes, json_safe, json_text
-from dpcore.results import RunResult
+from dpcore.results import FINAL_STATUSES, RunResult
 
 __all__ = [
     "CONTEXT_FILE", "FIGURES_FILE", "FINAL_STATUSES", "RECORDS_FILE", "RECORDS_FOLDER",
@@ -65,8 +65,6 @@ FIGURES_FILE = "figures.json"
 MONTAGES_FOLDER = "montages"
 #: Version of the records layout (in ``context.json``).
 RECORDS_VERSION = 1
-#: Statuses of a record that count as a finished run (as the runner's store rule).
-FINAL_STATUSES = ("finished", "diverged")
 #: How a portable text names the data root (the variable that points the bench at it).
 DATA_ROOT_NAME = "$DPCOMPARE_DATA_DIR"
 

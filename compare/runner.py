@@ -54,7 +54,7 @@ from compare.training import (  # re-exported: callers import them from here too
 from dpcore.backend import load_backend
 from dpcore.errors import DpCompareError
 from dpcore.mechanisms import is_non_private, privatises_images
-from dpcore.results import RESULT_FILE, ResultsStore, RunResult, run_id
+from dpcore.results import FINAL_STATUSES, RESULT_FILE, ResultsStore, RunResult, run_id
 
 __all__ = [
     "CONV_MODELS", "FINAL_STATUSES", "DatasetCache", "GridOutcome",
@@ -65,8 +65,6 @@ __all__ = [
 if TYPE_CHECKING:
     from compare.executors import Executor
 
-#: Statuses of a stored run that is not redone (``ResultsStore.is_finished``).
-FINAL_STATUSES = ("finished", "diverged")
 
 
 @dataclass

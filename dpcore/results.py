@@ -42,6 +42,9 @@ BACKENDS = ("tf", "torch")
 SCHEMA_VERSION = 1
 RESULT_FILE = "result.json"
 STATUSES = ("running", "finished", "diverged", "failed", "interrupted")
+#: Statuses of a run that is final: never trained again, by a grid or a claim, and counted as
+#: finished when its record is committed (the one rule; :meth:`ResultsStore.is_finished`).
+FINAL_STATUSES = ("finished", "diverged")
 
 #: Distributions whose versions every RunResult records.
 TRACKED_PACKAGES = (
@@ -177,7 +180,7 @@ class ResultsStore:
     def is_finished(self, config_hash: str, backend: str) -> bool:
         """True when a valid result with a final status (finished or diverged) is stored."""
         result = self.load(config_hash, backend)
-        return result is not None and result.status in ("finished", "diverged")
+        return result is not None and result.status in FINAL_STATUSES
 
     def iter_results(self) -> Iterator[RunResult]:
         """All readable results, sorted by run id; unreadable ones are skipped with a warning."""

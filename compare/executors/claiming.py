@@ -20,13 +20,18 @@ from typing import TYPE_CHECKING
 
 from compare.executors.base import RunTracker, duration_text
 from dpcore.claims import Claim, ClaimBoard, ClaimInfo, ClaimPolicy, Heartbeat, heartbeat
-from dpcore.results import RESULT_FILE, ResultsStore, RunResult, read_result, run_id
+from dpcore.results import (
+    FINAL_STATUSES,
+    RESULT_FILE,
+    ResultsStore,
+    RunResult,
+    read_result,
+    run_id,
+)
 
 if TYPE_CHECKING:
     from compare.grid import GridCell
 
-#: Statuses of a stored run that is not trained again (as :data:`compare.runner.FINAL_STATUSES`).
-FINAL = ("finished", "diverged")
 #: Seconds between two progress lines while waiting for runs held by other processes.
 WAIT_LINE_S = 60.0
 
@@ -130,7 +135,7 @@ class GridClaims:
         result = read_result(path)
         if result is None:
             return None
-        if result.status in FINAL:
+        if result.status in FINAL_STATUSES:
             return result
         changed = state != self._listed.get(self._rid(run))
         return result if changed and result.status == "failed" else None
