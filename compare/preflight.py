@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 from compare.grid import Grid, GridCell
 from dpcore.config import LDP_TEST_INPUTS, PrivacySpec, RunConfig
 from dpcore.errors import ConfigError, DpCompareError
-from dpcore.results import ResultsStore, run_id
 
 if TYPE_CHECKING:
     from dpcore.data.dataset import Dataset
@@ -49,21 +48,11 @@ def pending_runs(grid: Grid, out: str | Path,
                  records_from: Sequence[str | Path] = ()) -> list[tuple[GridCell, str]]:
     """The (cell, backend) runs of ``grid`` a ``compare`` call would train: those neither
     finished in the store ``out`` nor committed as a final record in one of the report
-    folders ``records_from`` (:func:`compare.records.committed_records`, as
-    :func:`compare.runner.run_grid` skips them); every run when ``out`` does not exist yet and
-    nothing is committed."""
-    from compare.records import committed_records
+    folders ``records_from``, by the runner's own rule (:func:`compare.runplan.plan_runs`);
+    every run when ``out`` does not exist yet and nothing is committed."""
+    from compare.runplan import plan_runs
 
-    store = ResultsStore(out)
-    committed = committed_records(records_from)
-    pending = []
-    for cell, backend in grid.runs():
-        if run_id(cell.config.config_hash, backend) in committed:
-            continue
-        if Path(out).is_dir() and store.is_finished(cell.config.config_hash, backend):
-            continue
-        pending.append((cell, backend))
-    return pending
+    return plan_runs(grid, out, records_from).pending
 
 
 def _data_only(config: RunConfig) -> RunConfig:

@@ -54,7 +54,7 @@ from compare.training import (  # re-exported: callers import them from here too
 from dpcore.backend import load_backend
 from dpcore.errors import DpCompareError
 from dpcore.mechanisms import is_non_private, privatises_images
-from dpcore.results import FINAL_STATUSES, RESULT_FILE, ResultsStore, RunResult, run_id
+from dpcore.results import FINAL_STATUSES, ResultsStore, RunResult, run_id
 
 __all__ = [
     "CONV_MODELS", "FINAL_STATUSES", "DatasetCache", "GridOutcome",
@@ -118,7 +118,7 @@ def run_grid(
     """
     from compare.executors import GridJob, LocalExecutor, RunTracker
     from compare.executors.base import progress_shown
-    from compare.records import committed_records
+    from compare.runplan import plan_runs
 
     executor = executor or LocalExecutor()
     if train:  # nothing to execute otherwise: no cluster is started
@@ -135,24 +135,14 @@ def run_grid(
                              on_result=lambda rid, result: _count(outcome, rid, result),
                              on_elsewhere=lambda rid, _result: outcome.elsewhere.append(rid),
                              on_still_claimed=outcome.still_claimed.append)
-        pending = []
-        committed = committed_records(records_from)
-        for cell, backend in runs:
-            rid = run_id(cell.config.config_hash, backend)
-            if rid in committed:  # one record per run id, shared by every report
-                outcome.records[rid] = committed[rid]
-                outcome.skipped.append(rid)
-                tracker.skipped()
-                continue
-            stored = store.load(cell.config.config_hash, backend)  # unreadable: warns, None
-            if stored is not None and stored.status in FINAL_STATUSES:
-                outcome.skipped.append(rid)
-                tracker.skipped()
-                continue
-            if (store.run_dir(cell.config.config_hash, backend) / RESULT_FILE).is_file():
-                previous = "unreadable" if stored is None else stored.status
-                log(f"  {rid}: stored record is {previous}, not final; redoing the run")
-            pending.append((cell, backend))
+        plan = plan_runs(grid, out_dir, records_from)
+        outcome.records = dict(plan.committed)
+        for rid in plan.done:
+            outcome.skipped.append(rid)
+            tracker.skipped()
+        for rid, previous in plan.redo.items():
+            log(f"  {rid}: stored record is {previous}, not final; redoing the run")
+        pending = plan.pending
         try:
             if train:
                 job = GridJob(grid, Path(out_dir).absolute(),  # a worker's cwd may differ
