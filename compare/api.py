@@ -609,9 +609,10 @@ def compare(
         DataError: the data root does not exist.
     """
     from compare.executors import EXECUTORS, make_executor
-    from compare.preflight import check_grid, pending_runs
+    from compare.preflight import check_grid
     from compare.report import ReportContext, write_report
     from compare.runner import run_grid
+    from compare.runplan import plan_runs
     from dpcore.claims import STALE_AFTER_S, ClaimPolicy
     from dpcore.data import resolve_data_root
     from dpcore.defaults import describe_settings
@@ -640,14 +641,16 @@ def compare(
     records_from = record_folders_beside(
         report_dir if report_dir is not None else Path("reports") / grid.name)
     if train or dry_run:  # every run still to do is checked before the first one trains
-        pending = pending_runs(grid, out, records_from)
+        plan = plan_runs(grid, out, records_from)
+        pending = plan.pending
         check_grid(pending, data_dir)
         if dry_run:
             _writable_folder(out, "out")
             for cell, backend in pending:
+                rid = run_id(cell.config.config_hash, backend)
+                why = f" [redone: {plan.redo[rid]}]" if rid in plan.redo else ""
                 log(f"would run {backend} {cell.setting} seed {cell.config.seed} "
-                    f"({run_id(cell.config.config_hash, backend)}): "
-                    f"{describe_settings(cell.config, cell.defaults)}")
+                    f"({rid}): {describe_settings(cell.config, cell.defaults)}{why}")
             log(f"dry run: {grid.name}: {len(grid.runs())} run(s), {len(pending)} to train "
                 f"into {out}; all checked; nothing trained or written")
             return Store(out, grid=grid, outcome=None)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from compare.grid import Grid, GridCell
+from compare.grid import GridCell
 from dpcore.config import LDP_TEST_INPUTS, PrivacySpec, RunConfig
 from dpcore.errors import ConfigError, DpCompareError
 
@@ -41,18 +41,7 @@ def check_run(config: RunConfig, dataset: Dataset) -> Any:
     return privacy_plan(config, len(dataset.x_train))
 
 
-__all__ = ["check_grid", "check_run", "pending_runs"]
-
-
-def pending_runs(grid: Grid, out: str | Path,
-                 records_from: Sequence[str | Path] = ()) -> list[tuple[GridCell, str]]:
-    """The (cell, backend) runs of ``grid`` a ``compare`` call would train: those neither
-    finished in the store ``out`` nor committed as a final record in one of the report
-    folders ``records_from``, by the runner's own rule (:func:`compare.runplan.plan_runs`);
-    every run when ``out`` does not exist yet and nothing is committed."""
-    from compare.runplan import plan_runs
-
-    return plan_runs(grid, out, records_from).pending
+__all__ = ["check_grid", "check_run"]
 
 
 def _data_only(config: RunConfig) -> RunConfig:

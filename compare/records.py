@@ -52,7 +52,8 @@ from dpcore.results import FINAL_STATUSES, RunResult
 
 __all__ = [
     "CONTEXT_FILE", "FIGURES_FILE", "FINAL_STATUSES", "RECORDS_FILE", "RECORDS_FOLDER",
-    "ReportRecords", "committed_records", "folder_bytes", "has_records", "portable_text",
+    "ReportRecords", "committed_records", "evaluations_held", "folder_bytes", "has_records",
+    "portable_text",
     "read_records", "record_folders_beside", "records_bytes", "report_differences",
     "write_records",
     "committed_montage_columns",
@@ -196,16 +197,28 @@ def _read_results(path: Path) -> list[RunResult]:
     return results
 
 
+def evaluations_held(result: RunResult) -> int:
+    """How many of the optional evaluations (Grad-CAM faithfulness, the privacy audit) a
+    record holds: of two records of one run, the one with more is the more complete."""
+    return sum(value is not None for value in (result.faithfulness, result.audit))
+
+
 def committed_records(report_dirs: Iterable[str | Path]) -> dict[str, RunResult]:
     """Run id -> the final record (status finished or diverged) of that run in the first of
-    ``report_dirs`` that holds one (folders without records are skipped)."""
+    ``report_dirs`` that holds one (folders without records are skipped), unless a later
+    folder holds a record of the run with more evaluations (:func:`evaluations_held`): a run
+    retrained for an evaluation its first grid did not ask for (:mod:`compare.runplan`)
+    replaces its older record in every report regenerated after it."""
     known: dict[str, RunResult] = {}
     for folder in report_dirs:
         if not has_records(folder):
             continue
         for result in _read_results(Path(folder) / RECORDS_FOLDER / RECORDS_FILE):
-            if result.status in FINAL_STATUSES:
-                known.setdefault(result.run_id, result)
+            if result.status not in FINAL_STATUSES:
+                continue
+            first = known.get(result.run_id)
+            if first is None or evaluations_held(result) > evaluations_held(first):
+                known[result.run_id] = result
     return known
 
 

@@ -140,8 +140,8 @@ def run_grid(
         for rid in plan.done:
             outcome.skipped.append(rid)
             tracker.skipped()
-        for rid, previous in plan.redo.items():
-            log(f"  {rid}: stored record is {previous}, not final; redoing the run")
+        for rid, why in plan.redo.items():
+            log(f"  {rid}: {why}; redoing the run")
         pending = plan.pending
         try:
             if train:
@@ -150,6 +150,9 @@ def run_grid(
                 executor.run(job, pending, tracker, log, datasets)
             else:
                 outcome.not_trained = [run_id(c.config.config_hash, b) for c, b in pending]
+                # A run whose record only lacks an asked evaluation is still reported, as
+                # recorded (retraining it is a call that trains).
+                outcome.records.update(plan.incomplete)
         finally:
             tracker.close()
     finally:
