@@ -613,6 +613,7 @@ def compare(
     from compare.report import ReportContext, write_report
     from compare.runner import run_grid
     from compare.runplan import plan_runs
+    from compare.training import Evaluation
     from dpcore.claims import STALE_AFTER_S, ClaimPolicy
     from dpcore.data import resolve_data_root
     from dpcore.defaults import describe_settings
@@ -683,6 +684,7 @@ def compare(
                     for cell, backend in grid.runs()},
             montage_grid=grid.name,
             audit_companions=grid.companion_runs() or None,
+            faithfulness=Evaluation.of_grid(grid.evaluation).faithfulness_subset > 0,
         )
         log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
     return Store(out, grid=grid, outcome=outcome)

@@ -260,6 +260,8 @@ def _context_dict(context: ReportContext) -> dict[str, Any]:
         del raw["audit_companions"]
     else:
         raw["audit_companions"] = dict(sorted(context.audit_companions.items()))
+    if context.faithfulness:  # the context of a grid asking for it, as before the key
+        del raw["faithfulness"]
     raw["records_version"] = RECORDS_VERSION
     return raw
 

@@ -37,3 +37,7 @@ class ReportContext:
     #: Audit companion run id -> the run id of the grid's run it audits
     #: (:func:`compare.companions.companion_runs`); None: the grid has no companions.
     audit_companions: Mapping[str, str] | None = None
+    #: Whether the grid asks for Grad-CAM faithfulness (``evaluation.faithfulness``). False:
+    #: the faithfulness figures are left out, also those a record shared with another grid
+    #: holds (that grid's evaluation, for some of the runs only).
+    faithfulness: bool = True

@@ -91,6 +91,9 @@ def test_a_record_without_an_evaluation_the_grid_asks_for_is_retrained_and_repla
     api.compare(TINY, out=tmp_path / "a", backends=["torch"], report=reports / "tiny",
                 progress=False, train=False)
     assert all(r.faithfulness is not None for r in read_records(reports / "tiny").results)
+    # ... and, not asking for faithfulness, shows no faithfulness section for them.
+    assert "## Grad-CAM faithfulness" in (reports / "tiny-faithful" / "report.md").read_text()
+    assert "## Grad-CAM faithfulness" not in (reports / "tiny" / "report.md").read_text()
     assert not plan_runs(expand_grid(asking, backends=["torch"]), tmp_path / "b",
                          folders).pending
 
