@@ -41,8 +41,7 @@ def faithfulness(data: ReportData) -> SectionOutput:
     lines: list[str] = []
     tables: dict[str, pd.DataFrame] = {}
     figures: list[ReportFigure] = []
-    asked = data.context.faithfulness  # not a grid's: figures of records it shares
-    if asked and any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
+    if any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
         lines += ["## Grad-CAM faithfulness", "",
                   "Collapsed runs are drawn with an x and tabled apart: their figures describe "
                   "a (nearly) constant or chance-level model, not an interpretable one.", ""]

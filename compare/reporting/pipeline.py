@@ -10,6 +10,7 @@ section, write it in its own module and list it here.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
@@ -56,7 +57,13 @@ def report_data(results: Sequence[RunResult], context: ReportContext,
     when no run finished), the backends paired by seed (empty then too; a setting whose runs
     share their noise, ``privacy.noise_source: shared``, counts as not noised) and the final
     weights of the shared-noise runs (``weights``); ``companions``: the audit companion runs
-    taken out of ``results`` (:func:`compare.reporting.audited_column.companion_view`)."""
+    taken out of ``results`` (:func:`compare.reporting.audited_column.companion_view`).
+
+    A report whose grid does not ask for faithfulness (``context.faithfulness`` false) reads
+    the runs without it: a record shared with a grid that asked holds figures for some runs
+    only, which this report neither tables nor plots (its records keep them)."""
+    if not context.faithfulness:
+        results = [dataclasses.replace(r, faithfulness=None) for r in results]
     frame = results_frame(results)
     summary = summary_table(frame)
     paired = (without_own_noise(paired_backend_table(frame), frame, results)

@@ -94,6 +94,11 @@ def test_a_record_without_an_evaluation_the_grid_asks_for_is_retrained_and_repla
     # ... and, not asking for faithfulness, shows no faithfulness section for them.
     assert "## Grad-CAM faithfulness" in (reports / "tiny-faithful" / "report.md").read_text()
     assert "## Grad-CAM faithfulness" not in (reports / "tiny" / "report.md").read_text()
+    import pandas as pd
+
+    for table in ("runs.csv", "summary.csv"):
+        frame = pd.read_csv(reports / "tiny" / table)
+        assert not any(frame[c].notna().any() for c in frame if "average_drop" in c), table
     assert not plan_runs(expand_grid(asking, backends=["torch"]), tmp_path / "b",
                          folders).pending
 
