@@ -280,8 +280,9 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     parts = []
     if proved.notna().any():
         low, high = proved.min(), proved.max()
-        parts.append(f"Proved epsilon of the DP-SGD runs: {fmt(low, 3)}" +
-                     (f" to {fmt(high, 3)}" if high != low else ""))
+        low_text, high_text = fmt(low, 3), fmt(high, 3)  # one figure when they print alike
+        parts.append(f"Proved epsilon of the DP-SGD runs: {low_text}" +
+                     (f" to {high_text}" if high_text != low_text else ""))
     else:
         parts.append("No DP-SGD run has a proved epsilon")
     unproved = sorted(set(done.loc[proved.isna(), "setting"]))

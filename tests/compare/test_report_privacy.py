@@ -127,3 +127,15 @@ def test_headline_states_the_proved_range_and_the_unproved_settings() -> None:
     unproved = frame.loc[frame["epsilon_proved"].isna(), "setting"].nunique()
     assert unproved >= 3  # actual divisor, standardised inputs, training-set accuracy
     assert f"{unproved} settings claim an epsilon no bound proves" in text
+
+
+def test_a_proved_range_whose_ends_print_alike_is_one_figure() -> None:
+    """Calibrated runs prove 2.99999... and 3.00001...: the headline says "3", not "3 to 3"."""
+    from compare.reporting.privacy_section import privacy_sentence
+
+    frame = results_frame(gap_records())
+    frame = frame[frame["epsilon_proved"].notna()].copy()
+    frame["epsilon_proved"] = [3.0 + (-1) ** i * 1e-6 for i in range(len(frame))]
+    sentence = privacy_sentence(frame)
+    assert sentence is not None and sentence.startswith("Proved epsilon of the DP-SGD runs: 3.")
+    assert "3 to 3" not in sentence
