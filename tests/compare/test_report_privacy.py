@@ -139,3 +139,29 @@ def test_a_proved_range_whose_ends_print_alike_is_one_figure() -> None:
     sentence = privacy_sentence(frame)
     assert sentence is not None and sentence.startswith("Proved epsilon of the DP-SGD runs: 3.")
     assert "3 to 3" not in sentence
+
+
+def test_the_privacy_plot_does_not_magnify_a_spread_of_calibration_error(
+        tmp_path: Path) -> None:
+    """Runs calibrated to epsilon 3 prove 3 +- 1e-5: the x axis shows about 3 with plain
+    tick labels (no "1e-5 + 2.9999" offset), not a spread of 1e-5 across the panel."""
+    from compare.reporting.privacy_section import privacy_figure
+
+    frame = results_frame(gap_records())
+    frame = frame[frame["epsilon_proved"].notna()].copy()
+    frame["epsilon_proved"] = [3.0 + (-1) ** i * 1e-5 for i in range(len(frame))]
+    frame["epsilon_claimed"] = 3.0
+    frame["epsilon_audited"] = math.nan
+    import matplotlib.pyplot as plt
+
+    figure = privacy_figure(frame)
+    assert figure is not None
+    drawn = plt.figure(plt.get_fignums()[-1])  # drawn, open until written
+    drawn.canvas.draw()  # the tick labels as saved
+    assert len(drawn.axes) == 2  # one panel per backend
+    for ax in drawn.axes:
+        low, high = ax.get_xlim()
+        assert high - low >= 0.5 and low < 3 < high
+        assert ax.xaxis.get_major_formatter().get_offset() == ""
+    figure.write(tmp_path / "privacy.png")
+    assert (tmp_path / "privacy.png").stat().st_size > 0

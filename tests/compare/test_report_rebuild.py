@@ -36,7 +36,6 @@ _RETRAIN = ("written before report folders held records; its store did not survi
 NO_RECORDS = {name: _RETRAIN.format(name) for name in (
     "interpretability-clip-sweep",
     "medical-ldp-vs-dpsgd-resnet18-short",
-    "mnist-tuned",
 )}
 
 
