@@ -107,22 +107,41 @@ CALIBRATED_NOTE = (
 
 
 def _not_evaluated_note(results: Sequence[RunResult], frame: pd.DataFrame) -> list[str]:
-    """A line naming the finished runs that have no faithfulness figures (`–` in the tables)
-    and the grids that trained them: a record another grid wrote, with its own evaluation
-    settings (e.g. ``evaluation.faithfulness: false``), is reported as it is, not
-    re-evaluated; empty when every finished run has them."""
+    """Lines naming the finished runs that have no faithfulness figures (`–` in the tables):
+    those whose record says why it was skipped (``metrics["faithfulness_note"]``, local-DP
+    test images outside [0, 1]) with that reason, and those trained by a grid that did not
+    ask for it (e.g. ``evaluation.faithfulness: false``), with the grids; a call that trains
+    retrains the latter for it (:mod:`compare.runplan`), a report written without training
+    shows them as recorded. Empty when every finished run has them."""
     keys = [k for k in FAITHFULNESS_KEYS if k in frame]
     finished = frame[frame["status"] == "finished"]
     missing = finished[finished[keys].isna().all(axis=1)] if keys else finished.iloc[0:0]
     if missing.empty:
         return []
-    grids = {r.run_id: r.grid for r in results}
-    by_grid = sorted({str(grids.get(rid) or "an unnamed grid") for rid in missing["run_id"]})
-    settings = list(dict.fromkeys(missing["setting"].astype(str)))
-    return [f"{len(missing)} finished run(s) have no faithfulness figures (`–` below): "
-            f"{', '.join(f'`{s}`' for s in settings)}. They were trained and evaluated by "
-            f"{', '.join(f'`{g}`' for g in by_grid)} without faithfulness (a record shared "
-            "between grids is reported as that grid evaluated it, not re-evaluated).", ""]
+    by_id = {r.run_id: r for r in results}
+    skipped = {rid for rid in missing["run_id"]
+               if "faithfulness_note" in (by_id[rid].metrics if rid in by_id else {})}
+    lines: list[str] = []
+    if skipped:
+        rows = missing[missing["run_id"].isin(skipped)]
+        reasons = sorted({str(by_id[rid].metrics["faithfulness_note"]) for rid in skipped})
+        lines += [f"{len(rows)} finished run(s) have no faithfulness figures (`–` below): "
+                  f"{_settings(rows)}: {'; '.join(reasons)}.", ""]
+    unasked = missing[~missing["run_id"].isin(skipped)]
+    if not unasked.empty:
+        by_grid = sorted({str(by_id[rid].grid if rid in by_id and by_id[rid].grid
+                              else "an unnamed grid") for rid in unasked["run_id"]})
+        lines += [f"{len(unasked)} finished run(s) have no faithfulness figures (`–` below): "
+                  f"{_settings(unasked)}. They were trained by "
+                  f"{', '.join(f'`{g}`' for g in by_grid)} without faithfulness, and this "
+                  "report was written without retraining them; a `dpcompare compare` call "
+                  "that trains retrains them for it (the same figures plus the faithfulness).",
+                  ""]
+    return lines
+
+
+def _settings(rows: pd.DataFrame) -> str:
+    return ", ".join(f"`{s}`" for s in dict.fromkeys(rows["setting"].astype(str)))
 
 
 def faithfulness_tables(summary: pd.DataFrame) -> list[str]:

@@ -278,5 +278,25 @@ def test_runs_without_faithfulness_are_named_with_the_grid_that_evaluated_them()
         run.grid = "other-grid"
     text = section_text(faithfulness, [*evaluated, *shared])
     assert ("2 finished run(s) have no faithfulness figures (`–` below): `mnist5k · eps=1`. "
-            "They were trained and evaluated by `other-grid` without faithfulness") in text
+            "They were trained by `other-grid` without faithfulness, and this report was "
+            "written without retraining them") in text
     assert "have no faithfulness figures" not in section_text(faithfulness, evaluated)
+
+
+def test_runs_whose_faithfulness_was_skipped_are_named_with_the_reason() -> None:
+    """A local-DP run whose test images leave [0, 1] records why faithfulness was skipped:
+    the section gives that reason, not another grid."""
+    from compare.reporting.faithfulness_section import faithfulness
+    from tests.compare.report_fakes import fake_result, section_text
+
+    faith = {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
+             "masked_score": 0.56, "deletion_auc": 0.7, "insertion_auc": 0.9}
+    evaluated = [fake_result(backend=b, point="non-private", mechanism="none",
+                             faithfulness=dict(faith)) for b in ("tf", "torch")]
+    skipped = [fake_result(backend=b, point="eps=1") for b in ("tf", "torch")]
+    for run in skipped:
+        run.metrics["faithfulness_note"] = "not computed: outside [0, 1]"
+    text = section_text(faithfulness, [*evaluated, *skipped])
+    assert ("2 finished run(s) have no faithfulness figures (`–` below): `mnist5k · eps=1`: "
+            "not computed: outside [0, 1].") in text
+    assert "without retraining" not in text
