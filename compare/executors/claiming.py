@@ -127,7 +127,11 @@ class GridClaims:
 
     def _done_elsewhere(self, run: Run) -> RunResult | None:
         """The record another process stored for ``run`` since the grid was listed: final,
-        or failed (not retried in this invocation); None when the run is to be trained."""
+        or failed (not retried in this invocation); None when the run is to be trained.
+
+        A final record already there when the grid was listed is not one: the run was listed
+        to train because that record lacks an evaluation the grid asks for
+        (:mod:`compare.runplan`)."""
         path = self._record(run)
         state = _record_state(path)
         if state is None:
@@ -135,9 +139,9 @@ class GridClaims:
         result = read_result(path)
         if result is None:
             return None
-        if result.status in FINAL_STATUSES:
-            return result
         changed = state != self._listed.get(self._rid(run))
+        if result.status in FINAL_STATUSES:
+            return result if changed else None
         return result if changed and result.status == "failed" else None
 
     def finished(self, claim: Claim, result: RunResult) -> RunResult:

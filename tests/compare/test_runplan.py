@@ -140,3 +140,19 @@ def test_a_call_that_trains_nothing_still_reports_a_record_lacking_an_evaluation
     assert len(regenerated.outcome.not_trained) == 2 and not regenerated.outcome.ran
     shown = read_records(reports / "tiny-faithful").results
     assert len(shown) == 2 and all(r.faithfulness is None for r in shown)
+
+
+def test_a_stored_record_lacking_an_asked_evaluation_is_retrained_in_the_same_store(
+        tmp_path: Path) -> None:
+    """Two grids sharing one store: the record the first stored without faithfulness is not
+    taken as 'done by another process' by the second (which asks for it); it is trained
+    again and the store's record gains the faithfulness."""
+    store = tmp_path / "store"
+    first = api.compare(TINY, out=store, backends=["torch"], progress=False)
+    asking = {**TINY, "name": "tiny-faithful",
+              "evaluation": {"faithfulness": True, "faithfulness_subset": 8,
+                             "montage_images": 0}}
+    again = api.compare(asking, out=store, backends=["torch"], progress=False)
+    assert sorted(again.outcome.ran) == sorted(first.outcome.ran)
+    assert not again.outcome.elsewhere
+    assert all(r.faithfulness is not None for r in ResultsStore(store).list_runs())
