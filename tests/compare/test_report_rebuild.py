@@ -34,7 +34,6 @@ _RETRAIN = ("written before report folders held records; its store did not survi
 #: Grid reports without records yet. This list may only shrink: a test asserts it is exactly
 #: the set of grid report folders lacking records.
 NO_RECORDS = {name: _RETRAIN.format(name) for name in (
-    "interpretability-clip-sweep",
     "medical-ldp-vs-dpsgd-resnet18-short",
 )}
 
