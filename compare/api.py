@@ -684,7 +684,7 @@ def compare(
                     for cell, backend in grid.runs()},
             montage_grid=grid.name,
             audit_companions=grid.companion_runs() or None,
-            faithfulness=Evaluation.of_grid(grid.evaluation).faithfulness_subset > 0,
+            faithfulness=Evaluation.of_grid(grid.evaluation).asks_faithfulness,
         )
         log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
     return Store(out, grid=grid, outcome=outcome)

@@ -38,12 +38,11 @@ def _faithfulness_gap(evaluation: Mapping[str, Any], cell: GridCell,
     """"faithfulness" when the grid asks for Grad-CAM faithfulness, the finished run is an
     explainable image model, and the record has neither the figures nor the reason they were
     skipped (``metrics["faithfulness_note"]``, test images outside [0, 1])."""
-    from compare.training import Evaluation
-    from dpcore.architectures import explainable
+    from compare.training import Evaluation, faithfulness_applies
 
-    asked = Evaluation.of_grid(evaluation).faithfulness_subset > 0
-    applies = (record.status == "finished" and record.dataset.get("task") == "image"
-               and explainable(cell.config.model))
+    asked = Evaluation.of_grid(evaluation).asks_faithfulness
+    applies = (record.status == "finished"  # as train_and_record measures it
+               and faithfulness_applies(record.dataset.get("task"), cell.config.model))
     if (asked and applies and record.faithfulness is None
             and "faithfulness_note" not in record.metrics):
         return "faithfulness"

@@ -59,6 +59,11 @@ class Evaluation:
     faithfulness_subset: int = 500
     audit: bool = False
 
+    @property
+    def asks_faithfulness(self) -> bool:
+        """Whether Grad-CAM faithfulness is measured (a subset of at least one image)."""
+        return self.faithfulness_subset > 0
+
     @classmethod
     def of_grid(cls, evaluation: Mapping[str, Any]) -> Evaluation:
         """The options of a grid's ``evaluation`` mapping (``faithfulness: false`` skips)."""
@@ -140,7 +145,7 @@ def train_and_record(
         result: RunResult | None = trained.result
         if result is None:  # pragma: no cover - the backend contract attaches one
             raise DpCompareError(f"backend {backend!r} returned no RunResult")
-        if result.status == "finished" and evaluation.faithfulness_subset > 0:
+        if result.status == "finished" and evaluation.asks_faithfulness:
             record_faithfulness(result, backend, trained, dataset,
                                 evaluation.faithfulness_subset, seed=0)
         if result.status == "finished" and dataset.ldp_test_images is not None:
@@ -270,7 +275,7 @@ def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int
                   ) -> tuple[dict[str, Any] | None, str | None]:
     """(metrics, None), or (None, why skipped) for images outside [0, 1], or (None, None)
     for models the metrics do not apply to."""
-    if dataset.task != "image" or not explainable(trained.config.model):
+    if not faithfulness_applies(dataset.task, trained.config.model):
         return None, None
     from dpcore.data import as_float01
     from dpcore.metrics import faithfulness_metrics, seeded_subset
@@ -386,6 +391,12 @@ def calibrated_faithfulness_of(backend: str, trained: Any, dataset: Dataset, idx
                 "method": "temperature scaling (Guo et al. 2017), NLL fitted by scipy's "
                           "bounded scalar minimiser"})
     return out
+
+
+def faithfulness_applies(task: str | None, model: Any) -> bool:
+    """Whether Grad-CAM faithfulness is defined for ``model`` (a ModelSpec) on data of
+    ``task``: image data and an explainable model (:func:`dpcore.architectures.explainable`)."""
+    return task == "image" and explainable(model)
 
 
 def faithfulness_skip_reason(images: np.ndarray) -> str | None:

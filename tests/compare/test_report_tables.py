@@ -263,16 +263,23 @@ def test_the_audit_table_names_the_epsilon_its_bound_uses_and_its_accountant(
         assert cells[columns.index("bound_accountant")] == accountant
 
 
+def _runs_with_faithfulness() -> list:
+    """A non-private tf and torch run, each with faithfulness figures."""
+    from tests.compare.report_fakes import fake_result
+
+    faith = {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
+             "masked_score": 0.56, "deletion_auc": 0.7, "insertion_auc": 0.9}
+    return [fake_result(backend=b, point="non-private", mechanism="none",
+                        faithfulness=dict(faith)) for b in ("tf", "torch")]
+
+
 def test_runs_without_faithfulness_are_named_with_the_grid_that_evaluated_them() -> None:
     """A record shared with another grid (evaluated there without faithfulness) is reported
     as it is: the section says which runs have no figures and which grid trained them."""
     from compare.reporting.faithfulness_section import faithfulness
     from tests.compare.report_fakes import fake_result, section_text
 
-    faith = {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
-             "masked_score": 0.56, "deletion_auc": 0.7, "insertion_auc": 0.9}
-    evaluated = [fake_result(backend=b, point="non-private", mechanism="none",
-                             faithfulness=dict(faith)) for b in ("tf", "torch")]
+    evaluated = _runs_with_faithfulness()
     shared = [fake_result(backend=b, point="eps=1") for b in ("tf", "torch")]
     for run in shared:
         run.grid = "other-grid"
@@ -289,10 +296,7 @@ def test_runs_whose_faithfulness_was_skipped_are_named_with_the_reason() -> None
     from compare.reporting.faithfulness_section import faithfulness
     from tests.compare.report_fakes import fake_result, section_text
 
-    faith = {"average_drop": 40.0, "increase_in_confidence": 1.5, "original_score": 0.99,
-             "masked_score": 0.56, "deletion_auc": 0.7, "insertion_auc": 0.9}
-    evaluated = [fake_result(backend=b, point="non-private", mechanism="none",
-                             faithfulness=dict(faith)) for b in ("tf", "torch")]
+    evaluated = _runs_with_faithfulness()
     skipped = [fake_result(backend=b, point="eps=1") for b in ("tf", "torch")]
     for run in skipped:
         run.metrics["faithfulness_note"] = "not computed: outside [0, 1]"
