@@ -52,8 +52,8 @@ from dpcore.results import FINAL_STATUSES, RunResult
 
 __all__ = [
     "CONTEXT_FILE", "FIGURES_FILE", "FINAL_STATUSES", "RECORDS_FILE", "RECORDS_FOLDER",
-    "ReportRecords", "committed_records", "evaluations_held", "folder_bytes", "has_records",
-    "portable_text",
+    "ReportRecords", "committed_records", "evaluations_held", "folder_bytes",
+    "has_membership_audit", "has_records", "portable_text",
     "read_records", "record_folders_beside", "records_bytes", "report_differences",
     "write_records",
     "committed_montage_columns",
@@ -197,10 +197,18 @@ def _read_results(path: Path) -> list[RunResult]:
     return results
 
 
+def has_membership_audit(result: RunResult) -> bool:
+    """Whether ``result`` holds the empirical membership-inference audit of
+    :func:`compare.audit.audit_trained` (which always writes ``audit["backend"]``), as
+    opposed to none or only the one-run canary audit (``audit["one_run"]``)."""
+    return "backend" in (result.audit or {})
+
+
 def evaluations_held(result: RunResult) -> int:
-    """How many of the optional evaluations (Grad-CAM faithfulness, the privacy audit) a
-    record holds: of two records of one run, the one with more is the more complete."""
-    return sum(value is not None for value in (result.faithfulness, result.audit))
+    """How many of the optional evaluations (Grad-CAM faithfulness, the membership-inference
+    audit) a record holds: of two records of one run, the one with more is the more
+    complete."""
+    return int(result.faithfulness is not None) + int(has_membership_audit(result))
 
 
 def committed_records(report_dirs: Iterable[str | Path]) -> dict[str, RunResult]:

@@ -49,11 +49,26 @@ def _faithfulness_gap(evaluation: Mapping[str, Any], cell: GridCell,
     return None
 
 
+def _audit_gap(evaluation: Mapping[str, Any], cell: GridCell,
+               record: RunResult) -> str | None:
+    """"membership audit" when the grid asks for the empirical membership-inference audit
+    (``evaluation.audit``), the run finished (as train_and_record audits it), and the record
+    holds no such audit (:func:`compare.records.has_membership_audit`; a one-run canary audit
+    alone, ``audit["one_run"]``, is part of the run's config, not this evaluation)."""
+    from compare.records import has_membership_audit
+
+    if (bool(evaluation.get("audit", False)) and record.status == "finished"
+            and not has_membership_audit(record)):
+        return "membership audit"
+    return None
+
+
 #: The evaluations a grid can ask for and a record can lack, one check each:
 #: ``check(grid.evaluation, cell, record)`` names what the record lacks, or None. Register a
-#: new evaluation here (e.g. an audit the grid asks for) and a record without it is redone.
+#: new evaluation here and a record without it is redone.
 EVALUATION_GAPS: list[Callable[[Mapping[str, Any], GridCell, RunResult], str | None]] = [
     _faithfulness_gap,
+    _audit_gap,
 ]
 
 

@@ -122,6 +122,30 @@ def test_a_record_whose_faithfulness_was_skipped_for_a_reason_is_done() -> None:
     assert evaluation_gap(asks, cell, dataclasses.replace(base, dataset={"task": "text"})) == []
 
 
+def test_a_record_without_the_membership_audit_the_grid_asks_for_is_redone() -> None:
+    """``evaluation.audit``: a finished record with no membership-inference audit, or with
+    only the one-run canary audit (part of its config, not this evaluation), lacks it; one
+    holding it, or a diverged run (never audited), does not. Of two records of one run, the
+    one holding the audit counts as more complete."""
+    from compare.records import evaluations_held
+    from compare.runplan import evaluation_gap
+    from dpcore.results import RunResult
+
+    cell = expand_grid(TINY).cells[0]
+    asks = {"faithfulness": False, "audit": True}
+    base = RunResult(run_id="x-torch", config={}, config_hash="x", backend="torch", seed=0,
+                     status="finished", dataset={"task": "image"}, metrics={})
+    canary_only = dataclasses.replace(base, audit={"one_run": {"epsilon_lower": 0.1}})
+    audited = dataclasses.replace(base, audit={"one_run": {"epsilon_lower": 0.1},
+                                               "backend": "torch", "claim": "as run"})
+    assert evaluation_gap(asks, cell, base) == ["membership audit"]
+    assert evaluation_gap(asks, cell, canary_only) == ["membership audit"]
+    assert evaluation_gap(asks, cell, audited) == []
+    assert evaluation_gap({"faithfulness": False}, cell, base) == []
+    assert evaluation_gap(asks, cell, dataclasses.replace(base, status="diverged")) == []
+    assert evaluations_held(audited) > evaluations_held(canary_only) == evaluations_held(base)
+
+
 def test_a_call_that_trains_nothing_still_reports_a_record_lacking_an_evaluation(
         tmp_path: Path) -> None:
     """Regenerating a report (``--no-train``) never drops a run because its record lacks an
