@@ -33,8 +33,7 @@ _RETRAIN = ("written before report folders held records; its store did not survi
             "reports/{0})")
 #: Grid reports without records yet. This list may only shrink: a test asserts it is exactly
 #: the set of grid report folders lacking records.
-NO_RECORDS = {name: _RETRAIN.format(name) for name in (
-    "medical-ldp-vs-dpsgd-resnet18-short",
+NO_RECORDS: dict[str, str] = {name: _RETRAIN.format(name) for name in (
 )}
 
 
