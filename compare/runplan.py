@@ -56,8 +56,9 @@ def _audit_gap(evaluation: Mapping[str, Any], cell: GridCell,
     holds no such audit (:func:`compare.records.has_membership_audit`; a one-run canary audit
     alone, ``audit["one_run"]``, is part of the run's config, not this evaluation)."""
     from compare.records import has_membership_audit
+    from compare.training import Evaluation
 
-    if (bool(evaluation.get("audit", False)) and record.status == "finished"
+    if (Evaluation.of_grid(evaluation).audit and record.status == "finished"
             and not has_membership_audit(record)):
         return "membership audit"
     return None
