@@ -25,7 +25,8 @@ SHARED_DATA = Path(_shared) if _shared and Path(_shared).is_dir() else None
 
 _skip_without_shared = pytest.mark.skipif(
     SHARED_DATA is None,
-    reason=f"${SHARED_ENV} is not set to the bundled data folder (e.g. /work/shared/data)",
+    reason=f"${SHARED_ENV} is not set to the bundled data folder "
+           "(e.g. ../shared/data beside the project)",
 )
 
 

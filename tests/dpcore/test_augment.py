@@ -24,7 +24,7 @@ from dpcore.pipeline import fit, privacy_plan
 from dpcore.trainloop import model_inputs, run_training
 
 #: ``RunConfig().config_hash`` and the hash of :data:`DP_SCATTER` computed by the code before
-#: this feature (main at c3de8b4, ``cd /work/main && python -c "from dpcore.config import
+#: this feature (main at c3de8b4, in the project folder, ``python -c "from dpcore.config import
 #: RunConfig; print(RunConfig().config_hash)"``): stored runs keep their hashes.
 DEFAULT_HASH_BEFORE_AUGMENT = "5044f4443cf0821c"
 DP_SCATTER_HASH_BEFORE_AUGMENT = "92c9cef7a44f699b"
