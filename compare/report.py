@@ -14,6 +14,9 @@ re-exported below).
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
+import shlex
 import sys
 import warnings
 from collections.abc import Mapping, Sequence
@@ -186,10 +189,26 @@ def report_montages(store_root: Path, grid_name: str | None) -> list[MontageData
     return montages
 
 
-def command_line() -> str:
-    """The command as typed (``dpcompare`` plus its arguments)."""
-    args = sys.argv[1:]
-    return "dpcompare " + " ".join(args)
+def command_line(args: Sequence[str] | None = None) -> str:
+    """The command as typed (``dpcompare`` plus its arguments, ``sys.argv`` by default), naming
+    no folder of this machine: the data root, the current folder and the home folder as
+    :func:`compare.records.portable_text` writes them, and any other absolute path
+    (``--out /elsewhere/runs/x``) relative to the current folder (``../runs/x``), so that the
+    command still runs from where it was typed."""
+    from compare.records import portable_text
+
+    def relative(arg: str) -> str:
+        option, equals, value = arg.rpartition("=") if arg.startswith("--") else ("", "", arg)
+        if value.startswith("/"):
+            value = os.path.relpath(value, Path.cwd())
+        return f"{option}{equals}{value}"
+
+    def quoted(arg: str) -> str:  # as a shell reads it; $DPCOMPARE_DATA_DIR left to expand
+        return arg if re.fullmatch(r"[\w@%+=:,./$~-]+", arg) else shlex.quote(arg)
+
+    typed = " ".join(shlex.quote(a) for a in (sys.argv[1:] if args is None else args))
+    return "dpcompare " + " ".join(quoted(relative(arg))
+                                   for arg in shlex.split(portable_text(typed)))
 
 
 __all__ = ["ReportContext", "command_line", "engines_used", "front_end_mismatches",

@@ -8,14 +8,14 @@ from compare.reporting import plots
 from compare.reporting.ldp_eval import ldp_evaluation_section
 from compare.reporting.section import ReportData, ReportFigure, SectionOutput, add, section
 from compare.reporting.stats import (
-    ERROR_BARS,
     INTERVAL_COLUMN,
+    error_bars_phrase,
     format_interval,
     seeds_phrase,
     wilson_interval,
 )
 from compare.reporting.tables import markdown_table
-from dpcore.mechanisms import privatises_images
+from dpcore.mechanisms import is_non_private, privatises_images
 
 
 @section("accuracy")
@@ -26,21 +26,21 @@ def accuracy(data: ReportData) -> SectionOutput:
     figures: list[ReportFigure] = []
     lines = [f"## Accuracy and AUC ({seeds_phrase(summary['seeds'])})", ""]
     if add(figures, "accuracy_by_setting.png", plots.by_setting_figure(
-            frame, "accuracy", f"test accuracy ({ERROR_BARS})")):
+            frame, "accuracy", f"test accuracy ({error_bars_phrase(frame)})")):
         lines += ["Every setting, one panel per data set and grid axis (x = collapsed run; "
                   "dotted: majority-class rate):", "",
                   "![accuracy by setting](accuracy_by_setting.png)", ""]
     if add(figures, "accuracy_vs_epsilon.png", plots.metric_vs_swept_figure(
             frame, "accuracy", "test accuracy")):
-        lines += ["Privacy-utility curve, one panel per data set (dashed: non-private run of "
-                  "the same panel; dotted: majority-class rate):", "",
+        lines += [curve_caption(frame), "",
                   "![privacy-utility curve](accuracy_vs_epsilon.png)", ""]
     if frame["auc"].notna().any():
         if add(figures, "auc_vs_epsilon.png",
                plots.metric_vs_swept_figure(frame, "auc", "test AUC")):
             lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
-        elif add(figures, "auc_by_setting.png", plots.by_setting_figure(
-                frame, "auc", f"test AUC ({ERROR_BARS})")):
+        auc_label = f"test AUC ({error_bars_phrase(frame)})"
+        if add(figures, "auc_by_setting.png", plots.by_setting_figure(
+                plots.not_curve_rows(frame, "auc"), "auc", auc_label)):
             lines += ["![AUC by setting](auc_by_setting.png)", ""]
     table = summary.assign(collapsed=summary["collapsed"].map(
         lambda n: f"collapsed ({n})" if n else ""))
@@ -69,4 +69,18 @@ def accuracy(data: ReportData) -> SectionOutput:
     return SectionOutput(lines, {}, figures)
 
 
-__all__ = ["accuracy"]
+def curve_caption(frame: pd.DataFrame) -> str:
+    """The caption of the accuracy curve: what is on x (epsilon, or the clip norm of a clip
+    sweep) and which reference lines the panels have (a dashed non-private line only where
+    the grid has a non-private run)."""
+    finished = frame[frame["status"] == "finished"]
+    x = plots.swept_variable(finished) if not finished.empty else "epsilon"
+    title = ("Privacy-utility curve" if x == "epsilon"
+             else "Test accuracy against the clip norm C (the swept variable)")
+    references = ["dotted: majority-class rate"]
+    if finished["mechanism"].map(is_non_private).any():
+        references.insert(0, "dashed: non-private run of the same panel")
+    return f"{title}, one panel per data set ({'; '.join(references)}):"
+
+
+__all__ = ["accuracy", "curve_caption"]

@@ -19,7 +19,7 @@ from compare.reporting.section import (
     drawn_figure,
     section,
 )
-from compare.reporting.stats import ERROR_BARS, seeds_phrase
+from compare.reporting.stats import error_bars_phrase, seeds_phrase
 from compare.reporting.tables import markdown_table
 from dpcore.metrics.sanity import FAIL_SPEARMAN
 from dpcore.results import RunResult
@@ -44,7 +44,10 @@ def faithfulness(data: ReportData) -> SectionOutput:
     if any(frame[k].notna().any() for k in FAITHFULNESS_KEYS if k in frame):
         lines += ["## Grad-CAM faithfulness", "",
                   "Collapsed runs are drawn with an x and tabled apart: their figures describe "
-                  "a (nearly) constant or chance-level model, not an interpretable one.", ""]
+                  "a (nearly) constant or chance-level model, not an interpretable one. "
+                  "Settings whose explanations fail the model-randomisation check are circled. "
+                  "Data sets with a curve of the swept variable are drawn against it; the "
+                  "others setting by setting.", ""]
         lines += _not_evaluated_note(results, frame)
         for key, label in (("average_drop", "Average Drop % (lower is better)"),
                            ("increase_in_confidence", "Increase in Confidence % (higher)"),
@@ -55,8 +58,8 @@ def faithfulness(data: ReportData) -> SectionOutput:
             if add(figures, f"{key}_vs_epsilon.png",
                    plots.metric_vs_swept_figure(frame, key, label)):
                 lines += [f"![{label}]({key}_vs_epsilon.png)", ""]
-            elif add(figures, f"{key}_by_setting.png",
-                     plots.by_setting_figure(frame, key, f"{label}, {ERROR_BARS}")):
+            if add(figures, f"{key}_by_setting.png", plots.by_setting_figure(
+                    plots.not_curve_rows(frame, key), key, f"{label}, {error_bars_phrase(frame)}")):
                 lines += [f"![{label}]({key}_by_setting.png)", ""]
         curves = curves_frame(results)
         if not curves.empty:

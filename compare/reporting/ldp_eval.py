@@ -49,9 +49,11 @@ def ranking_sentences(frame: pd.DataFrame) -> list[str]:
     """Per panel and backend, for each evaluation of the local-DP runs: the best local-DP
     setting, the best DP-SGD setting and the best non-private setting (mean test accuracy
     over seeds), ranked, e.g. ``"pneumonia · cnn4, tf, on clean test images: non-private
-    0.862 > LDP b=1 0.840 > DP-SGD eps=8 0.801"``. Only panels with local-DP runs that
-    recorded both evaluations; DP-SGD and non-private runs are scored on their (clean) test
-    images."""
+    0.862 > LDP b=1 0.840 > DP-SGD eps=8 0.801"``. Settings equal at the printed precision are
+    joined by "=" (never ranked by digits not shown); a setting with a collapsed run (at chance
+    or one class, on the test images of that evaluation) says "(collapsed)". Only panels with
+    local-DP runs that recorded both evaluations; DP-SGD and non-private runs are scored on
+    their (clean) test images."""
     ldp = ldp_runs(frame)
     done = frame[(frame["status"] == "finished") & frame["accuracy"].notna()]
     sentences = []
@@ -59,20 +61,34 @@ def ranking_sentences(frame: pd.DataFrame) -> list[str]:
         others = done[(done["panel"] == panel) & (done["backend"] == backend)]
         references = []
         mechanisms = others["mechanism"]
-        for label, runs in (("DP-SGD", others[mechanisms.map(noises_gradients).astype(bool)]),
-                            ("non-private", others[mechanisms.map(is_non_private).astype(bool)])):
+        for kind, runs in (("DP-SGD", others[mechanisms.map(noises_gradients).astype(bool)]),
+                           ("non-private", others[mechanisms.map(is_non_private).astype(bool)])):
             best = _best(runs, "accuracy")
             if best is not None:
-                references.append((label, *best))
+                references.append(_ranked_entry(kind, runs, *best, collapse_known=True))
         for name, phrase in EVALUATIONS.items():
             best = _best(group, f"accuracy_{name}_test")
             if best is None:
                 continue
-            ranked = sorted([("LDP", *best), *references], key=lambda r: -r[2])
-            sentences.append(f"{panel}, {backend}, {phrase}: "
-                             + " > ".join(f"{kind} {point} {value:.3f}"
-                                          for kind, point, value in ranked))
+            headline = set(group.loc[group["point"] == best[0], "ldp_test_inputs"])
+            entry = _ranked_entry("LDP", group, *best, collapse_known=headline == {name})
+            ranked = sorted([entry, *references], key=lambda r: -round(r[1], 3))
+            text = ranked[0][0]
+            for (_, previous), (label, value) in zip(ranked, ranked[1:], strict=False):
+                text += f" {'=' if f'{value:.3f}' == f'{previous:.3f}' else '>'} {label}"
+            sentences.append(f"{panel}, {backend}, {phrase}: {text}")
     return sentences
+
+
+def _ranked_entry(kind: str, runs: pd.DataFrame, point: str, value: float,
+                  collapse_known: bool) -> tuple[str, float]:
+    """(how the ranking names the setting, its mean accuracy): the setting's name, prefixed
+    by its kind unless the name starts with it ("LDP b=1", "DP-SGD eps=8", not "LDP LDP
+    b=1"), its mean to 3 decimals, and "(collapsed)" when one of its runs collapsed on the
+    test images scored (``collapse_known``: the run's collapse flag is of those images)."""
+    name = point if point.lower().startswith(kind.lower()) else f"{kind} {point}"
+    collapsed = collapse_known and bool(runs.loc[runs["point"] == point, "collapsed"].any())
+    return f"{name} {value:.3f}{' (collapsed)' if collapsed else ''}", value
 
 
 def _best(runs: pd.DataFrame, column: str) -> tuple[str, float] | None:
@@ -97,7 +113,10 @@ def ldp_evaluation_section(frame: pd.DataFrame) -> list[str]:
             f"{INTERVAL_NAMES['bootstrap']}] over seeds:", "",
             markdown_table(table), "",
             "Ranking by mean test accuracy (best setting of each kind; DP-SGD and non-private "
-            "models on the clean test images), for each evaluation of local DP:", "",
+            "models on the clean test images; '=' joins settings equal to 3 decimals; "
+            "'(collapsed)': a run of the setting at chance or predicting one class, tested on "
+            "the test images of its headline metrics only), for each evaluation of local DP:",
+            "",
             *[f"- {s}" for s in ranking_sentences(frame)], ""]
 
 

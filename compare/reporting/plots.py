@@ -9,7 +9,10 @@ grid axis but the swept one; :mod:`compare.reporting.frames`), so nothing is poo
 data sets, models, epochs or clip norms. Curves show the mean over seeds with its 95% percentile
 bootstrap interval (seeded; never outside the metric's range), paired differences their 95% t
 interval (:mod:`compare.reporting.stats`). Collapsed runs (:mod:`compare.reporting.collapse`)
-are drawn with an "x" and named in the legend.
+are drawn with an "x" and named in the legend; in the figures of a faithfulness metric, a
+setting whose explanations fail the model-randomisation check (a run of it whose Grad-CAM maps
+did not change when the model was re-initialised) is circled and named in the legend, so it is
+not read as interpretability.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
 from compare.figdigest import note_figure
-from compare.reporting.frames import front_end_mismatches
+from compare.reporting.frames import FAITHFULNESS_KEYS, front_end_mismatches
 from compare.reporting.stats import bootstrap_interval, mean_interval, seed_pairs
 from dpcore.io import atomic_path
 from dpcore.mechanisms import is_non_private, label_of, marker_of, noises_gradients
@@ -39,6 +42,27 @@ BACKEND_COLOURS = {"tf": "#1f77b4", "torch": "#d62728"}
 #: Axis label of each swept variable.
 X_LABELS = {"epsilon": "epsilon (shared accountant, RDP; log scale)",
             "max_grad_norm": "clip norm C (log scale)"}
+#: Smallest ratio of a panel's largest to its smallest swept value for the panel to be a curve:
+#: values closer than this are one privacy level to a reader (epsilon 6.92, 6.93 and 6.98 of
+#: three recipes run for the same epochs), and their tick labels overlap on the log axis.
+CURVE_MIN_SPAN = 1.5
+#: Smallest ratio between two labelled ticks of the log x axis (closer ticks stay unlabelled).
+TICK_MIN_RATIO = 1.15
+#: Legend entry of the ring drawn around a faithfulness point whose explanations fail the check.
+FAILS_CHECK_LABEL = "fails the randomisation check (not interpretability)"
+
+
+def fails_randomisation(runs: pd.DataFrame, metric: str) -> bool:
+    """Whether ``metric`` is a Grad-CAM faithfulness figure and a run of ``runs`` fails the
+    model-randomisation check (its maps did not change with the model)."""
+    return (metric in FAITHFULNESS_KEYS and "randomisation_check" in runs
+            and bool((runs["randomisation_check"] == "fails").any()))
+
+
+def _ring(ax: Axes, xs: Sequence[float], ys: Sequence[float]) -> None:
+    """Circle the points whose explanations fail the randomisation check."""
+    ax.scatter(list(xs), list(ys), marker="o", s=190, facecolors="none", edgecolors="black",
+               linewidths=1.1, zorder=6, label=FAILS_CHECK_LABEL)
 
 
 def swept_variable(frame: pd.DataFrame) -> str:
@@ -84,8 +108,9 @@ def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
 def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -> None:
     """Non-private reference (per backend; one line style per non-private setting, never
     pooled across settings; its legend entry says "collapsed" when one of its runs did, so a
-    constant model's Average Drop of 0 is not read as a faithful one) and majority-class rate
-    (dotted, grey)."""
+    constant model's Average Drop of 0 is not read as a faithful one, and "fails the
+    randomisation check" when a run's explanations do) and majority-class rate (dotted,
+    grey)."""
     public = group[group["mechanism"].map(is_non_private).astype(bool)]
     points = list(dict.fromkeys(public["point"]))
     styles = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
@@ -94,12 +119,14 @@ def _baselines(ax: Axes, group: pd.DataFrame, metric: str, x_is_numeric: bool) -
         name = "non-private" if len(points) == 1 else str(point)
         for k, (backend, runs) in enumerate(runs_of_point.groupby("backend")):
             interval = mean_interval(runs[metric].to_numpy(float))
+            flags = [flag for flag, raised in (
+                ("collapsed", bool(runs["collapsed"].any())),
+                ("fails the randomisation check", fails_randomisation(runs, metric))) if raised]
             if interval.n:  # the first backend wider and paler, so equal lines stay visible
                 ax.axhline(interval.mean, linestyle=styles[j % len(styles)],
                            linewidth=2.6 if k == 0 else 1.2, alpha=0.5 if k == 0 else 1.0,
                            color=BACKEND_COLOURS.get(str(backend), "black"),
-                           label=f"{backend} {name} (mean"
-                                 f"{', collapsed' if runs['collapsed'].any() else ''})")
+                           label=f"{backend} {name} ({', '.join(['mean', *flags])})")
     if metric in ("accuracy",) and group["majority_rate"].notna().any():
         ax.axhline(float(group["majority_rate"].dropna().iloc[0]), linestyle=":",
                    color="grey", linewidth=1.2, label="majority-class rate")
@@ -112,22 +139,19 @@ def metric_vs_swept_figure(frame: pd.DataFrame, metric: str, ylabel: str) -> Fig
     with the panel's non-private reference and, for accuracy, the majority-class rate.
 
     A panel is drawn only if it is a curve of that variable: each value of it holds one
-    setting per backend and mechanism. A panel whose settings share a value (the factor flips
-    of ``mnist-gap-attribution`` all spend epsilon 3.44; the two models of ``mnist-tuned``
-    spend epsilon 3) would pool different settings into one point, so it is left out
-    (:func:`by_setting_figure` shows it). None if no panel is left.
+    setting per backend and mechanism, and its values span at least a factor
+    :data:`CURVE_MIN_SPAN`. A panel whose settings share a value (the factor flips of
+    ``mnist-gap-attribution`` all spend epsilon 3.44; the two models of ``mnist-tuned`` spend
+    epsilon 3) would pool different settings into one point, and a panel of one value (or of
+    values as close as 6.92 and 6.98) is a point, not a curve: both are left out
+    (:func:`by_setting_figure` shows them). None if no panel is left.
     """
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
     x = swept_variable(data) if not data.empty else "epsilon"
-    dp = data[data["mechanism"].map(noises_gradients).astype(bool) & np.isfinite(data[x])]
-    if dp.empty:
+    panels = curve_panels(frame, metric)
+    if not panels:
         return None
-    pooled = {panel for panel, group in dp.groupby("panel")
-              if _settings_per_value(group, x) > 1}
-    data = data[~data["panel"].isin(pooled)]
-    if data.empty or not data["mechanism"].map(noises_gradients).any():
-        return None
-    panels = natural_order(data["panel"])
+    data = data[data["panel"].isin(panels)]
     fig, axes = _figure(len(panels))
     for ax, panel in zip(axes[0], panels, strict=True):
         group = data[data["panel"] == panel]
@@ -140,7 +164,8 @@ def metric_vs_swept_figure(frame: pd.DataFrame, metric: str, ylabel: str) -> Fig
             points = []
             for value, sub in runs.groupby(_swept_value_key(runs[x])):
                 interval = bootstrap_interval(sub[metric].to_numpy(float))
-                points.append((float(value) * dodge, interval, bool(sub["collapsed"].any())))
+                points.append((float(value) * dodge, interval, bool(sub["collapsed"].any()),
+                               fails_randomisation(sub, metric)))
             xs = [p[0] for p in points]
             means = [p[1].mean for p in points]
             err = np.array([p[1].error_bar() for p in points]).T  # [2, n]: below, above
@@ -152,14 +177,15 @@ def metric_vs_swept_figure(frame: pd.DataFrame, metric: str, ylabel: str) -> Fig
             if bad:
                 ax.scatter(*zip(*bad, strict=True), marker="x", s=90, color="black",
                            zorder=5, label="collapsed run")
+            failing = [(p[0], p[1].mean) for p in points if p[3]]
+            if failing:
+                _ring(ax, *zip(*failing, strict=True))
         _baselines(ax, group, metric, True)
         ticks = sorted(set(_swept_value_key(private[x])))
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_xticklabels([f"{t:.3g}" for t in ticks], fontsize=8)
-        if ticks and max(ticks) / min(ticks) < 2:  # one swept value: keep the dodge visible
-            ax.set_xlim(min(ticks) / 1.6, max(ticks) * 1.6)  # but small, not edge to edge
+        ax.set_xticklabels(_tick_labels(ticks), fontsize=8)
         ax.set_xlabel(X_LABELS[x], fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
         ax.set_title(_wrap(panel), fontsize=9)
@@ -168,11 +194,62 @@ def metric_vs_swept_figure(frame: pd.DataFrame, metric: str, ylabel: str) -> Fig
     return fig
 
 
+def curve_panels(frame: pd.DataFrame, metric: str) -> list[str]:
+    """The panels :func:`metric_vs_swept_figure` draws for ``metric``, in natural order: those
+    whose DP-SGD runs with the metric form a curve of the swept variable (one setting per
+    value, per backend and mechanism; values spanning at least :data:`CURVE_MIN_SPAN`). The
+    other panels are for :func:`by_setting_figure`."""
+    data = frame[(frame["status"] == "finished") & frame[metric].notna()]
+    if data.empty:
+        return []
+    x = swept_variable(data)
+    dp = data[data["mechanism"].map(noises_gradients).astype(bool) & np.isfinite(data[x])]
+    return natural_order(panel for panel, group in dp.groupby("panel")
+                         if _settings_per_value(group, x) <= 1
+                         and _span(group[x]) >= CURVE_MIN_SPAN)
+
+
+def not_curve_rows(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The rows of ``frame`` that :func:`metric_vs_swept_figure` does not draw for ``metric``
+    (a by-setting figure shows them, so no data set or setting goes unplotted): every row of
+    a panel it leaves out, and in the panels it draws, the runs that are neither on the curve
+    nor its non-private reference (local-DP runs, which spend no central epsilon)."""
+    if frame.empty:
+        return frame
+    panels = curve_panels(frame, metric)
+    finished = frame[(frame["status"] == "finished") & frame[metric].notna()]
+    x = swept_variable(finished) if not finished.empty else "epsilon"
+    on_curve = (frame["mechanism"].map(noises_gradients).astype(bool)
+                & np.isfinite(frame[x].astype(float)))
+    reference = frame["mechanism"].map(is_non_private).astype(bool)
+    return frame[~frame["panel"].isin(panels) | ~(on_curve | reference)]
+
+
 def _swept_value_key(values: pd.Series) -> pd.Series:
     """Each value of the swept variable to 3 significant digits, the precision of the x tick
     labels: calibrated epsilons of one target differ in their last digits (2.99995 and
     2.99999 for two models calibrated to epsilon 3) and are one value of the curve."""
     return values.astype(float).map(lambda v: float(f"{v:.3g}"))
+
+
+def _span(values: pd.Series) -> float:
+    """Largest over smallest positive value of the swept variable (1.0 for a single value)."""
+    positive = _swept_value_key(values[np.isfinite(values.astype(float))])
+    positive = positive[positive > 0]
+    return float(positive.max() / positive.min()) if len(positive) else 1.0
+
+
+def _tick_labels(ticks: Sequence[float]) -> list[str]:
+    """Each tick's value to 3 significant digits; a tick within a factor
+    :data:`TICK_MIN_RATIO` of the last labelled one stays unlabelled, so labels never overlap."""
+    labels, last = [], None
+    for tick in ticks:
+        if last is None or tick / last >= TICK_MIN_RATIO:
+            labels.append(f"{tick:.3g}")
+            last = tick
+        else:
+            labels.append("")
+    return labels
 
 
 def _settings_per_value(private: pd.DataFrame, x: str) -> int:
@@ -187,7 +264,8 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
                       *, from_zero: bool = False) -> Figure | None:
     """Every setting of each panel on the y axis (so labels never overlap), ``metric`` on x:
     one point per backend with its 95% percentile bootstrap interval over seeds; collapsed
-    runs marked; the panel's
+    runs marked, and (a faithfulness metric) settings whose explanations fail the
+    randomisation check circled; the panel's
     majority-class rate as a dotted line for accuracy; ``from_zero`` starts x at 0. None if
     no run has the metric."""
     data = frame[(frame["status"] == "finished") & frame[metric].notna()]
@@ -195,8 +273,11 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
         return None
     panels = natural_order(data["panel"])
     points_per_panel = max(data.groupby("panel")["point"].nunique())
+    # each row as tall as its longest wrapped label (8 pt lines, about 0.15 in each)
+    label_lines = max(_wrap(p, 22).count("\n") + 1 for p in data["point"].unique())
+    row_inches = max(0.45, 0.15 * label_lines + 0.12)
     fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2,
-                          1.2 + 0.45 * points_per_panel), layout="constrained")
+                          1.2 + row_inches * points_per_panel), layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     backends = sorted(set(data["backend"]))
@@ -217,13 +298,15 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
                             marker="x" if collapsed else "o", markersize=7 if collapsed else 5,
                             linestyle="none",
                             label=f"{backend} (x = collapsed)" if collapsed else backend)
+                if fails_randomisation(runs, metric):
+                    _ring(ax, [interval.mean], [i + offset])
         if metric == "accuracy" and group["majority_rate"].notna().any():
             ax.axvline(float(group["majority_rate"].dropna().iloc[0]), linestyle=":",
                        color="grey", label="majority-class rate")
         ax.set_yticks(range(len(points)))
         ax.set_yticklabels([_wrap(p, 22) for p in points], fontsize=8)
         ax.set_ylim(len(points) - 0.5, -0.5)
-        ax.set_xlabel(xlabel, fontsize=8)
+        ax.set_xlabel(_wrap(xlabel, 60), fontsize=8)  # never wider than its panel
         ax.set_title(_wrap(panel), fontsize=9)
         ax.grid(True, axis="x", alpha=0.3)
         if from_zero:  # from 0, with room on the right for the largest point's marker
@@ -447,8 +530,9 @@ def _palette(n: int) -> list:
     return [cmap(i % cmap.N) for i in range(n)]
 
 
-__all__ = ["EVERY_STEP_SUFFIX", "by_setting_figure", "epoch_time_figure",
+__all__ = ["EVERY_STEP_SUFFIX", "by_setting_figure", "curve_panels", "epoch_time_figure",
            "lines_per_run_figure", "metric_vs_swept_figure", "natural_key", "natural_order",
+           "not_curve_rows",
            "paired_differences_figure", "per_class_figure", "plot_by_setting", "plot_epoch_time",
            "plot_lines_per_run", "plot_metric_vs_swept", "plot_per_class", "save_figure",
            "swept_variable"]

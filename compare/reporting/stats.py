@@ -287,6 +287,19 @@ def seeds_phrase(counts: pd.Series) -> str:
 #: What the error bars of the seed-aggregated figures are (:mod:`compare.reporting.plots`).
 ERROR_BARS = f"mean, {INTERVAL_NAMES['bootstrap']} over seeds"
 
+
+def error_bars_phrase(frame: pd.DataFrame) -> str:
+    """What the error bars of a by-setting figure of ``frame``'s finished runs are:
+    :data:`ERROR_BARS`, "one seed: no interval" when no setting has two seeds (the bootstrap
+    needs two), or both when some settings have one seed."""
+    finished = frame[frame["status"] == "finished"]
+    seeds = finished.groupby(["point", "backend"])["seed"].nunique()
+    if seeds.empty or int(seeds.max()) < 2:
+        return "one seed: no interval"
+    if int(seeds.min()) < 2:
+        return f"{ERROR_BARS}; none for a setting of one seed"
+    return ERROR_BARS
+
 #: How a summary column's cells read: the mean and its interval (see :func:`seeds_phrase`).
 INTERVAL_COLUMN = "(mean [95% interval])"
 
@@ -357,6 +370,7 @@ def randomisation_summary(verdicts: pd.Series) -> dict[str, Any]:
 __all__ = ["AGREEMENT_TOLERANCE", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CONFIDENCE",
            "ERROR_BARS", "INTERVAL_COLUMN", "INTERVAL_NAMES", "MIN_SEEDS", "PERCENT_METRICS",
            "SUMMARY_METRICS", "Interval", "SeedPair", "bootstrap_interval", "contrast_interval",
+           "error_bars_phrase",
            "format_interval", "mean_interval", "paired_backend_table", "randomisation_summary",
            "seed_pairs", "seeds_phrase", "summary_table", "verdict", "verdict_word",
            "wilson_interval"]

@@ -97,8 +97,9 @@ def test_a_run_records_both_and_the_report_ranks_them(tmp_path: Path) -> None:
     assert sentences[1].startswith("digits, torch, on privatised test images: non-private")
     better = next(s for s in sentences if f"on {by_clean[0]} test images" in s)
     worse = next(s for s in sentences if f"on {by_clean[1]} test images" in s)
-    assert better.index("LDP LDP b=1") < better.index("DP-SGD eps=8")
-    assert worse.index("DP-SGD eps=8") < worse.index("LDP LDP b=1")
+    assert better.index("LDP b=1") < better.index("DP-SGD eps=8")
+    assert worse.index("DP-SGD eps=8") < worse.index("LDP b=1")
+    assert "LDP LDP" not in better and "DP-SGD DP-SGD" not in better
     text = "\n".join(ldp_evaluation_section(frame))
     assert "accuracy, clean test images" in text and "accuracy, privatised test images" in text
     assert f"{ldp[0]:.3f} (1 seed)" in text and "| clean |" in text
@@ -115,3 +116,32 @@ def test_the_check_before_training_accepts_clean_evaluation(tmp_path: Path) -> N
             for mode in ("clean", "privatised") for backend in ("tf", "torch")]
     assert check_grid(runs, tmp_path) == 4
 
+
+
+def test_the_ranking_joins_equal_settings_and_names_collapsed_ones() -> None:
+    """Three models at the majority rate are equal, not ranked by digits the sentence does not
+    show, and each says it collapsed."""
+    runs = []
+    for point, mechanism, accuracy in (("LDP b=1", "ldp", 0.625), ("eps=8", "dpsgd-gaussian",
+                                                                   0.776),
+                                       ("non-private", "none", 0.625)):
+        run = fake_result(dataset="pneumoniamnist", backend="tf", point=point,
+                          mechanism=mechanism, accuracy=accuracy,
+                          classes=[{"index": 0, "name": "normal", "support": 234,
+                                    "recall": 0.0, "precision": float("nan"), "auc": 0.5},
+                                   {"index": 1, "name": "pneumonia", "support": 390,
+                                    "recall": 1.0, "precision": 0.625, "auc": 0.5}]
+                          if accuracy < 0.7 else None,
+                          labels={"data": "pneumonia", "privacy": point})
+        if mechanism == "ldp":
+            run.config["data"]["ldp_test_inputs"] = "clean"
+            run.metrics["ldp_test_inputs"] = {
+                "headline": "clean",
+                **{name: {"accuracy": 0.625, "n": 624, "per_class": run.metrics["per_class"]}
+                   for name in ("clean", "privatised")}}
+        runs.append(run)
+    sentences = ranking_sentences(results_frame(runs))
+    assert sentences, "no ranking for a panel with local-DP runs"
+    clean = next(s for s in sentences if "on clean test images" in s)
+    assert clean.endswith(": DP-SGD eps=8 0.776 > LDP b=1 0.625 (collapsed) = "
+                          "non-private 0.625 (collapsed)"), clean

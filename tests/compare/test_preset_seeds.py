@@ -55,9 +55,6 @@ STALE_REPORTS = {
     "cats-vs-dogs-tuned": "interim report: 14 of 30 runs of the 5-seed grid (issue 31 item 3)",
     "interpretability-vs-epsilon-tuned": "interim report: 104 of 180 runs, the PneumoniaMNIST "
                                          "half complete (issue 31 item 3, issue 32 item 4)",
-    "medical-ldp-vs-dpsgd-resnet18-short": "interim report: 18 of 20 runs, PneumoniaMNIST "
-                                           "non-private missing "
-                                           "(issue 31 item 3, issue 32 item 3)",
 }
 
 

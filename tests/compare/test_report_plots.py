@@ -101,18 +101,71 @@ def test_learning_curves_come_from_each_runs_history(saved: list[Figure]) -> Non
     assert [ax.get_title() for ax in saved[0].axes] == ["mnist5k", "pneumoniamnist"]
 
 
-def test_one_swept_value_keeps_the_backends_close_together(saved: list[Figure]) -> None:
-    """One epsilon only: the x range is widened around it, so the two backends' dodged points
-    sit next to the tick rather than at the panel's edges."""
-    runs = [fake_result(backend=b, point="DP", epsilon=3.44, accuracy=0.87)
-            for b in ("tf", "torch")]
-    frame = results_frame(runs)
-    assert plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
-    ax = saved[0].axes[0]
-    low, high = ax.get_xlim()
-    assert low == pytest.approx(3.44 / 1.6) and high == pytest.approx(3.44 * 1.6)
-    xs = [float(c.lines[0].get_xdata()[0]) for c in ax.containers]
-    assert all(abs(np.log(x / 3.44)) < 0.1 * np.log(high / low) for x in xs)
+def test_one_swept_value_is_a_point_not_a_curve(saved: list[Figure]) -> None:
+    """One epsilon only (one setting, or recipes whose epsilons differ in the third digit):
+    no privacy-utility curve is drawn; the by-setting figure shows those runs."""
+    single = [fake_result(backend=b, point="DP", epsilon=3.44, accuracy=0.87)
+              for b in ("tf", "torch")]
+    close = [fake_result(backend="tf", point=p, epsilon=e, accuracy=0.9)
+             for p, e in (("a", 6.92), ("b", 6.93), ("c", 6.98))]
+    for runs in (single, close):
+        frame = results_frame(runs)
+        assert not plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
+        assert plots.plot_by_setting(frame, "accuracy", Path("x.png"), "test accuracy")
+
+
+def test_close_ticks_of_a_curve_are_not_labelled_on_top_of_each_other(
+        saved: list[Figure]) -> None:
+    runs = [fake_result(backend="tf", point=f"eps={e}", epsilon=e, accuracy=0.5 + e / 100)
+            for e in (1.0, 1.05, 8.0)]
+    assert plots.plot_metric_vs_swept(results_frame(runs), "accuracy", Path("x.png"),
+                                      "test accuracy")
+    labels = [t.get_text() for t in saved[0].axes[0].get_xticklabels()]
+    assert labels == ["1", "", "8"]
+
+
+def _faithfulness_runs(verdict_of_eps8: str) -> list:
+    runs = []
+    for backend in ("tf", "torch"):
+        for point, eps, mechanism in (("eps=1", 1.0, "dpsgd-gaussian"),
+                                      ("eps=8", 8.0, "dpsgd-gaussian"),
+                                      ("non-private", 0.0, "none")):
+            run = fake_result(backend=backend, point=point, epsilon=eps, mechanism=mechanism,
+                              accuracy=0.8)
+            verdict = verdict_of_eps8 if point != "eps=1" else "passes"
+            spearman = 0.9 if verdict == "fails" else 0.1
+            run.faithfulness = {"average_drop": 30.0 + eps, "increase_in_confidence": 10.0,
+                                "randomisation_check": {"spearman_median": spearman,
+                                                        "ssim_median": spearman,
+                                                        "passes": verdict == "passes"}}
+            runs.append(run)
+    return runs
+
+
+@pytest.mark.parametrize("draw", [plots.plot_metric_vs_swept, plots.plot_by_setting])
+def test_explanations_that_fail_the_randomisation_check_are_circled(
+        saved: list[Figure], draw) -> None:
+    """A faithfulness point (and the non-private reference) whose explanations fail the
+    model-randomisation check is circled and named in the legend; a passing one is not, and
+    an accuracy figure never is."""
+    frame = results_frame(_faithfulness_runs("fails"))
+    assert set(frame["randomisation_check"]) == {"passes", "fails"}
+    assert draw(frame, "average_drop", Path("x.png"), "Average Drop %")
+    labels = saved[-1].legends[0].get_texts()
+    assert plots.FAILS_CHECK_LABEL in [t.get_text() for t in labels]
+    rings = [c for ax in saved[-1].axes for c in ax.collections
+             if c.get_label() == plots.FAILS_CHECK_LABEL]
+    # eps=8 of tf and of torch; the by-setting figure also has the non-private points
+    expected = 2 if draw is plots.plot_metric_vs_swept else 4
+    assert sum(len(c.get_offsets()) for c in rings) == expected
+    if draw is plots.plot_metric_vs_swept:
+        assert any("non-private (mean, fails the randomisation check)" in t.get_text()
+                   for t in labels)
+    for frame_without, metric in ((results_frame(_faithfulness_runs("passes")), "average_drop"),
+                                  (frame, "accuracy")):
+        assert draw(frame_without, metric, Path("x.png"), "y")
+        assert plots.FAILS_CHECK_LABEL not in [t.get_text()
+                                               for t in saved[-1].legends[0].get_texts()]
 
 
 def test_panels_and_points_follow_the_preset_axis_order_not_the_alphabet() -> None:
@@ -231,7 +284,8 @@ def test_two_non_private_settings_get_a_line_each_not_a_pooled_one(saved: list[F
     runs = [fake_result(dataset="cats_vs_dogs", backend=b, point=p, epsilon=e, mechanism=m,
                         accuracy=acc, labels={"privacy": p})
             for b in ("tf", "torch")
-            for p, e, m, acc in (("eps=8", 8.0, "dpsgd-gaussian", 0.69),
+            for p, e, m, acc in (("eps=1", 1.0, "dpsgd-gaussian", 0.60),
+                                 ("eps=8", 8.0, "dpsgd-gaussian", 0.69),
                                  ("non-private", 0.0, "none", 0.70),
                                  ("non-private (tuned)", 0.0, "none", 0.80))]
     frame = results_frame(runs)
@@ -326,3 +380,61 @@ def test_error_bars_stay_inside_the_metrics_range(saved: list[Figure]) -> None:
                 for value in segment[:, 1 if draw is plots.plot_metric_vs_swept else 0]]
         assert ends and min(ends) >= 15.0 and max(ends) <= 100.0
         assert min(ends) < 70.0 < max(ends)  # a real interval, not a zero-width bar
+
+
+def test_the_curve_caption_names_only_the_reference_lines_the_panels_have() -> None:
+    from compare.reporting.accuracy_section import curve_caption
+
+    with_public = results_frame(_two_datasets())
+    assert curve_caption(with_public).startswith("Privacy-utility curve")
+    assert "dashed: non-private" in curve_caption(with_public)
+    private_only = with_public[with_public["mechanism"] != "none"]
+    assert "dashed" not in curve_caption(private_only)
+    clip_sweep = results_frame([
+        fake_result(backend=b, point=f"C={c}", clip=c, epsilon=1.0, accuracy=0.6,
+                    labels={"data": "pneumonia", "clip": f"C={c}"})
+        for b in ("tf", "torch") for c in (0.1, 1.0, 5.0)])
+    assert "clip norm" in curve_caption(clip_sweep)
+    assert "Privacy-utility" not in curve_caption(clip_sweep)
+
+
+def test_a_data_set_without_a_curve_is_drawn_setting_by_setting(saved: list[Figure]) -> None:
+    """Every data set is in one of the two figures: mnist5k (epsilon 1 and 8) against
+    epsilon, cats_vs_dogs (one epsilon) by setting; none in both."""
+    runs = [r for r in _two_datasets() if r.labels["data"] == "mnist5k"]
+    runs += [fake_result(dataset="cats_vs_dogs", backend=b, point=p, epsilon=e, mechanism=m)
+             for b in ("tf", "torch")
+             for p, e, m in (("eps=0.5", 0.5, "dpsgd-gaussian"), ("non-private", 0.0, "none"))]
+    frame = results_frame(runs)
+    assert plots.curve_panels(frame, "accuracy") == ["mnist5k"]
+    rest = plots.not_curve_rows(frame, "accuracy")
+    assert set(rest["panel"]) == {"cats_vs_dogs"}
+    assert plots.plot_metric_vs_swept(frame, "accuracy", Path("x.png"), "test accuracy")
+    assert plots.plot_by_setting(rest, "accuracy", Path("x.png"), "test accuracy")
+    assert [ax.get_title() for ax in saved[0].axes] == ["mnist5k"]
+    assert [ax.get_title() for ax in saved[1].axes] == ["cats_vs_dogs"]
+
+
+def test_the_error_bar_label_says_one_seed_has_no_interval() -> None:
+    from compare.reporting.stats import ERROR_BARS, error_bars_phrase
+
+    one_seed = results_frame(_two_datasets())
+    assert error_bars_phrase(one_seed) == "one seed: no interval"
+    three = results_frame([fake_result(backend=b, seed=s, point=p, epsilon=e)
+                           for b in ("tf", "torch") for s in range(3)
+                           for p, e in (("eps=1", 1.0), ("eps=8", 8.0))])
+    assert error_bars_phrase(three) == ERROR_BARS
+    mixed = results_frame([*(fake_result(backend="tf", seed=s) for s in range(3)),
+                           fake_result(backend="tf", point="eps=8", epsilon=8.0)])
+    assert error_bars_phrase(mixed) == f"{ERROR_BARS}; none for a setting of one seed"
+
+
+def test_local_dp_runs_of_a_curve_panel_are_drawn_setting_by_setting() -> None:
+    """Local-DP runs spend no central epsilon, so the curve cannot place them: the by-setting
+    figure has them (and only them) for a panel whose DP-SGD runs form a curve."""
+    runs = _two_datasets() + [
+        fake_result(dataset="mnist5k", backend=b, point="LDP b=1", epsilon=0.0,
+                    mechanism="ldp") for b in ("tf", "torch")]
+    frame = results_frame(runs)
+    assert plots.curve_panels(frame, "accuracy") == ["mnist5k", "pneumoniamnist"]
+    assert set(plots.not_curve_rows(frame, "accuracy")["point"]) == {"LDP b=1"}

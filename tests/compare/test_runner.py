@@ -89,7 +89,7 @@ def test_report_from_the_store(finished_store: Path, tmp_path: Path) -> None:
     assert "dpcompare compare --config tiny.yaml" in text
     assert "## Epsilon side by side" in text and "opacus" in text
     assert "### Per-class gaps" in text and "Fairness" not in text
-    for name in ("runs.csv", "summary.csv", "epsilon.csv", "accuracy_vs_epsilon.png",
+    for name in ("runs.csv", "summary.csv", "epsilon.csv", "accuracy_by_setting.png",
                  "epoch_time.png"):
         assert (tmp_path / "rep" / name).is_file(), name
     import pandas as pd

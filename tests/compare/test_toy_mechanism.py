@@ -54,10 +54,12 @@ def toy() -> Iterator[str]:
     assert TOY not in DP_MECHANISMS
 
 
-#: test_runner's tiny grid (digits 16x16, 4 steps, both backends) with two settings: the toy
-#: mechanism and the non-private reference.
+#: test_runner's tiny grid (digits 16x16, 4 steps, both backends) with three settings: the toy
+#: mechanism at two noise levels and the non-private reference.
 GRID: dict[str, Any] = {**TINY, "name": "toy-mechanism", "axes": {"privacy": [
     {"label": "toy sigma=1", "privacy": {"mechanism": TOY, "noise_multiplier": 1.0}},
+    # a second noise level: the toy's runs form a curve of epsilon (one point is no curve)
+    {"label": "toy sigma=4", "privacy": {"mechanism": TOY, "noise_multiplier": 4.0}},
     {"label": "non-private", "privacy": {"mechanism": "none"}},
 ]}}
 
@@ -88,17 +90,18 @@ def test_a_registered_mechanism_trains_on_both_backends_and_is_reported(
     monkeypatch.setattr(report_section, "saved_figure", keep_legend)
     report = tmp_path / "report"
     store = api.compare(GRID, out=tmp_path / "store", report=report, progress=False)
-    assert not store.outcome.failed and len(store.outcome.ran) == 4
+    assert not store.outcome.failed and len(store.outcome.ran) == 6
 
     runs = pd.read_csv(report / "runs.csv")
     toy_runs = runs[runs["mechanism"] == toy]
-    assert sorted(toy_runs["backend"]) == ["tf", "torch"]
+    assert sorted(toy_runs["backend"]) == ["tf", "tf", "torch", "torch"]
     assert (toy_runs["status"] == "finished").all()
     # the toy's event is its step_event: Gaussian, so its epsilon is Gaussian DP-SGD's
     for result in load_results(tmp_path / "store"):
         privacy = result.privacy
         if privacy["mechanism"] == toy:
-            expected = epsilon_rdp(dpsgd_event("dpsgd-gaussian", 1.0, privacy["sampling_rate"],
+            sigma = float(result.config["privacy"]["noise_multiplier"])
+            expected = epsilon_rdp(dpsgd_event("dpsgd-gaussian", sigma, privacy["sampling_rate"],
                                                privacy["steps"]), privacy["delta"])
             assert privacy["epsilon_rdp"] == pytest.approx(expected)
             assert "GaussianDpEvent" in json.dumps(privacy["dp_event"])
