@@ -38,9 +38,9 @@ def accuracy(data: ReportData) -> SectionOutput:
         if add(figures, "auc_vs_epsilon.png",
                plots.metric_vs_swept_figure(frame, "auc", "test AUC")):
             lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
-        auc_label = f"test AUC ({error_bars_phrase(frame)})"
+        rest = plots.not_curve_rows(frame, "auc")
         if add(figures, "auc_by_setting.png", plots.by_setting_figure(
-                plots.not_curve_rows(frame, "auc"), "auc", auc_label)):
+                rest, "auc", f"test AUC ({error_bars_phrase(rest)})")):
             lines += ["![AUC by setting](auc_by_setting.png)", ""]
     table = summary.assign(collapsed=summary["collapsed"].map(
         lambda n: f"collapsed ({n})" if n else ""))

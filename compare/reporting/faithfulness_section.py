@@ -58,8 +58,9 @@ def faithfulness(data: ReportData) -> SectionOutput:
             if add(figures, f"{key}_vs_epsilon.png",
                    plots.metric_vs_swept_figure(frame, key, label)):
                 lines += [f"![{label}]({key}_vs_epsilon.png)", ""]
+            rest = plots.not_curve_rows(frame, key)
             if add(figures, f"{key}_by_setting.png", plots.by_setting_figure(
-                    plots.not_curve_rows(frame, key), key, f"{label}, {error_bars_phrase(frame)}")):
+                    rest, key, f"{label}, {error_bars_phrase(rest)}")):
                 lines += [f"![{label}]({key}_by_setting.png)", ""]
         curves = curves_frame(results)
         if not curves.empty:

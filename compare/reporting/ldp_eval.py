@@ -72,7 +72,8 @@ def ranking_sentences(frame: pd.DataFrame) -> list[str]:
                 continue
             headline = set(group.loc[group["point"] == best[0], "ldp_test_inputs"])
             entry = _ranked_entry("LDP", group, *best, collapse_known=headline == {name})
-            ranked = sorted([entry, *references], key=lambda r: -round(r[1], 3))
+            # ranked, and joined, by the printed value: never by digits the sentence hides
+            ranked = sorted([entry, *references], key=lambda r: -float(f"{r[1]:.3f}"))
             text = ranked[0][0]
             for (_, previous), (label, value) in zip(ranked, ranked[1:], strict=False):
                 text += f" {'=' if f'{value:.3f}' == f'{previous:.3f}' else '>'} {label}"

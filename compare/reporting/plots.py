@@ -146,11 +146,10 @@ def metric_vs_swept_figure(frame: pd.DataFrame, metric: str, ylabel: str) -> Fig
     values as close as 6.92 and 6.98) is a point, not a curve: both are left out
     (:func:`by_setting_figure` shows them). None if no panel is left.
     """
-    data = frame[(frame["status"] == "finished") & frame[metric].notna()]
-    x = swept_variable(data) if not data.empty else "epsilon"
     panels = curve_panels(frame, metric)
     if not panels:
         return None
+    data, x = _with_metric(frame, metric)
     data = data[data["panel"].isin(panels)]
     fig, axes = _figure(len(panels))
     for ax, panel in zip(axes[0], panels, strict=True):
@@ -199,10 +198,7 @@ def curve_panels(frame: pd.DataFrame, metric: str) -> list[str]:
     whose DP-SGD runs with the metric form a curve of the swept variable (one setting per
     value, per backend and mechanism; values spanning at least :data:`CURVE_MIN_SPAN`). The
     other panels are for :func:`by_setting_figure`."""
-    data = frame[(frame["status"] == "finished") & frame[metric].notna()]
-    if data.empty:
-        return []
-    x = swept_variable(data)
+    data, x = _with_metric(frame, metric)
     dp = data[data["mechanism"].map(noises_gradients).astype(bool) & np.isfinite(data[x])]
     return natural_order(panel for panel, group in dp.groupby("panel")
                          if _settings_per_value(group, x) <= 1
@@ -217,12 +213,18 @@ def not_curve_rows(frame: pd.DataFrame, metric: str) -> pd.DataFrame:
     if frame.empty:
         return frame
     panels = curve_panels(frame, metric)
-    finished = frame[(frame["status"] == "finished") & frame[metric].notna()]
-    x = swept_variable(finished) if not finished.empty else "epsilon"
+    _, x = _with_metric(frame, metric)
     on_curve = (frame["mechanism"].map(noises_gradients).astype(bool)
                 & np.isfinite(frame[x].astype(float)))
     reference = frame["mechanism"].map(is_non_private).astype(bool)
     return frame[~frame["panel"].isin(panels) | ~(on_curve | reference)]
+
+
+def _with_metric(frame: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, str]:
+    """The finished runs that have ``metric``, and the swept variable of their figures
+    (:func:`swept_variable`; ``epsilon`` when there are none)."""
+    data = frame[(frame["status"] == "finished") & frame[metric].notna()]
+    return data, swept_variable(data) if not data.empty else "epsilon"
 
 
 def _swept_value_key(values: pd.Series) -> pd.Series:

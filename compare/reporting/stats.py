@@ -289,16 +289,18 @@ ERROR_BARS = f"mean, {INTERVAL_NAMES['bootstrap']} over seeds"
 
 
 def error_bars_phrase(frame: pd.DataFrame) -> str:
-    """What the error bars of a by-setting figure of ``frame``'s finished runs are:
-    :data:`ERROR_BARS`, "one seed: no interval" when no setting has two seeds (the bootstrap
-    needs two), or both when some settings have one seed."""
+    """What the error bars of a by-setting figure of ``frame``'s finished runs are (pass the
+    rows the figure draws): :data:`ERROR_BARS`, "one seed: no interval" when no setting (per
+    panel and backend, as :func:`summary_table` groups) has two seeds (the bootstrap needs
+    two), or both when some settings have one seed."""
     finished = frame[frame["status"] == "finished"]
-    seeds = finished.groupby(["point", "backend"])["seed"].nunique()
+    seeds = finished.groupby(["setting", "backend"])["seed"].nunique()
     if seeds.empty or int(seeds.max()) < 2:
         return "one seed: no interval"
     if int(seeds.min()) < 2:
         return f"{ERROR_BARS}; none for a setting of one seed"
     return ERROR_BARS
+
 
 #: How a summary column's cells read: the mean and its interval (see :func:`seeds_phrase`).
 INTERVAL_COLUMN = "(mean [95% interval])"

@@ -438,3 +438,15 @@ def test_local_dp_runs_of_a_curve_panel_are_drawn_setting_by_setting() -> None:
     frame = results_frame(runs)
     assert plots.curve_panels(frame, "accuracy") == ["mnist5k", "pneumoniamnist"]
     assert set(plots.not_curve_rows(frame, "accuracy")["point"]) == {"LDP b=1"}
+
+
+def test_the_error_bar_label_counts_seeds_per_panel_not_per_setting_name() -> None:
+    """'non-private' with 3 seeds on one data set and 1 on another: one setting has no
+    interval, although the name alone has 3 seeds."""
+    from compare.reporting.stats import ERROR_BARS, error_bars_phrase
+
+    runs = [fake_result(dataset="a", seed=s, point="non-private", mechanism="none")
+            for s in range(3)]
+    runs.append(fake_result(dataset="b", seed=0, point="non-private", mechanism="none"))
+    assert (error_bars_phrase(results_frame(runs))
+            == f"{ERROR_BARS}; none for a setting of one seed")
