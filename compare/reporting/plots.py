@@ -94,6 +94,14 @@ def _wrap(text: str, width: int = 38) -> str:
     return "\n".join(textwrap.wrap(str(text), width)) or str(text)
 
 
+def _row_inches(labels: Iterable[str]) -> float:
+    """Height of one row of a figure with settings on the y axis (labels wrapped at 22
+    characters): as tall as the longest label (8 pt lines, about 0.15 in each), at least
+    0.45 in, so that wrapped labels never run into each other."""
+    lines = max((_wrap(label, 22).count("\n") + 1 for label in labels), default=1)
+    return max(0.45, 0.15 * lines + 0.12)
+
+
 def _legend(fig: Figure, axes: Sequence[Axes]) -> None:
     """One legend for the figure, right of the panels, without duplicate labels."""
     seen: dict[str, object] = {}
@@ -275,11 +283,9 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
         return None
     panels = natural_order(data["panel"])
     points_per_panel = max(data.groupby("panel")["point"].nunique())
-    # each row as tall as its longest wrapped label (8 pt lines, about 0.15 in each)
-    label_lines = max(_wrap(p, 22).count("\n") + 1 for p in data["point"].unique())
-    row_inches = max(0.45, 0.15 * label_lines + 0.12)
     fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2,
-                          1.2 + row_inches * points_per_panel), layout="constrained")
+                          1.2 + _row_inches(data["point"]) * points_per_panel),
+                 layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     backends = sorted(set(data["backend"]))
@@ -330,7 +336,8 @@ def paired_differences_figure(frame: pd.DataFrame, tolerance: float,
         return None
     panels = natural_order(r[0] for r in rows)
     per_panel = max(sum(1 for r in rows if r[0] == panel) for panel in panels)
-    fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2, 1.2 + 0.45 * per_panel),
+    fig = Figure(figsize=(PANEL_INCHES[0] * len(panels) + 2.2,
+                          1.2 + _row_inches(r[1] for r in rows) * per_panel),
                  layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]

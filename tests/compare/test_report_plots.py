@@ -450,3 +450,18 @@ def test_the_error_bar_label_counts_seeds_per_panel_not_per_setting_name() -> No
     runs.append(fake_result(dataset="b", seed=0, point="non-private", mechanism="none"))
     assert (error_bars_phrase(results_frame(runs))
             == f"{ERROR_BARS}; none for a setting of one seed")
+
+
+def test_rows_of_long_wrapped_labels_are_taller(saved: list[Figure]) -> None:
+    """Settings named in four wrapped lines (audit-check's '[deliberately broken] [PRIVACY
+    VIOLATION]') get taller rows than one-line names, in both figures of settings on y."""
+    long_name = "harmonised, fault: no clipping [deliberately broken] [PRIVACY VIOLATION]"
+    heights = []
+    for name in ("honest", long_name):
+        runs = [fake_result(backend=b, seed=s, point=name, accuracy=0.8 + 0.01 * s * (b == "tf"))
+                for b in ("tf", "torch") for s in range(3)]
+        frame = results_frame(runs)
+        assert plots.plot_by_setting(frame, "accuracy", Path("x.png"), "accuracy")
+        assert plots.plot_paired_differences(frame, Path("x.png"), 1.0)
+        heights.append([fig.get_size_inches()[1] for fig in saved[-2:]])
+    assert all(tall > short for short, tall in zip(*heights, strict=True))
