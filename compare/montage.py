@@ -5,8 +5,9 @@ in the order the backends first appear in ``columns``. Each panel has one row pe
 its first column shows the clean test image, each further column the Grad-CAM map of one model
 (e.g. one epsilon, or the non-private model) overlaid on the input that model is evaluated on.
 A model whose inputs differ from the clean images (a local-DP run: its privatised test images)
-gets one more tile before its overlay, showing those inputs. Every overlay tile is titled with
-the model's predicted class and its confidence; the first row also carries the column title,
+gets one more tile before its overlay, showing those inputs. Every clean image is titled with
+its true class (when known), every overlay tile with the model's predicted class and its
+confidence; the first row also carries the column title,
 wrapped to the tile width. Drawn with matplotlib's object API on the Agg canvas (no pyplot
 state), written atomically.
 
@@ -52,6 +53,7 @@ def saliency_montage(
     class_names: Sequence[str],
     *,
     title: str | None = None,
+    true_labels: Sequence[int] | np.ndarray | None = None,
 ) -> Path:
     """Draw inputs and their Grad-CAM overlays, one panel per backend, into one PNG.
 
@@ -66,6 +68,8 @@ def saliency_montage(
             Columns of one backend appear in the given order.
         class_names: name of each class index.
         title: optional figure title.
+        true_labels: the true class index of each image [N] (None: unknown, not shown);
+            each clean image is titled "true: NAME".
 
     Returns:
         The path written.
@@ -80,6 +84,7 @@ def saliency_montage(
         raise ConfigError("saliency_montage: class_names is empty; need one name per class")
     checked = [_check_column(i, col, pictures.shape[:3], len(names))
                for i, col in enumerate(columns)]
+    truth = _check_labels(true_labels, len(pictures), len(names))
     for column in checked:
         if column["inputs"] is None or column["inputs"].shape != pictures.shape:
             if column["inputs"] is not None:
@@ -105,8 +110,11 @@ def saliency_montage(
         axes = panel.subplots(n_rows, widths[backends.index(backend)], squeeze=False)
         for row in range(n_rows):
             _show(axes[row][0], pictures[row])
-            if row == 0:
-                axes[row][0].set_title("clean image", fontsize=7)
+            heading = ["clean image"] if row == 0 else []
+            if truth is not None:
+                heading.append(_wrap(f"true: {names[int(truth[row])]}"))
+            if heading:
+                axes[row][0].set_title("\n".join(heading), fontsize=7)
             col = 1
             for column in block:
                 inputs = column["inputs"]
@@ -134,6 +142,21 @@ def saliency_montage(
 def _wrap(text: str) -> str:
     """``text`` broken into lines that fit one tile."""
     return "\n".join(textwrap.wrap(text, TITLE_CHARS)) or text
+
+
+def _check_labels(labels: Sequence[int] | np.ndarray | None, n_images: int,
+                  n_classes: int) -> np.ndarray | None:
+    """``labels`` as an int array [n_images] of class indices, or None when unknown."""
+    if labels is None:
+        return None
+    arr = np.asarray(labels)
+    if arr.shape != (n_images,) or not np.issubdtype(arr.dtype, np.integer):
+        raise ConfigError(f"saliency_montage: true_labels have shape {arr.shape} and dtype "
+                          f"{arr.dtype}; need integers of shape ({n_images},), one per image")
+    if arr.size and (arr.min() < 0 or arr.max() >= n_classes):
+        raise ConfigError(f"saliency_montage: true_labels hold {int(arr.min())}.."
+                          f"{int(arr.max())}, outside 0..{n_classes - 1} (the class indices)")
+    return arr.astype(np.int64)
 
 
 def _own_inputs(column: Mapping[str, Any], clean: np.ndarray) -> bool:
@@ -247,6 +270,8 @@ class MontageData:
             (the run it explains; "" when unknown).
         class_names: name of each class index.
         title: the figure title (None: none).
+        labels: the true class index of each image [N] (None: not known; montages stored
+            before true labels were kept).
     """
 
     name: str
@@ -254,6 +279,7 @@ class MontageData:
     columns: tuple[dict[str, Any], ...]
     class_names: tuple[str, ...]
     title: str | None = None
+    labels: np.ndarray | None = None
 
     def quantised(self) -> MontageData:
         """The same montage with its pictures rounded to :data:`PICTURE_DTYPE` (what is
@@ -270,8 +296,9 @@ class MontageData:
                 "pred_class": np.asarray(col["pred_class"]).astype(np.int64),
                 "confidence": np.asarray(col["confidence"]).astype(np.float32),
                 "inputs": np.asarray(inputs).astype(PICTURE_DTYPE) if own else None})
+        labels = None if self.labels is None else np.asarray(self.labels).astype(np.int64)
         return MontageData(self.name, images, tuple(columns),
-                           tuple(str(c) for c in self.class_names), self.title)
+                           tuple(str(c) for c in self.class_names), self.title, labels)
 
 
 def draw_montage(path: str | Path, data: MontageData) -> Path:
@@ -280,7 +307,8 @@ def draw_montage(path: str | Path, data: MontageData) -> Path:
     data = data.quantised()
     columns = [{**col, "inputs": col["inputs"] if col["inputs"] is not None else data.images}
                for col in data.columns]
-    return saliency_montage(path, data.images, columns, data.class_names, title=data.title)
+    return saliency_montage(path, data.images, columns, data.class_names, title=data.title,
+                            true_labels=data.labels)
 
 
 def save_montage_data(path: str | Path, data: MontageData) -> Path:
@@ -288,6 +316,8 @@ def save_montage_data(path: str | Path, data: MontageData) -> Path:
     byte-identical for the same arrays); returns the path."""
     data = data.quantised()
     arrays: dict[str, np.ndarray] = {"images": data.images}
+    if data.labels is not None:
+        arrays["labels"] = data.labels
     meta_columns = []
     for i, col in enumerate(data.columns):
         arrays[f"c{i}_maps"] = col["maps"]
@@ -322,7 +352,7 @@ def load_montage_data(path: str | Path) -> MontageData:
              "inputs": arrays[f"c{i}_inputs"] if col["own_inputs"] else None}
             for i, col in enumerate(meta["columns"]))
         return MontageData(str(meta["name"]), arrays["images"], columns,
-                           tuple(meta["class_names"]), meta["title"])
+                           tuple(meta["class_names"]), meta["title"], arrays.get("labels"))
     except KeyError as exc:
         raise ConfigError(f"montage data {path} lacks {exc}; rebuild it with "
                           "`dpcompare compare`") from exc

@@ -180,6 +180,31 @@ def _has_checkpoint(store: ResultsStore, result: RunResult | None) -> bool:
             and (store.root / str(result.checkpoint)).is_file())
 
 
+def _true_labels(members: Sequence[tuple[GridCell, str]], datasets: DatasetCache,
+                 shown: np.ndarray, n_images: int,
+                 log: Callable[[str], None]) -> np.ndarray | None:
+    """The true classes of the montage images ``shown`` (taken from committed montage arrays
+    stored before true labels were kept): the test labels at the montage's sample indices of
+    the first member's data set whose images there are ``shown``; None (logged) when the data
+    set cannot be loaded here or shows other images."""
+    from dpcore.data import as_float01
+    from dpcore.metrics import seeded_subset
+
+    for cell, _backend in members:
+        try:
+            dataset = datasets.get(cell.config)
+        except DpCompareError as exc:
+            log(f"montage {cell.config.data.name}: no true labels ({exc})")
+            return None
+        idx = seeded_subset(len(dataset.x_test), n_images, 1)
+        if np.array_equal(np.asarray(as_float01(dataset.x_test[idx]), np.float16),
+                          np.asarray(shown, np.float16)):
+            return np.asarray(dataset.y_test[idx]).astype(np.int64)
+    log(f"montage {members[0][0].config.data.name}: no true labels (the committed images "
+        "are not the data set's montage sample here)")
+    return None
+
+
 def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                    *, log: Callable[[str], None] = print,
                    records: Mapping[str, RunResult] | None = None,
@@ -222,6 +247,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
         # taken from committed montage arrays; in the grid's order
         entries: list[tuple[np.ndarray | None, dict]] = []
         images = clean = None  # the first run's test images; those of a run without local DP
+        labels = None  # their true classes
         class_names: tuple[str, ...] = ()
         for cell, backend in sorted(members, key=lambda m: m[1]):
             rid = run_id(cell.config.config_hash, backend)
@@ -235,6 +261,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                         "inputs": column["inputs"] if column["inputs"] is not None
                         else data.images}))
                     class_names = class_names or tuple(data.class_names)
+                    labels = data.labels if labels is None else labels
                 continue
             if not _has_checkpoint(store, result):
                 continue
@@ -249,6 +276,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 if images is None:
                     images = x
                     class_names = tuple(dataset.class_names)
+                    labels = np.asarray(dataset.y_test[idx]).astype(np.int64)
                 if clean is None and not privatises_images(cell.config.privacy.mechanism):
                     clean = x
                 code = load_backend(backend)
@@ -277,11 +305,13 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                     f"{column['run_id']} shows other images; left out")
         if base is None or not columns:
             continue
+        if labels is None:  # every column committed before true labels were kept
+            labels = _true_labels(members, datasets, base, n_images, log)
         name = safe_file_name(f"{data_name}-{model_name}")
         folder = grid_montage_folder(store.root, grid.name)
         folder.mkdir(parents=True, exist_ok=True)
         data = MontageData(f"{name}.png", base, tuple(columns), class_names,
-                           title=f"Grad-CAM, {data_name} / {model_name}")
+                           title=f"Grad-CAM, {data_name} / {model_name}", labels=labels)
         save_montage_data(folder / f"{name}.npz", data)
         written.append(draw_montage(folder / f"{name}.png", data))
     return written

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from compare.reporting import plots
+from compare.reporting.frames import marked_splits
 from compare.reporting.ldp_eval import ldp_evaluation_section
 from compare.reporting.section import ReportData, ReportFigure, SectionOutput, add, section
 from compare.reporting.stats import (
@@ -25,8 +26,9 @@ def accuracy(data: ReportData) -> SectionOutput:
     frame, summary = data.frame, data.summary
     figures: list[ReportFigure] = []
     lines = [f"## Accuracy and AUC ({seeds_phrase(summary['seeds'])})", ""]
+    marked, split = marked_splits(frame)
     if add(figures, "accuracy_by_setting.png", plots.by_setting_figure(
-            frame, "accuracy", f"test accuracy ({error_bars_phrase(frame)})")):
+            marked, "accuracy", f"{split} accuracy ({error_bars_phrase(frame)})")):
         lines += ["Every setting, one panel per data set and grid axis (x = collapsed run; "
                   "dotted: majority-class rate):", "",
                   "![accuracy by setting](accuracy_by_setting.png)", ""]
@@ -38,9 +40,9 @@ def accuracy(data: ReportData) -> SectionOutput:
         if add(figures, "auc_vs_epsilon.png",
                plots.metric_vs_swept_figure(frame, "auc", "test AUC")):
             lines += ["![AUC vs the swept variable](auc_vs_epsilon.png)", ""]
-        rest = plots.not_curve_rows(frame, "auc")
+        rest, split = marked_splits(plots.not_curve_rows(frame, "auc"))
         if add(figures, "auc_by_setting.png", plots.by_setting_figure(
-                rest, "auc", f"test AUC ({error_bars_phrase(rest)})")):
+                rest, "auc", f"{split} AUC ({error_bars_phrase(rest)})")):
             lines += ["![AUC by setting](auc_by_setting.png)", ""]
     table = summary.assign(collapsed=summary["collapsed"].map(
         lambda n: f"collapsed ({n})" if n else ""))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from compare.reporting import plots
-from compare.reporting.frames import history_frame
+from compare.reporting.frames import TRAINING_SET_MARK, history_frame, marked_splits
 from compare.reporting.section import ReportData, ReportFigure, SectionOutput, add, section
 
 
@@ -17,9 +17,14 @@ def learning_curves(data: ReportData) -> SectionOutput:
     lines = ["## Learning curves", "",
              "Test accuracy and test loss after every epoch, from each run's history (mean over "
              "seeds; solid tf, dashed torch).", ""]
+    marked, split = marked_splits(history)  # the figure marks training-set settings
+    if split != "test":
+        lines += [f"Settings marked `{TRAINING_SET_MARK.strip()}` are measured on the training "
+                  "set (eval_split: train), the others on the test set.", ""]
+    measured_on = {"test": "test ", "training-set": "training-set "}.get(split, "")
     if add(figures, "learning_curves.png", plots.lines_per_run_figure(
-            history, "epoch", [("test_accuracy", "test accuracy"),
-                               ("test_loss", "test loss (nats)")], "epoch")):
+            marked, "epoch", [("test_accuracy", f"{measured_on}accuracy"),
+                              ("test_loss", f"{measured_on}loss (nats)")], "epoch")):
         lines += ["![learning curves](learning_curves.png)", ""]
     return SectionOutput(lines, {"history.csv": history}, figures)
 

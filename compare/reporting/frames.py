@@ -59,7 +59,7 @@ TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel"
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
                 "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
                 "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs",
-                "temperature_fit", "bound_accountant")
+                "temperature_fit", "bound_accountant", "eval_split")
 
 #: ``bound_accountant`` of an audit record written before the audit recorded its accountant.
 NOT_RECORDED = "not recorded"
@@ -214,6 +214,9 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "front_end": front_end(r),
             "n_train": r.dataset.get("n_train"),
             "n_test": r.dataset.get("n_test"),
+            # the split the metrics are measured on (dpcore.pipeline: "train" for a run that
+            # reports training-set figures, eval_split=train)
+            "eval_split": str((r.dataset.get("extra") or {}).get("eval_split", "test")),
             "data_fingerprint": r.dataset.get("fingerprint"),
             "ldp_epsilon_per_value": ldp.get("epsilon_per_value"),
             "ldp_epsilon_per_image": ldp.get("epsilon_per_image"),
@@ -300,10 +303,34 @@ def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
     return apply_flags(frame, flags_of_results(results))  # broken / violation on the labels
 
 
+#: Suffix of a setting measured on the training set in a by-setting figure whose other
+#: settings are measured on the test set (:func:`marked_splits`).
+TRAINING_SET_MARK = " [training set]"
+
+
+def marked_splits(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """``frame`` (runs or history rows) for a figure and the split its axis names: "test"
+    when every run is measured on the test set, "training-set" when every run is measured on
+    the training set; otherwise settings measured on the training set (``eval_split:
+    train``) end in :data:`TRAINING_SET_MARK` (their setting and point: the row label or the
+    legend entry) and the axis says so, so that a training-set figure is never read off a
+    "test accuracy" axis."""
+    if "eval_split" not in frame or not (frame["eval_split"] == "train").any():
+        return frame, "test"
+    on_train = frame["eval_split"] == "train"
+    if on_train.all():
+        return frame, "training-set"
+    marked = frame.assign(**{column: frame[column].where(
+        ~on_train, frame[column].astype(str) + TRAINING_SET_MARK)
+        for column in ("setting", "point")})
+    return marked, f"test-set (training set where marked{TRAINING_SET_MARK})"
+
+
 def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
     """One row per (run, epoch) from each run's ``history``: run_id, backend, seed, setting,
-    panel, point, epoch, test_accuracy (fraction), test_loss and loss (mean cross-entropy,
-    nats), epsilon_spent."""
+    panel, point, eval_split (the split the "test" figures are measured on: "train" for an
+    ``eval_split: train`` run), epoch, test_accuracy (fraction), test_loss and loss (mean
+    cross-entropy, nats), epsilon_spent."""
     rows = []
     for r in results:
         panel, point = panel_and_point(r)
@@ -311,13 +338,15 @@ def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             rows.append({
                 "run_id": r.run_id, "backend": r.backend, "seed": r.seed,
                 "setting": setting_label(r.labels) if r.labels else r.config_hash,
-                "panel": panel, "point": point, "epoch": record.get("epoch"),
+                "panel": panel, "point": point,
+                "eval_split": str((r.dataset.get("extra") or {}).get("eval_split", "test")),
+                "epoch": record.get("epoch"),
                 "test_accuracy": record.get("test_accuracy"), "test_loss": record.get("test_loss"),
                 "loss": record.get("loss"), "epsilon_spent": record.get("epsilon_spent"),
             })
     frame = pd.DataFrame(rows, columns=["run_id", "backend", "seed", "setting", "panel",
-                                        "point", "epoch", "test_accuracy", "test_loss", "loss",
-                                        "epsilon_spent"])
+                                        "point", "eval_split", "epoch", "test_accuracy",
+                                        "test_loss", "loss", "epsilon_spent"])
     for column in ("epoch", "test_accuracy", "test_loss", "loss", "epsilon_spent"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce")
     return apply_flags(frame, flags_of_results(results))  # broken / violation in the legend

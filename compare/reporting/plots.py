@@ -270,11 +270,17 @@ def _settings_per_value(private: pd.DataFrame, x: str) -> int:
     return int(counts.max()) if len(counts) else 0
 
 
+#: Marker area (points^2) of one seed's value behind a setting's mean in
+#: :func:`by_setting_figure`.
+SEED_DOT_SIZE = 12.0
+
+
 def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
                       *, from_zero: bool = False) -> Figure | None:
     """Every setting of each panel on the y axis (so labels never overlap), ``metric`` on x:
-    one point per backend with its 95% percentile bootstrap interval over seeds; collapsed
-    runs marked, and (a faithfulness metric) settings whose explanations fail the
+    one point per backend with its 95% percentile bootstrap interval over seeds and, behind
+    it, every seed's value as a small dot (how the seeds spread, not only the interval);
+    collapsed runs marked, and (a faithfulness metric) settings whose explanations fail the
     randomisation check circled; the panel's
     majority-class rate as a dotted line for accuracy; ``from_zero`` starts x at 0. None if
     no run has the metric."""
@@ -289,6 +295,7 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     backends = sorted(set(data["backend"]))
+    seeds_drawn = False
     for ax, panel in zip(axes, panels, strict=True):
         group = data[data["panel"] == panel]
         points = list(dict.fromkeys(group["point"]))
@@ -301,6 +308,11 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
                     continue
                 below, above = interval.error_bar()
                 collapsed = bool(runs["collapsed"].any())
+                if interval.n > 1:  # every seed behind the mean, as small dots
+                    ax.scatter(runs[metric].to_numpy(float), [i + offset] * len(runs),
+                               s=SEED_DOT_SIZE, alpha=0.35, linewidths=0, zorder=1,
+                               color=BACKEND_COLOURS.get(backend, "black"))
+                    seeds_drawn = True
                 ax.errorbar([interval.mean], [i + offset], xerr=[[below], [above]], capsize=3,
                             color=BACKEND_COLOURS.get(backend, "black"),
                             marker="x" if collapsed else "o", markersize=7 if collapsed else 5,
@@ -319,6 +331,9 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
         ax.grid(True, axis="x", alpha=0.3)
         if from_zero:  # from 0, with room on the right for the largest point's marker
             ax.set_xlim(0.0, 1.05 * ax.get_xlim()[1])
+    if seeds_drawn:  # one legend entry for the seed dots of every backend
+        axes[0].scatter([], [], s=SEED_DOT_SIZE, alpha=0.6, linewidths=0, color="grey",
+                        label="one seed (small dots)")
     _legend(fig, list(axes))
     return fig
 
@@ -376,7 +391,7 @@ def lines_per_run_figure(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str
     panels = natural_order(long["panel"])
     # one colour per point for the whole figure (the legend is shared by every panel)
     every_point = natural_order(long["point"])
-    colour_of = dict(zip(every_point, _palette(len(every_point)), strict=True))
+    style_of = dict(zip(every_point, _palette(len(every_point)), strict=True))
     fig, axes = _figure(len(panels), rows=len(ys), legend_width=2.6)
     for c, panel in enumerate(panels):
         for r, (y, ylabel) in enumerate(ys):
@@ -385,11 +400,12 @@ def lines_per_run_figure(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str
             if select is not None:
                 group = select(group, y)
             for point in natural_order(group["point"]):
-                colour = colour_of[point]
+                colour, marker = style_of[point]
                 for backend, runs in group[group["point"] == point].groupby("backend"):
                     mean = runs.groupby(x)[y if y in runs else "probability"].mean()
                     ax.plot(mean.index, mean.to_numpy(), color=colour, linewidth=1.3,
-                            linestyle="-" if backend == "tf" else "--",
+                            linestyle="-" if backend == "tf" else "--", marker=marker,
+                            markersize=4, markevery=max(1, len(mean) // 6),
                             label=f"{point} ({backend})")
             ax.set_xlabel(xlabel, fontsize=8)
             ax.set_ylabel(ylabel, fontsize=8)
@@ -532,11 +548,19 @@ def natural_key(label: str) -> tuple[tuple[int, float | str], ...]:
                  if part != "")
 
 
-def _palette(n: int) -> list:
+#: Markers of the 2nd, 3rd, ... ten settings of a line figure (the first ten have none).
+EXTRA_MARKERS = ("o", "s", "^", "D", "v")
+
+
+def _palette(n: int) -> list[tuple[tuple[float, ...], str | None]]:
+    """(colour, marker) of ``n`` settings: the ten distinct hues of tab10, repeated with a
+    marker per further ten (tab20's light and dark shades of one hue were hard to tell
+    apart on a line)."""
     from matplotlib import colormaps
 
-    cmap = colormaps["tab10" if n <= 10 else "tab20"]
-    return [cmap(i % cmap.N) for i in range(n)]
+    cmap = colormaps["tab10"]
+    return [(cmap(i % 10), None if i < 10 else EXTRA_MARKERS[(i // 10 - 1) % len(EXTRA_MARKERS)])
+            for i in range(n)]
 
 
 __all__ = ["EVERY_STEP_SUFFIX", "by_setting_figure", "curve_panels", "epoch_time_figure",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from matplotlib.ticker import FuncFormatter
 
 from compare.figdigest import note_figure
 from compare.grid import setting_label
@@ -152,6 +153,9 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: Largest over smallest plotted epsilon from which :func:`privacy_figure` draws a log axis
+#: (a linear axis up to a local-DP epsilon of 2352 squeezes every DP-SGD point into its 0).
+LOG_AXIS_SPAN = 20.0
 #: Marker of each privacy figure in :func:`plot_privacy`.
 FIGURE_MARKERS = {"claimed": "o", "proved": "s", "audited": "X"}
 
@@ -192,11 +196,16 @@ def privacy_figure(frame: pd.DataFrame) -> ReportFigure | None:
         # still drawn with every label (the margins grow instead)
         warnings.filterwarnings("ignore", message="Tight layout not applied")
         grid = _catplot(sns, long)
-    grid.set_axis_labels("epsilon", "")
     low, high = float(long["epsilon"].min()), float(long["epsilon"].max())
+    logarithmic = low > 0 and high / low >= LOG_AXIS_SPAN
+    grid.set_axis_labels("epsilon (log scale)" if logarithmic else "epsilon", "")
     pad = 0.1 * max(abs(high), 1.0)  # calibrated runs differ by 1e-5: no magnified spread
     for ax in grid.axes.flat:
         ax.grid(axis="x", alpha=0.3)
+        if logarithmic:  # epsilon 1 beside 2352 (a local-DP image): both readable
+            ax.set_xscale("log")
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
+            continue
         ax.ticklabel_format(axis="x", style="plain", useOffset=False)
         if high - low < pad:
             ax.set_xlim(low - pad, high + pad)

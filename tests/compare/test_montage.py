@@ -113,3 +113,34 @@ def test_inputs_of_another_shape_are_refused(tmp_path: Path) -> None:
     column["inputs"] = _images()[:, :8]
     with pytest.raises(ConfigError, match="inputs have shape"):
         saliency_montage(tmp_path / "m.png", _images(), [column], CLASSES)
+
+
+def test_each_clean_image_is_titled_with_its_true_class(tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    import compare.montage as montage
+
+    drawn: list[Figure] = []
+    real_note = montage.note_figure
+    montage.note_figure = lambda fig, path: drawn.append(fig)  # type: ignore[assignment]
+    try:
+        saliency_montage(tmp_path / "m.png", _images(), _columns(), CLASSES,
+                         true_labels=np.array([1, 0, 1]))
+        saliency_montage(tmp_path / "n.png", _images(), _columns(), CLASSES)
+    finally:
+        montage.note_figure = real_note
+    titles = [ax.get_title() for ax in drawn[0].axes]
+    assert titles.count("clean image\ntrue: pneumonia") == 2  # first row, one per backend
+    assert titles.count("true: normal") == 2 and titles.count("true: pneumonia") == 2
+    assert not [t for ax in drawn[1].axes if "true:" in (t := ax.get_title())]
+
+
+@pytest.mark.parametrize(("labels", "match"), [
+    (np.array([0, 1]), r"true_labels have shape \(2,\)"),
+    (np.array([0.0, 1.0, 1.0]), "dtype float64"),
+    (np.array([0, 1, 2]), r"true_labels hold 0..2, outside 0..1"),
+])
+def test_bad_true_labels_raise_config_error(tmp_path: Path, labels: np.ndarray,
+                                            match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        saliency_montage(tmp_path / "m.png", _images(), _columns(), CLASSES, true_labels=labels)

@@ -102,6 +102,10 @@ def test_montage_arrays_round_trip_as_float16(tmp_path: Path) -> None:
     assert all(c["inputs"] is None for c in back.columns)  # the clean images: not stored twice
     save_montage_data(path, back)
     assert path.read_bytes() == first  # deterministic, and stable once quantised
+    assert back.labels is None  # stored without true labels: none invented
+    labelled = save_montage_data(tmp_path / "l.npz",
+                                 dataclasses.replace(data, labels=np.array([1, 0])))
+    assert load_montage_data(labelled).labels.tolist() == [1, 0]
 
 
 def test_report_folder_holds_its_records(written: Path) -> None:

@@ -465,3 +465,85 @@ def test_rows_of_long_wrapped_labels_are_taller(saved: list[Figure]) -> None:
         assert plots.plot_paired_differences(frame, Path("x.png"), 1.0)
         heights.append([fig.get_size_inches()[1] for fig in saved[-2:]])
     assert all(tall > short for short, tall in zip(*heights, strict=True))
+
+
+def test_a_training_set_figure_is_never_read_off_a_test_accuracy_axis() -> None:
+    """A gap attribution's "training-set accuracy" flip reports training-set figures: in the
+    by-setting figure its setting is marked and the axis names both splits; a grid measured
+    on the test set alone keeps "test"."""
+    from compare.reporting.frames import TRAINING_SET_MARK, marked_splits
+
+    runs = [fake_result(backend="tf", point=p, epsilon=1.0) for p in ("harmonised", "flip")]
+    runs[1].dataset["extra"] = {"eval_split": "train"}
+    frame = results_frame(runs)
+    assert dict(zip(frame["point"], frame["eval_split"], strict=True)) == {
+        "harmonised": "test", "flip": "train"}
+    on_test, on_train = frame[frame["point"] == "harmonised"], frame[frame["point"] == "flip"]
+    marked, split = marked_splits(frame)
+    assert set(marked["setting"]) == {on_test["setting"].iloc[0],
+                                      on_train["setting"].iloc[0] + TRAINING_SET_MARK}
+    assert set(marked["point"]) == {"harmonised", "flip" + TRAINING_SET_MARK}
+    assert split.startswith("test-set") and "training set where marked" in split
+    same, split = marked_splits(on_test)
+    assert split == "test" and same["setting"].equals(on_test["setting"])
+    assert marked_splits(on_train)[1] == "training-set"
+
+
+def test_the_by_setting_figure_shows_every_seed_behind_its_mean() -> None:
+    """20 seeds of one setting (pneumonia-noise-draws): the figure draws each seed's value
+    as a dot beside the mean and its interval, with one legend entry for them; a one-seed
+    setting draws no dots."""
+    accuracies = [0.70 + 0.01 * s for s in range(20)]
+    runs = [fake_result(backend=b, seed=s, accuracy=a)
+            for b in ("tf", "torch") for s, a in enumerate(accuracies)]
+    fig = plots.by_setting_figure(results_frame(runs), "accuracy", "test accuracy")
+    assert fig is not None
+    from matplotlib.collections import PathCollection
+
+    dots = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
+    drawn = sorted(round(float(x), 6) for c in dots for x in c.get_offsets()[:, 0])
+    assert drawn == sorted(round(a, 6) for a in accuracies * 2)
+    assert "one seed (small dots)" in [t.get_text() for t in fig.legends[0].get_texts()]
+    single = plots.by_setting_figure(results_frame(runs[:1]), "accuracy", "test accuracy")
+    assert single is not None
+    assert not [c for c in single.axes[0].collections if isinstance(c, PathCollection)]
+
+
+def test_eleven_learning_curves_are_told_apart_by_colour_or_marker(
+        saved: list[Figure]) -> None:
+    """mnist-gap-attribution has 11 settings: with tab20 two of them were light and dark
+    shades of one hue. Now no two settings share both colour and marker."""
+    from compare.reporting.frames import history_frame
+
+    names = [f"s{i:02d}" for i in range(12)]
+    runs = [fake_result(dataset="mnist", point=p, labels={"data": "mnist", "run": p})
+            for p in names]
+    assert plots.plot_lines_per_run(history_frame(runs), "epoch",
+                                    [("test_accuracy", "test accuracy")], Path("x.png"), "epoch")
+    styles = [(line.get_color(), line.get_marker()) for line in saved[0].axes[0].get_lines()]
+    assert len(styles) == 12 and len(set(styles)) == 12
+    assert len({colour for colour, _marker in styles}) == 10  # tab10's distinct hues
+
+
+def test_the_learning_curves_mark_a_training_set_setting(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that reports training-set figures (eval_split: train) is marked in the legend
+    and the section says what the mark means; history.csv keeps the setting's own name."""
+    from compare.reporting.curves_section import learning_curves
+    from compare.reporting.frames import TRAINING_SET_MARK
+    from tests.compare.report_fakes import render_section
+
+    runs = [fake_result(backend="tf", point=p, labels={"data": "mnist", "run": p})
+            for p in ("harmonised", "flip")]
+    runs[1].dataset["extra"] = {"eval_split": "train"}
+    drawn: list[Figure] = []
+    real = plots.lines_per_run_figure
+    monkeypatch.setattr(plots, "lines_per_run_figure",
+                        lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    out = render_section(learning_curves, runs)
+    assert any(TRAINING_SET_MARK.strip() in line and "training set" in line
+               for line in out.lines)
+    assert not out.tables["history.csv"]["setting"].str.contains("training set").any()
+    labels = [line.get_label() for line in drawn[0].axes[0].get_lines()]
+    assert sorted(labels) == sorted(["flip" + TRAINING_SET_MARK + " (tf)", "harmonised (tf)"])
+    assert drawn[0].axes[0].get_ylabel() == "accuracy"

@@ -165,3 +165,34 @@ def test_the_privacy_plot_does_not_magnify_a_spread_of_calibration_error(
         assert ax.xaxis.get_major_formatter().get_offset() == ""
     figure.write(tmp_path / "privacy.png")
     assert (tmp_path / "privacy.png").stat().st_size > 0
+
+
+def test_the_privacy_plot_takes_a_log_axis_for_epsilons_orders_of_magnitude_apart(
+        tmp_path: Path) -> None:
+    """DP-SGD at epsilon 1 beside a local-DP epsilon of 2352: a linear axis squeezes every
+    DP-SGD point into its 0, so the axis is logarithmic, says so, and keeps plain labels;
+    a narrow spread keeps the linear axis."""
+    import matplotlib.pyplot as plt
+
+    from compare.reporting.privacy_section import privacy_figure
+
+    def axes_of(low: float, high: float) -> list:
+        frame = results_frame(gap_records())
+        frame = frame[frame["epsilon_proved"].notna()].copy()
+        frame["epsilon_proved"] = [low if i % 2 else high for i in range(len(frame))]
+        frame["epsilon_claimed"] = frame["epsilon_proved"]
+        frame["epsilon_audited"] = math.nan
+        figure = privacy_figure(frame)
+        assert figure is not None
+        drawn = plt.figure(plt.get_fignums()[-1])
+        drawn.canvas.draw()
+        figure.write(tmp_path / "privacy.png")
+        return drawn.axes
+
+    wide = axes_of(1.0, 2352.0)
+    assert [ax.get_xscale() for ax in wide] == ["log", "log"]
+    assert wide[0].get_xlabel() == "epsilon (log scale)"
+    assert "1000" in {t.get_text() for t in wide[0].get_xticklabels()}
+    narrow = axes_of(1.0, 8.0)
+    assert [ax.get_xscale() for ax in narrow] == ["linear", "linear"]
+    assert narrow[0].get_xlabel() == "epsilon"

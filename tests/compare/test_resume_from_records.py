@@ -38,6 +38,31 @@ def test_only_runs_without_a_committed_record_train(tmp_path: Path) -> None:
     montage = load_montage_data(report / "records" / "montages" / "digits-cnn4.npz")
     assert sorted(c["backend"] for c in montage.columns) == ["tf", "tf", "torch", "torch"]
     assert {c["run_id"] for c in montage.columns if c["backend"] == "torch"} == torch_ids
+    assert montage.labels is not None and montage.labels.shape == (2,)
+
+
+def test_a_montage_committed_without_true_labels_gets_them_from_the_data_set(
+        tmp_path: Path) -> None:
+    """Montage arrays committed before true labels were kept: a grid resumed from them with
+    the data set at hand (here digits, shipped with scikit-learn) adds the test labels of
+    the montage's images, and a rebuild from the records then shows them."""
+    import dataclasses
+
+    from compare.montage import save_montage_data
+
+    report = tmp_path / "reports" / "tiny"
+    api.compare(TINY, out=tmp_path / "store", backends=["torch"], report=report,
+                progress=False)
+    path = report / "records" / "montages" / "digits-cnn4.npz"
+    labelled = load_montage_data(path)
+    save_montage_data(path, dataclasses.replace(labelled, labels=None))  # an old commit
+    shutil.rmtree(tmp_path / "store")
+    api.compare(TINY, out=tmp_path / "new-store", backends=["torch"], report=report,
+                progress=False)
+    again = load_montage_data(path)
+    assert again.labels is not None
+    assert again.labels.tolist() == labelled.labels.tolist()
+    assert all(0 <= label < 10 for label in again.labels)
 
 
 def test_a_record_in_another_report_folder_counts_too(tmp_path: Path) -> None:
