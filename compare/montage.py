@@ -296,7 +296,13 @@ class MontageData:
                 "pred_class": np.asarray(col["pred_class"]).astype(np.int64),
                 "confidence": np.asarray(col["confidence"]).astype(np.float32),
                 "inputs": np.asarray(inputs).astype(PICTURE_DTYPE) if own else None})
-        labels = None if self.labels is None else np.asarray(self.labels).astype(np.int64)
+        labels = None
+        if self.labels is not None:
+            labels = np.asarray(self.labels)
+            if not np.issubdtype(labels.dtype, np.integer):  # never truncated silently
+                raise ConfigError(f"montage {self.name}: labels have dtype {labels.dtype}; "
+                                  "need integer class indices")
+            labels = labels.astype(np.int64)
         return MontageData(self.name, images, tuple(columns),
                            tuple(str(c) for c in self.class_names), self.title, labels)
 

@@ -190,18 +190,21 @@ def _true_labels(members: Sequence[tuple[GridCell, str]], datasets: DatasetCache
     from dpcore.data import as_float01
     from dpcore.metrics import seeded_subset
 
-    for cell, _backend in members:
+    # runs without local DP first: their data set is not privatised for this
+    clean_first = sorted(members, key=lambda m: privatises_images(m[0].config.privacy.mechanism))
+    reasons = []
+    for cell, _backend in clean_first:
         try:
             dataset = datasets.get(cell.config)
+            idx = seeded_subset(len(dataset.x_test), n_images, 1)
+            if np.array_equal(np.asarray(as_float01(dataset.x_test[idx]), np.float16),
+                              np.asarray(shown, np.float16)):
+                return np.asarray(dataset.y_test[idx]).astype(np.int64)
+            reasons.append("the committed images are not the data set's montage sample here")
         except DpCompareError as exc:
-            log(f"montage {cell.config.data.name}: no true labels ({exc})")
-            return None
-        idx = seeded_subset(len(dataset.x_test), n_images, 1)
-        if np.array_equal(np.asarray(as_float01(dataset.x_test[idx]), np.float16),
-                          np.asarray(shown, np.float16)):
-            return np.asarray(dataset.y_test[idx]).astype(np.int64)
-    log(f"montage {members[0][0].config.data.name}: no true labels (the committed images "
-        "are not the data set's montage sample here)")
+            reasons.append(str(exc))
+    log(f"montage {members[0][0].config.data.name}: no true labels "
+        f"({'; '.join(dict.fromkeys(reasons))})")
     return None
 
 
@@ -243,11 +246,12 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
     written = []
     n_images = int(grid.evaluation.get("montage_images", 4))
     for (data_name, model_name), members in groups.items():
-        # (None, column) of a run explained here, (the images it showed, column) of a column
-        # taken from committed montage arrays; in the grid's order
-        entries: list[tuple[np.ndarray | None, dict]] = []
+        # (None, None, column) of a run explained here, (the images it showed, their true
+        # classes or None, column) of a column taken from committed montage arrays; in the
+        # grid's order
+        entries: list[tuple[np.ndarray | None, np.ndarray | None, dict]] = []
         images = clean = None  # the first run's test images; those of a run without local DP
-        labels = None  # their true classes
+        images_labels = clean_labels = None  # their true classes (from the same data set)
         class_names: tuple[str, ...] = ()
         for cell, backend in sorted(members, key=lambda m: m[1]):
             rid = run_id(cell.config.config_hash, backend)
@@ -256,12 +260,11 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 result = records[rid]
                 if rid in committed:
                     data, column = committed[rid]
-                    entries.append((data.images, {
+                    entries.append((data.images, data.labels, {
                         **column, "title": montage_column_title(cell.setting, result),
                         "inputs": column["inputs"] if column["inputs"] is not None
                         else data.images}))
                     class_names = class_names or tuple(data.class_names)
-                    labels = data.labels if labels is None else labels
                 continue
             if not _has_checkpoint(store, result):
                 continue
@@ -273,12 +276,12 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 # noise leaves [0, 1] is skipped with the reason logged).
                 idx = seeded_subset(len(dataset.x_test), n_images, 1)
                 x = as_float01(dataset.x_test[idx])
+                y = np.asarray(dataset.y_test[idx]).astype(np.int64)
                 if images is None:
-                    images = x
+                    images, images_labels = x, y
                     class_names = tuple(dataset.class_names)
-                    labels = np.asarray(dataset.y_test[idx]).astype(np.int64)
                 if clean is None and not privatises_images(cell.config.privacy.mechanism):
-                    clean = x
+                    clean, clean_labels = x, y
                 code = load_backend(backend)
                 trained = code.load_checkpoint(checkpoint)
                 # Each model is explained on the inputs it is evaluated on.
@@ -288,18 +291,20 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
             except DpCompareError as exc:
                 log(f"montage {data_name}/{model_name}: skipped {backend}: {exc}")
                 continue
-            entries.append((None, {"title": montage_column_title(cell.setting, result),
+            entries.append((None, None, {"title": montage_column_title(cell.setting, result),
                                    "backend": backend, "run_id": rid, "inputs": x, "maps": maps,
                                    "pred_class": pred,
                                    "confidence": proba[np.arange(len(pred)), pred]}))
-        base = clean if clean is not None else images
+        base, labels = (clean, clean_labels) if clean is not None else (images, images_labels)
         columns = []
-        for shown, column in entries:  # committed columns only where they show these images
+        for shown, shown_labels, column in entries:  # committed columns showing these images
             if shown is not None and base is None:
                 base = shown
             if shown is None or np.array_equal(np.asarray(shown, np.float16),
                                                np.asarray(base, np.float16)):
                 columns.append(column)
+                if labels is None and shown_labels is not None:  # the labels of these images
+                    labels = shown_labels
             else:
                 log(f"montage {data_name}/{model_name}: committed column of "
                     f"{column['run_id']} shows other images; left out")

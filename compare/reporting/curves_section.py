@@ -14,14 +14,14 @@ def learning_curves(data: ReportData) -> SectionOutput:
     if history.empty:
         return SectionOutput()
     figures: list[ReportFigure] = []
-    lines = ["## Learning curves", "",
-             "Test accuracy and test loss after every epoch, from each run's history (mean over "
-             "seeds; solid tf, dashed torch).", ""]
     marked, split = marked_splits(history)  # the figure marks training-set settings
-    if split != "test":
+    measured_on = {"test": "test ", "training-set": "training-set "}.get(split, "")
+    lines = ["## Learning curves", "",
+             f"{measured_on.capitalize() or 'The '}accuracy and {measured_on}loss after every "
+             "epoch, from each run's history (mean over seeds; solid tf, dashed torch).", ""]
+    if split not in ("test", "training-set"):
         lines += [f"Settings marked `{TRAINING_SET_MARK.strip()}` are measured on the training "
                   "set (eval_split: train), the others on the test set.", ""]
-    measured_on = {"test": "test ", "training-set": "training-set "}.get(split, "")
     if add(figures, "learning_curves.png", plots.lines_per_run_figure(
             marked, "epoch", [("test_accuracy", f"{measured_on}accuracy"),
                               ("test_loss", f"{measured_on}loss (nats)")], "epoch")):

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FixedLocator, FuncFormatter
 
 from compare.figdigest import note_figure
 from compare.grid import setting_label
@@ -197,13 +197,25 @@ def privacy_figure(frame: pd.DataFrame) -> ReportFigure | None:
         warnings.filterwarnings("ignore", message="Tight layout not applied")
         grid = _catplot(sns, long)
     low, high = float(long["epsilon"].min()), float(long["epsilon"].max())
-    logarithmic = low > 0 and high / low >= LOG_AXIS_SPAN
-    grid.set_axis_labels("epsilon (log scale)" if logarithmic else "epsilon", "")
+    positive = long.loc[long["epsilon"] > 0, "epsilon"]
+    logarithmic = len(positive) > 0 and high / float(positive.min()) >= LOG_AXIS_SPAN
+    scale = ("" if not logarithmic else " (log scale)" if low > 0
+             else f" (log scale above {float(positive.min()):.2g}, linear below)")
+    grid.set_axis_labels(f"epsilon{scale}", "")
     pad = 0.1 * max(abs(high), 1.0)  # calibrated runs differ by 1e-5: no magnified spread
     for ax in grid.axes.flat:
         ax.grid(axis="x", alpha=0.3)
         if logarithmic:  # epsilon 1 beside 2352 (a local-DP image): both readable
-            ax.set_xscale("log")
+            smallest = float(positive.min())
+            if low > 0:
+                ax.set_xscale("log")
+                ax.set_xlim(smallest / 1.6, high * 1.6)  # room for the end markers
+            else:  # an audited lower bound of 0: linear from 0 to the smallest positive value
+                ax.set_xscale("symlog", linthresh=smallest)
+                ax.set_xlim(-0.4 * smallest, high * 1.6)  # 0's markers whole, no negatives
+                decades = range(math.ceil(math.log10(smallest)),
+                                math.floor(math.log10(1.6 * high)) + 1)
+                ax.xaxis.set_major_locator(FixedLocator([0.0, *(10.0 ** k for k in decades)]))
             ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
             continue
         ax.ticklabel_format(axis="x", style="plain", useOffset=False)

@@ -15,7 +15,7 @@ from compare import records as rec
 from compare.montage import MontageData, load_montage_data, save_montage_data
 from compare.report import ReportContext, rebuild_report, render_report
 from dpcore.data import portable_location
-from dpcore.errors import DataError
+from dpcore.errors import ConfigError, DataError
 from tests.compare.report_fakes import fake_result
 
 
@@ -106,6 +106,9 @@ def test_montage_arrays_round_trip_as_float16(tmp_path: Path) -> None:
     labelled = save_montage_data(tmp_path / "l.npz",
                                  dataclasses.replace(data, labels=np.array([1, 0])))
     assert load_montage_data(labelled).labels.tolist() == [1, 0]
+    with pytest.raises(ConfigError, match="labels have dtype float64"):  # never truncated
+        save_montage_data(tmp_path / "f.npz",
+                          dataclasses.replace(data, labels=np.array([1.0, 0.5])))
 
 
 def test_report_folder_holds_its_records(written: Path) -> None:

@@ -489,6 +489,30 @@ def test_a_training_set_figure_is_never_read_off_a_test_accuracy_axis() -> None:
     assert marked_splits(on_train)[1] == "training-set"
 
 
+def test_the_accuracy_section_draws_a_training_set_run_on_a_marked_axis(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the accuracy section: the by-setting figure's x label names both splits and
+    the training-set setting's row label carries the mark."""
+    from compare.reporting.accuracy_section import accuracy
+    from compare.reporting.frames import TRAINING_SET_MARK
+    from tests.compare.report_fakes import render_section
+
+    runs = [fake_result(backend="tf", seed=s, point=p, labels={"data": "mnist", "run": p})
+            for p in ("harmonised", "flip") for s in range(2)]
+    for run in runs[2:]:
+        run.dataset["extra"] = {"eval_split": "train"}
+    drawn: list[Figure] = []
+    real = plots.by_setting_figure
+    monkeypatch.setattr(plots, "by_setting_figure",
+                        lambda *a, **k: drawn.append(real(*a, **k)) or drawn[-1])
+    render_section(accuracy, runs)
+    ax = drawn[0].axes[0]
+    assert "training set where marked" in ax.get_xlabel().replace("\n", " ")
+    assert not ax.get_xlabel().startswith("test accuracy")
+    rows = [t.get_text().replace("\n", " ") for t in ax.get_yticklabels()]
+    assert any(row.endswith(TRAINING_SET_MARK.strip()) for row in rows), rows
+
+
 def test_the_by_setting_figure_shows_every_seed_behind_its_mean() -> None:
     """20 seeds of one setting (pneumonia-noise-draws): the figure draws each seed's value
     as a dot beside the mean and its interval, with one legend entry for them; a one-seed
@@ -509,7 +533,7 @@ def test_the_by_setting_figure_shows_every_seed_behind_its_mean() -> None:
     assert not [c for c in single.axes[0].collections if isinstance(c, PathCollection)]
 
 
-def test_eleven_learning_curves_are_told_apart_by_colour_or_marker(
+def test_twelve_learning_curves_are_told_apart_by_colour_or_marker(
         saved: list[Figure]) -> None:
     """mnist-gap-attribution has 11 settings: with tab20 two of them were light and dark
     shades of one hue. Now no two settings share both colour and marker."""

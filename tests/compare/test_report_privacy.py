@@ -176,12 +176,12 @@ def test_the_privacy_plot_takes_a_log_axis_for_epsilons_orders_of_magnitude_apar
 
     from compare.reporting.privacy_section import privacy_figure
 
-    def axes_of(low: float, high: float) -> list:
+    def axes_of(low: float, high: float, audited: float = math.nan) -> list:
         frame = results_frame(gap_records())
         frame = frame[frame["epsilon_proved"].notna()].copy()
         frame["epsilon_proved"] = [low if i % 2 else high for i in range(len(frame))]
         frame["epsilon_claimed"] = frame["epsilon_proved"]
-        frame["epsilon_audited"] = math.nan
+        frame["epsilon_audited"] = audited
         figure = privacy_figure(frame)
         assert figure is not None
         drawn = plt.figure(plt.get_fignums()[-1])
@@ -193,6 +193,11 @@ def test_the_privacy_plot_takes_a_log_axis_for_epsilons_orders_of_magnitude_apar
     assert [ax.get_xscale() for ax in wide] == ["log", "log"]
     assert wide[0].get_xlabel() == "epsilon (log scale)"
     assert "1000" in {t.get_text() for t in wide[0].get_xticklabels()}
+    with_zero = axes_of(1.0, 2352.0, audited=0.0)  # an audited bound of 0: symlog, not linear
+    assert [ax.get_xscale() for ax in with_zero] == ["symlog", "symlog"]
+    assert with_zero[0].get_xlabel() == "epsilon (log scale above 1, linear below)"
+    assert with_zero[0].get_xlim()[0] < 0 < with_zero[0].get_xlim()[1]  # 0 drawn whole
+    assert {"0", "1", "1000"} <= {t.get_text() for t in with_zero[0].get_xticklabels()}
     narrow = axes_of(1.0, 8.0)
     assert [ax.get_xscale() for ax in narrow] == ["linear", "linear"]
     assert narrow[0].get_xlabel() == "epsilon"
