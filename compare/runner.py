@@ -64,6 +64,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from compare.executors import Executor
+    from dpcore.data.dataset import Dataset
 
 
 
@@ -180,6 +181,16 @@ def _has_checkpoint(store: ResultsStore, result: RunResult | None) -> bool:
             and (store.root / str(result.checkpoint)).is_file())
 
 
+def _montage_sample(dataset: Dataset, n_images: int) -> tuple[np.ndarray, np.ndarray]:
+    """The montage's sample of ``dataset``'s test split: its images in [0, 1] and their true
+    classes (the same seeded indices wherever a montage is drawn or labelled)."""
+    from dpcore.data import as_float01
+    from dpcore.metrics import seeded_subset
+
+    idx = seeded_subset(len(dataset.x_test), n_images, 1)
+    return as_float01(dataset.x_test[idx]), np.asarray(dataset.y_test[idx]).astype(np.int64)
+
+
 def _true_labels(members: Sequence[tuple[GridCell, str]], datasets: DatasetCache,
                  shown: np.ndarray, n_images: int,
                  log: Callable[[str], None]) -> np.ndarray | None:
@@ -187,19 +198,14 @@ def _true_labels(members: Sequence[tuple[GridCell, str]], datasets: DatasetCache
     stored before true labels were kept): the test labels at the montage's sample indices of
     the first member's data set whose images there are ``shown``; None (logged) when the data
     set cannot be loaded here or shows other images."""
-    from dpcore.data import as_float01
-    from dpcore.metrics import seeded_subset
-
     # runs without local DP first: their data set is not privatised for this
     clean_first = sorted(members, key=lambda m: privatises_images(m[0].config.privacy.mechanism))
     reasons = []
     for cell, _backend in clean_first:
         try:
-            dataset = datasets.get(cell.config)
-            idx = seeded_subset(len(dataset.x_test), n_images, 1)
-            if np.array_equal(np.asarray(as_float01(dataset.x_test[idx]), np.float16),
-                              np.asarray(shown, np.float16)):
-                return np.asarray(dataset.y_test[idx]).astype(np.int64)
+            x, y = _montage_sample(datasets.get(cell.config), n_images)
+            if np.array_equal(np.asarray(x, np.float16), np.asarray(shown, np.float16)):
+                return y
             reasons.append("the committed images are not the data set's montage sample here")
         except DpCompareError as exc:
             reasons.append(str(exc))
@@ -231,8 +237,6 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
         save_montage_data,
     )
     from compare.records import committed_montage_columns
-    from dpcore.data import as_float01
-    from dpcore.metrics import seeded_subset
 
     records = records or {}
     committed = committed_montage_columns(records_from) if records else {}
@@ -274,9 +278,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 dataset = datasets.get(cell.config)
                 # The run's own test images (privatised for local-DP runs: a run whose
                 # noise leaves [0, 1] is skipped with the reason logged).
-                idx = seeded_subset(len(dataset.x_test), n_images, 1)
-                x = as_float01(dataset.x_test[idx])
-                y = np.asarray(dataset.y_test[idx]).astype(np.int64)
+                x, y = _montage_sample(dataset, n_images)
                 if images is None:
                     images, images_labels = x, y
                     class_names = tuple(dataset.class_names)

@@ -216,7 +216,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "n_test": r.dataset.get("n_test"),
             # the split the metrics are measured on (dpcore.pipeline: "train" for a run that
             # reports training-set figures, eval_split=train)
-            "eval_split": str((r.dataset.get("extra") or {}).get("eval_split", "test")),
+            "eval_split": eval_split_of(r),
             "data_fingerprint": r.dataset.get("fingerprint"),
             "ldp_epsilon_per_value": ldp.get("epsilon_per_value"),
             "ldp_epsilon_per_image": ldp.get("epsilon_per_image"),
@@ -308,6 +308,12 @@ def per_class_frame(results: Sequence[RunResult]) -> pd.DataFrame:
 TRAINING_SET_MARK = " [training set]"
 
 
+def eval_split_of(result: RunResult) -> str:
+    """The split ``result``'s metrics are measured on: "train" for an ``eval_split: train``
+    run (:mod:`dpcore.pipeline` records it in the data set's extra), else "test"."""
+    return str((result.dataset.get("extra") or {}).get("eval_split", "test"))
+
+
 def marked_splits(frame: pd.DataFrame) -> tuple[pd.DataFrame, str]:
     """``frame`` (runs or history rows) for a figure and the split its axis names: "test"
     when every run is measured on the test set, "training-set" when every run is measured on
@@ -339,7 +345,7 @@ def history_frame(results: Sequence[RunResult]) -> pd.DataFrame:
                 "run_id": r.run_id, "backend": r.backend, "seed": r.seed,
                 "setting": setting_label(r.labels) if r.labels else r.config_hash,
                 "panel": panel, "point": point,
-                "eval_split": str((r.dataset.get("extra") or {}).get("eval_split", "test")),
+                "eval_split": eval_split_of(r),
                 "epoch": record.get("epoch"),
                 "test_accuracy": record.get("test_accuracy"), "test_loss": record.get("test_loss"),
                 "loss": record.get("loss"), "epsilon_spent": record.get("epsilon_spent"),
