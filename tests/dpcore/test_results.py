@@ -82,6 +82,34 @@ def test_schema_rejects_bad_records() -> None:
         validate_result_dict(raw)
     with pytest.raises(DpCompareError, match="backend"):
         run_id("0" * 16, "jax")
+    missing = make_result(RunConfig()).to_dict()
+    del missing["metrics"]
+    with pytest.raises(DpCompareError,
+                       match=r"field \(top level\): 'metrics' is a required property"):
+        validate_result_dict(missing)
+    with pytest.raises(DpCompareError, match="must be a JSON object"):
+        validate_result_dict([raw])
+
+
+def test_many_records_validate_without_rechecking_the_schema(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The schema is checked against its meta-schema once, not per record (the committed
+    records are read at every compare)."""
+    import jsonschema
+
+    from dpcore.results import _validator
+
+    _validator.cache_clear()
+    checks: list[object] = []
+    original = jsonschema.Draft202012Validator.check_schema.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema",
+                        classmethod(lambda cls, schema: (checks.append(schema),
+                                                         original(cls, schema))[1]))
+    raw = make_result(RunConfig()).to_dict()
+    for _ in range(5):
+        validate_result_dict(raw)
+    assert len(checks) <= 1
+    _validator.cache_clear()
 
 
 def test_atomic_write_leaves_old_file_on_failure(tmp_path: Path) -> None:
