@@ -53,8 +53,6 @@ def _as_committed(config: RunConfig) -> str:
 #: the whole grid, so the two tests below leave them out until the grid is complete.
 STALE_REPORTS = {
     "cats-vs-dogs-tuned": "interim report: 14 of 30 runs of the 5-seed grid (issue 31 item 3)",
-    "interpretability-vs-epsilon-tuned": "interim report: 178 of 180 runs, the PneumoniaMNIST "
-                                         "half complete (issue 31 item 3, issue 32 item 4)",
 }
 
 
