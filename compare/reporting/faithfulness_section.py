@@ -21,6 +21,7 @@ from compare.reporting.section import (
 )
 from compare.reporting.stats import error_bars_phrase, seeds_phrase
 from compare.reporting.tables import markdown_table
+from dpcore.metrics.calibration import TEMPERATURE_BOUNDS
 from dpcore.metrics.sanity import FAIL_SPEARMAN
 from dpcore.results import RunResult
 
@@ -77,6 +78,7 @@ def faithfulness(data: ReportData) -> SectionOutput:
                           "and seeds; solid tf, dashed torch):", "",
                           "![deletion and insertion curves](deletion_insertion.png)", ""]
         lines += faithfulness_tables(summary)
+        lines += temperature_bound_note(frame)
     if montages:
         lines += ["### Saliency montages", "",
                   "Each model is explained on the test images its headline metrics use "
@@ -108,6 +110,35 @@ CALIBRATED_NOTE = (
     "the logits; it changes no predicted class, only the confidence, so an over-confident "
     "model (T > 1) no longer saturates Average Drop and Increase in Confidence. Both figures "
     "are shown: as the model outputs them and after scaling.")
+
+
+#: A fitted temperature within this relative distance of the fit's upper bound is "at the
+#: bound" (the bounded minimiser stops within 1e-6 of beta = 1/T, about 4e-4 at T = 20).
+AT_BOUND_RTOL = 1e-3
+
+
+def temperature_bound_note(frame: pd.DataFrame) -> list[str]:
+    """A paragraph naming, per setting and backend, the runs whose fitted temperature is at the
+    upper bound of the fit (:data:`~dpcore.metrics.calibration.TEMPERATURE_BOUNDS`): their
+    NLL would fall further at a larger T, so they stay over-confident after scaling and their
+    calibrated figures are not those of a calibrated model. Empty when no run is there."""
+    if "temperature" not in frame:
+        return []
+    high = TEMPERATURE_BOUNDS[1]
+    temperature = pd.to_numeric(frame["temperature"], errors="coerce")
+    at_bound = (temperature - high).abs() <= AT_BOUND_RTOL * high
+    if not at_bound.any():
+        return []
+    fitted = frame[temperature.notna()]
+    parts = []
+    for (setting, backend), rows in fitted.groupby(["setting", "backend"], sort=False):
+        hits = int(at_bound[rows.index].sum())
+        if hits:
+            parts.append(f"`{setting}` {backend} ({hits} of {len(rows)})")
+    return [f"**Temperature at the fit's upper bound** (T = {high:g}) for "
+            f"{int(at_bound.sum())} run(s): {', '.join(parts)}. Their NLL would fall further "
+            "at a larger T: these models stay over-confident after scaling, so their "
+            "calibrated figures are not those of a calibrated model.", ""]
 
 
 def _not_evaluated_note(results: Sequence[RunResult], frame: pd.DataFrame) -> list[str]:
@@ -199,4 +230,4 @@ def faithfulness_tables(summary: pd.DataFrame) -> list[str]:
 
 
 __all__ = ["CALIBRATED_NOTE", "FAITHFULNESS_COLUMNS_NOTE", "RANDOMISATION_NOTE", "faithfulness",
-           "faithfulness_tables"]
+           "faithfulness_tables", "temperature_bound_note"]
