@@ -279,7 +279,7 @@ def text_summary(results: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _md_table(header: list[str], rows: list[list[str]], text_last: bool = False
+def md_table(header: list[str], rows: list[list[str]], text_last: bool = False
               ) -> list[str]:
     """A Markdown table: first column left, numbers right (the last left if ``text_last``)."""
     aligns = ["---"] + ["---:"] * (len(header) - 1)
@@ -359,18 +359,18 @@ def markdown(results: dict[str, Any], command: str) -> str:
                   + (f" ({case['slow_steps_per_round']} for the per-example tiers)"
                      if case.get("slow_steps_per_round") else "") + ".",
                   "",
-                  *_md_table(["tier", "s/step", "s/epoch", "examples/s", "tier MiB",
+                  *md_table(["tier", "s/step", "s/epoch", "examples/s", "tier MiB",
                               "rise MiB (warm-up)", "rise MiB (timed)", "note"],
                              table_rows(case), text_last=True),
                   "",
-                  *_md_table(["ratio", "wall clock", "process CPU", "view"], ratio_rows(case),
+                  *md_table(["ratio", "wall clock", "process CPU", "view"], ratio_rows(case),
                              text_last=True),
                   ""]
         if case.get("layers"):
             lines += ["Per-layer cost of the fast DP step (benchmarks/layer_costs.py: one chunk of "
                       f"{min(case['batch_size'], 256)} random examples; ms, best of 3; 'plain' "
                       "is the layer's weight-gradient op, 'extra' = norm + sum - plain):", "",
-                      *_md_table(["view", "layer", "type", "T", "p", "d", "route", "norm ms",
+                      *md_table(["view", "layer", "type", "T", "p", "d", "route", "norm ms",
                                   "sum ms", "plain ms", "extra ms"], layer_rows(case)),
                       ""]
     sweep = results.get("sweep")
@@ -381,8 +381,8 @@ def markdown(results: dict[str, Any], command: str) -> str:
         lines += ["## Batch-size sweep (cnn4, 28x28)", "",
                   f"Time per example (wall clock) and peak RSS of the fast engines and their "
                   f"plain steps; {where}; random uint8 data of MNIST's shape, chunks of 256.",
-                  "", f"![sweep]({SWEEP_PLOT})", "", *_md_table(header, rows), "",
-                  *_md_table(["B", *[f"time {k}" for k in
+                  "", f"![sweep]({SWEEP_PLOT})", "", *md_table(header, rows), "",
+                  *md_table(["B", *[f"time {k}" for k in
                                      next(iter(sweep["time_ratios"].values()), {})],
                               *[f"CPU {k}" for k in
                                 next(iter(sweep.get("cpu_time_ratios", {}).values()), {})],

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from compare.grid import Grid, GridCell
@@ -26,25 +25,10 @@ from dpcore.config import RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.defaults import describe_settings
 from dpcore.errors import DpCompareError
+from dpcore.pipeline import DatasetCache
 from dpcore.results import ResultsStore, RunResult, utc_now
 
 __all__ = ["DatasetCache", "failed_cell_record", "run_one"]
-
-
-class DatasetCache:
-    """Prepared data sets of one grid run, one per (data spec, LDP seed)."""
-
-    def __init__(self, data_dir: str | Path | None) -> None:
-        self.data_dir = data_dir
-        self._cache: dict[str, Dataset] = {}
-
-    def get(self, config: RunConfig) -> Dataset:
-        from dpcore.pipeline import prepare_dataset
-
-        key = repr(config.data) + (f"|seed={config.seed}" if config.data.ldp_mechanism else "")
-        if key not in self._cache:
-            self._cache[key] = prepare_dataset(config, self.data_dir)
-        return self._cache[key]
 
 
 def run_one(

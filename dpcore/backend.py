@@ -77,6 +77,10 @@ class Backend(Protocol):
     def predict_proba(self, model: Any, x: np.ndarray, batch_size: int = ...) -> np.ndarray:
         """Softmax probabilities [N, K] of ``x`` (raw images or token ids)."""
 
+    def predict_logits(self, model: Any, x: np.ndarray, batch_size: int = ...) -> np.ndarray:
+        """Logits [N, K] of ``x``, whose softmax is :meth:`predict_proba` (they keep the
+        ranking of examples a saturated float32 softmax loses)."""
+
     def gradcam(self, model: Any, x: np.ndarray, class_idx: Any = ..., **kwargs: Any
                 ) -> np.ndarray:
         """Grad-CAM maps of ``x`` for ``class_idx`` (see the backend's ``explain``)."""

@@ -91,6 +91,21 @@ def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Da
     return with_ldp_test_inputs(config, dataset, noisy)
 
 
+class DatasetCache:
+    """Prepared data sets (:func:`prepare_dataset`), one per data spec and, for local DP, per
+    seed (its noise is seeded by the run): the runs of one grid share a few."""
+
+    def __init__(self, data_dir: str | Path | None) -> None:
+        self.data_dir = data_dir
+        self._cache: dict[str, Dataset] = {}
+
+    def get(self, config: RunConfig) -> Dataset:
+        key = repr(config.data) + (f"|seed={config.seed}" if config.data.ldp_mechanism else "")
+        if key not in self._cache:
+            self._cache[key] = prepare_dataset(config, self.data_dir)
+        return self._cache[key]
+
+
 def with_ldp_test_inputs(config: RunConfig, clean: Dataset, noisy: Dataset) -> Dataset:
     """``noisy`` (both splits privatised) carrying its test images both ways
     (``ldp_test_images``), with ``x_test`` the ones ``data.ldp_test_inputs`` names: the

@@ -1,4 +1,4 @@
-"""Class probabilities of a Keras model of the zoo, batched (the backend contract)."""
+"""Class probabilities and logits of a Keras model of the zoo, batched (the backend contract)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,39 @@ import tensorflow as tf
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches
 
-#: Attribute under which a model keeps its compiled probability function (tied to the model's
+#: Attributes under which a model keeps its compiled output functions (tied to the model's
 #: lifetime; a cache keyed by model would keep every model alive through the closure).
 _ATTRIBUTE = "_dpcompare_probability_function"
+_LOGIT_ATTRIBUTE = "_dpcompare_logit_function"
+
+
+def _compiled(model: tf.keras.Model, attribute: str,
+              head: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[np.ndarray], np.ndarray]:
+    """A compiled ``x -> head(model(x))`` for one batch of model inputs, cached on the model
+    under ``attribute``."""
+    cached = getattr(model, attribute, None)
+    if cached is not None:
+        return cached
+    spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+
+    @tf.function(input_signature=[spec])
+    def output(x: tf.Tensor) -> tf.Tensor:
+        return head(model(x, training=False))
+
+    # One function per model, traced once (fixed signature). TensorFlow's frequent-tracing
+    # detector keys on the shared code object, so explaining several models in a row (a
+    # report's montages) logged "N out of the last N calls ... triggered tf.function
+    # retracing" for these single traces. TensorFlow silences it the same way for functions
+    # it restores from SavedModels (function_deserialization.py).
+    output._omit_frequent_tracing_warning = True
+
+    dtype = model.inputs[0].dtype.as_numpy_dtype
+
+    def call(x: np.ndarray) -> np.ndarray:
+        return output(tf.constant(np.asarray(x, dtype))).numpy()
+
+    object.__setattr__(model, attribute, call)  # bypass Keras's attribute tracking
+    return call
 
 
 def probability_function(model: tf.keras.Model) -> Callable[[np.ndarray], np.ndarray]:
@@ -21,29 +51,12 @@ def probability_function(model: tf.keras.Model) -> Callable[[np.ndarray], np.nda
 
     Inputs are NHWC float32 images (or int32 token ids); the output is float32 [n, K].
     """
-    cached = getattr(model, _ATTRIBUTE, None)
-    if cached is not None:
-        return cached
-    spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], model.inputs[0].dtype)
+    return _compiled(model, _ATTRIBUTE, lambda logits: tf.nn.softmax(logits, axis=-1))
 
-    @tf.function(input_signature=[spec])
-    def proba(x: tf.Tensor) -> tf.Tensor:
-        return tf.nn.softmax(model(x, training=False), axis=-1)
 
-    # One function per model, traced once (fixed signature). TensorFlow's frequent-tracing
-    # detector keys on the shared code object, so explaining several models in a row (a
-    # report's montages) logged "N out of the last N calls ... triggered tf.function
-    # retracing" for these single traces. TensorFlow silences it the same way for functions
-    # it restores from SavedModels (function_deserialization.py).
-    proba._omit_frequent_tracing_warning = True
-
-    dtype = model.inputs[0].dtype.as_numpy_dtype
-
-    def call(x: np.ndarray) -> np.ndarray:
-        return proba(tf.constant(np.asarray(x, dtype))).numpy()
-
-    object.__setattr__(model, _ATTRIBUTE, call)  # bypass Keras's attribute tracking
-    return call
+def logit_function(model: tf.keras.Model) -> Callable[[np.ndarray], np.ndarray]:
+    """A compiled ``x -> model(x)`` (the logits, float32 [n, K]; cached per model)."""
+    return _compiled(model, _LOGIT_ATTRIBUTE, lambda logits: logits)
 
 
 def predict_proba(model: TrainedModel | tf.keras.Model | Any, x: np.ndarray,
@@ -59,3 +72,16 @@ def predict_proba(model: TrainedModel | tf.keras.Model | Any, x: np.ndarray,
     keras_model = model.model if isinstance(model, TrainedModel) else model
     task = "text" if keras_model.inputs[0].dtype.is_integer else "image"
     return predict_in_batches(probability_function(keras_model), x, task, batch_size)
+
+
+def predict_logits(model: TrainedModel | tf.keras.Model | Any, x: np.ndarray,
+                   batch_size: int = PREDICT_BATCH_SIZE) -> np.ndarray:
+    """Logits [N, K] (float32) of ``x``, in batches of ``batch_size``: what
+    :func:`predict_proba` applies the softmax to (they keep the ranking a saturated float32
+    softmax loses; see :func:`dpcore.metrics.classification.log_odds`).
+
+    Args: as :func:`predict_proba`.
+    """
+    keras_model = model.model if isinstance(model, TrainedModel) else model
+    task = "text" if keras_model.inputs[0].dtype.is_integer else "image"
+    return predict_in_batches(logit_function(keras_model), x, task, batch_size)

@@ -1,4 +1,4 @@
-"""Class probabilities of a torch model of the zoo, batched (the backend contract)."""
+"""Class probabilities and logits of a torch model of the zoo, batched (the backend contract)."""
 
 from __future__ import annotations
 
@@ -37,16 +37,20 @@ def labels_tensor(y: np.ndarray, device: torch.device | None = None) -> torch.Te
     return tensor if device is None else tensor.to(device)
 
 
-def probabilities(model: nn.Module, x: np.ndarray) -> np.ndarray:
-    """Softmax probabilities (float32 [n, K]) of one batch of model inputs (NHWC or ids)."""
+def logits(model: nn.Module, x: np.ndarray) -> np.ndarray:
+    """Logits (float32 [n, K]) of one batch of model inputs (NHWC or ids), in eval mode."""
     was_training = model.training
     model.eval()
     try:
         with torch.no_grad():
-            logits = model(to_tensor(x, is_text_model(model), model_device(model)))
-            return torch.softmax(logits, dim=-1).cpu().numpy()
+            return model(to_tensor(x, is_text_model(model), model_device(model))).cpu().numpy()
     finally:
         model.train(was_training)
+
+
+def probabilities(model: nn.Module, x: np.ndarray) -> np.ndarray:
+    """Softmax probabilities (float32 [n, K]) of one batch of model inputs (NHWC or ids)."""
+    return torch.softmax(torch.from_numpy(logits(model, x)), dim=-1).numpy()
 
 
 def predict_proba(model: TrainedModel | nn.Module | Any, x: np.ndarray,
@@ -62,3 +66,16 @@ def predict_proba(model: TrainedModel | nn.Module | Any, x: np.ndarray,
     module = model.model if isinstance(model, TrainedModel) else model
     task = "text" if is_text_model(module) else "image"
     return predict_in_batches(lambda xb: probabilities(module, xb), x, task, batch_size)
+
+
+def predict_logits(model: TrainedModel | nn.Module | Any, x: np.ndarray,
+                   batch_size: int = PREDICT_BATCH_SIZE) -> np.ndarray:
+    """Logits [N, K] (float32) of ``x``, in batches of ``batch_size``: what
+    :func:`predict_proba` applies the softmax to (they keep the ranking a saturated float32
+    softmax loses; see :func:`dpcore.metrics.classification.log_odds`).
+
+    Args: as :func:`predict_proba`.
+    """
+    module = model.model if isinstance(model, TrainedModel) else model
+    task = "text" if is_text_model(module) else "image"
+    return predict_in_batches(lambda xb: logits(module, xb), x, task, batch_size)

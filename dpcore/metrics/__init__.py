@@ -15,9 +15,11 @@ the results store writes as JSON null).
 from dpcore.metrics.audit import advantage_upper_bound, empirical_advantage, exceeds_bound
 from dpcore.metrics.classification import (
     accuracy,
+    log_odds,
     one_vs_rest_auc,
     per_class_metrics,
     roc_auc,
+    roc_auc_from_logits,
     roc_auc_undefined_reason,
 )
 from dpcore.metrics.fairness import per_group_metrics
@@ -50,6 +52,7 @@ __all__ = [
     "faithfulness_metrics",
     "increase_in_confidence",
     "insertion_auc",
+    "log_odds",
     "make_baseline",
     "mask_inputs",
     "one_vs_rest_auc",
@@ -58,6 +61,7 @@ __all__ = [
     "perturbation_curve",
     "predict_in_batches",
     "roc_auc",
+    "roc_auc_from_logits",
     "roc_auc_undefined_reason",
     "saliency_rank",
     "seeded_subset",

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
 from sklearn.metrics import roc_auc_score
 
 from dpcore.errors import DataError
@@ -79,6 +80,42 @@ def roc_auc(proba: np.ndarray, y: np.ndarray) -> float:
     if p.shape[1] == 2:
         return float(roc_auc_score(labels, p[:, 1]))
     return float(np.mean([one_vs_rest_auc(p, labels, k) for k in range(p.shape[1])]))
+
+
+def log_odds(logits: np.ndarray) -> np.ndarray:
+    """Per-class log-odds ``log(p_k / (1 - p_k))`` of ``p = softmax(logits)``, float64 [N, K],
+    computed from the logits as ``z_k - logsumexp(z_j, j != k)`` without forming ``p``.
+
+    Monotone in ``p_k`` per class, so an AUC of these scores is the AUC of the exact
+    probabilities; unlike a float32 softmax, they do not round to 0 or 1 (and tie) when a
+    model is over-confident. For K = 2, ``log_odds[:, 1] = z_1 - z_0``.
+
+    Raises:
+        DataError: ``logits`` not a finite [N, K] array with N >= 1, K >= 2.
+    """
+    z = np.asarray(logits, dtype=np.float64)
+    if z.ndim != 2 or z.shape[0] < 1 or z.shape[1] < 2:
+        raise DataError(f"logits must have shape [N, K] with N >= 1 and K >= 2; got {z.shape}")
+    if not np.all(np.isfinite(z)):
+        raise DataError("logits must be finite; got NaN or infinite values")
+    others = np.empty_like(z)
+    for k in range(z.shape[1]):
+        others[:, k] = logsumexp(np.delete(z, k, axis=1), axis=1)
+    return z - others
+
+
+def roc_auc_from_logits(logits: np.ndarray, y: np.ndarray) -> float:
+    """:func:`roc_auc` of ``softmax(logits)`` ranked exactly: the same AUC (binary, or the
+    macro one-vs-rest mean) of the per-class :func:`log_odds` scores. NaN when some class is
+    absent from ``y`` (as :func:`roc_auc`)."""
+    scores = log_odds(logits)
+    labels = as_labels(y, scores.shape[0], scores.shape[1])
+    if sorted(set(np.unique(labels).tolist())) != list(range(scores.shape[1])):
+        return NAN
+    if scores.shape[1] == 2:
+        return float(roc_auc_score(labels, scores[:, 1]))
+    return float(np.mean([roc_auc_score(labels == k, scores[:, k])
+                          for k in range(scores.shape[1])]))
 
 
 def one_vs_rest_auc(proba: np.ndarray, y: np.ndarray, k: int) -> float:
