@@ -23,6 +23,8 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 #: Folders under reports/ that are not grid reports (no RunResults behind them): never rebuilt.
 NOT_GRID_REPORTS = {
+    "auc-scoring": "stored runs re-scored from their checkpoints (benchmarks/auc_scoring), "
+                   "not a grid of runs",
     "benchmarks": "speed/memory benchmark (dpcompare bench), written from results.json",
     "defaults-sweep": "tuning sweep of the train defaults (benchmarks/), not a grid of runs",
     "tuning": "hyper-parameter tuning notes (benchmarks/tuning_sweep), not a grid of runs",
