@@ -41,6 +41,20 @@ def accuracy(proba: np.ndarray, y: np.ndarray) -> float:
     return float(np.mean(np.argmax(p, axis=1) == labels))
 
 
+def _missing_classes(labels: np.ndarray, n_classes: int) -> list[int]:
+    """The classes 0..n_classes-1 with no example in ``labels`` (sorted)."""
+    return sorted(set(range(n_classes)) - set(np.unique(labels).tolist()))
+
+
+def _auc_of_scores(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The AUC of per-class scores [N, K] (every class present in ``labels``): binary, the
+    score of class 1; K > 2, the macro mean of the one-vs-rest AUCs of each class's score."""
+    if scores.shape[1] == 2:
+        return float(roc_auc_score(labels, scores[:, 1]))
+    return float(np.mean([roc_auc_score(labels == k, scores[:, k])
+                          for k in range(scores.shape[1])]))
+
+
 def roc_auc_undefined_reason(proba: np.ndarray, y: np.ndarray) -> str | None:
     """Why :func:`roc_auc` is NaN for these inputs, or None when it is defined.
 
@@ -49,7 +63,7 @@ def roc_auc_undefined_reason(proba: np.ndarray, y: np.ndarray) -> str | None:
     """
     p = as_proba(proba)
     labels = as_labels(y, p.shape[0], p.shape[1])
-    missing = sorted(set(range(p.shape[1])) - set(np.unique(labels).tolist()))
+    missing = _missing_classes(labels, p.shape[1])
     if missing:
         return (
             f"class(es) {missing} have no example in y (N={labels.size}); "
@@ -75,11 +89,9 @@ def roc_auc(proba: np.ndarray, y: np.ndarray) -> float:
     """
     p = as_proba(proba)
     labels = as_labels(y, p.shape[0], p.shape[1])
-    if roc_auc_undefined_reason(p, labels) is not None:
+    if _missing_classes(labels, p.shape[1]):
         return NAN
-    if p.shape[1] == 2:
-        return float(roc_auc_score(labels, p[:, 1]))
-    return float(np.mean([one_vs_rest_auc(p, labels, k) for k in range(p.shape[1])]))
+    return _auc_of_scores(p, labels)
 
 
 def log_odds(logits: np.ndarray) -> np.ndarray:
@@ -110,12 +122,9 @@ def roc_auc_from_logits(logits: np.ndarray, y: np.ndarray) -> float:
     absent from ``y`` (as :func:`roc_auc`)."""
     scores = log_odds(logits)
     labels = as_labels(y, scores.shape[0], scores.shape[1])
-    if sorted(set(np.unique(labels).tolist())) != list(range(scores.shape[1])):
+    if _missing_classes(labels, scores.shape[1]):
         return NAN
-    if scores.shape[1] == 2:
-        return float(roc_auc_score(labels, scores[:, 1]))
-    return float(np.mean([roc_auc_score(labels == k, scores[:, k])
-                          for k in range(scores.shape[1])]))
+    return _auc_of_scores(scores, labels)
 
 
 def one_vs_rest_auc(proba: np.ndarray, y: np.ndarray, k: int) -> float:
