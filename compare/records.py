@@ -4,7 +4,9 @@ Layout of ``REPORT/records/`` (written by every report writer, read by
 ``dpcompare report --records``)::
 
     records.jsonl.gz       one RunResult dict per line (no checkpoint), sorted by run id,
-                           with the labels the report names each run by; gzip with mtime 0
+                           with the labels the report names each run by, and, for a small
+                           test set, its test logits in the same line (``test_outputs``,
+                           :mod:`dpcore.outputs`); gzip with mtime 0
     context.json           what the header and the sections need besides the runs: the
                            command, wall time, title, description, notes, published figures,
                            the grid's run ids and axis order

@@ -135,10 +135,13 @@ def render_report(results: Sequence[RunResult], context: ReportContext, out_dir:
     arguments but for the header's written time. ``resolved``: ``results`` and ``context``
     are already as :func:`resolve_context` returns them (a rebuild from records).
     ``weights``: run id -> the final weights of the shared-noise runs
-    (:mod:`compare.final_weights`), kept in the records too.
+    (:mod:`compare.final_weights`), kept in the records too. The metrics of a run whose
+    record keeps its test outputs are recomputed from them (:func:`dpcore.scoring.rescored`;
+    a warning names a run whose recorded figures differ); the records are written as given.
     """
     from compare.figdigest import collecting
     from compare.records import write_records
+    from dpcore.scoring import rescored_results
 
     results = sorted(results, key=lambda r: r.run_id)  # the records' order: a rebuild's too
     if not resolved:
@@ -146,7 +149,10 @@ def render_report(results: Sequence[RunResult], context: ReportContext, out_dir:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     weights = dict(weights or {})
-    view = companion_view(results, context)  # audit companions: only in the privacy table
+    scored, disagreements = rescored_results(results)
+    for message in disagreements:
+        warnings.warn(message, stacklevel=2)
+    view = companion_view(scored, context)  # audit companions: only in the privacy table
     outputs = render_sections(report_data(view.results, view.context, montages,
                                           folder=out.name, weights=weights,
                                           companions=view.companions))

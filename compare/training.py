@@ -235,17 +235,19 @@ def ldp_test_metrics(backend: str, trained: Any, dataset: Dataset, headline: str
                      ) -> dict[str, Any]:
     """A local-DP run's test metrics on its test images both ways (``dataset``'s
     ``ldp_test_images``): ``{"headline": "clean" | "privatised", "clean": {...},
-    "privatised": {...}}``, each with ``n``, ``accuracy``, ``auc`` and ``per_class``
-    (:func:`dpcore.metrics.classification_summary`). ``headline`` names the set the run's
-    own ``metrics`` use (``data.ldp_test_inputs``)."""
-    from dpcore.metrics import classification_summary
+    "privatised": {...}}``, each with ``n``, ``accuracy``, ``auc``, ``per_class`` and
+    ``scoring``, scored as the run's own metrics (:func:`dpcore.scoring.scored_metrics`, one
+    forward pass for logits and probabilities). ``headline`` names the set the run's own
+    ``metrics`` use (``data.ldp_test_inputs``)."""
+    from dpcore.scoring import scored_metrics
 
     api = load_backend(backend)
     out: dict[str, Any] = {"headline": headline}
     for name, images in (dataset.ldp_test_images or {}).items():
-        summary = classification_summary(api.predict_proba(trained.model, images),
-                                         dataset.y_test, dataset.class_names)
-        out[name] = {key: summary[key] for key in ("n", "accuracy", "auc", "per_class")}
+        logits, proba = api.predict_outputs(trained.model, images)
+        summary = scored_metrics(proba, logits, dataset.y_test, dataset.class_names)
+        out[name] = {key: summary[key]
+                     for key in ("n", "accuracy", "auc", "per_class", "scoring")}
     return out
 
 

@@ -81,6 +81,11 @@ class Backend(Protocol):
         """Logits [N, K] of ``x``, whose softmax is :meth:`predict_proba` (they keep the
         ranking of examples a saturated float32 softmax loses)."""
 
+    def predict_outputs(self, model: Any, x: np.ndarray, batch_size: int = ...
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """(:meth:`predict_logits`, :meth:`predict_proba`) of ``x`` from one forward pass,
+        each bit for bit what that method gives."""
+
     def gradcam(self, model: Any, x: np.ndarray, class_idx: Any = ..., **kwargs: Any
                 ) -> np.ndarray:
         """Grad-CAM maps of ``x`` for ``class_idx`` (see the backend's ``explain``)."""

@@ -81,10 +81,18 @@ class RunResult:
     #: dotted config key -> value, for every key the bench's defaults filled in
     #: (:func:`dpcore.defaults.fill_defaults`); empty when the user gave them all
     defaults: dict[str, Any] = field(default_factory=dict)
+    #: the final test logits, labels and groups, for test sets small enough
+    #: (:mod:`dpcore.outputs`); None: not kept (and left out of :meth:`to_dict`)
+    test_outputs: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return json_safe(asdict(self))
+        """The JSON form (:func:`dpcore.io.json_safe`); ``test_outputs`` only when kept, so
+        a record without outputs has the same keys and bytes whether or not it could."""
+        raw = json_safe(asdict(self))
+        if raw.get("test_outputs") is None:
+            raw.pop("test_outputs", None)
+        return raw
 
     @property
     def run_config(self) -> Any:

@@ -11,9 +11,10 @@ import numpy as np
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
-from dpcore.metrics import classification_summary
+from dpcore.outputs import kept_outputs
 from dpcore.results import RunResult, library_versions, run_id, utc_now
-from dpcore.trainloop import TrainingOutcome, test_loss_and_accuracy
+from dpcore.scoring import scored_metrics
+from dpcore.trainloop import TrainingOutcome
 
 
 def dataset_record(dataset: Dataset) -> dict[str, Any]:
@@ -45,15 +46,24 @@ def privacy_record(plan: PrivacyPlan, library_epsilon: Mapping[str, float | None
 
 
 def final_metrics(outcome: TrainingOutcome, dataset: Dataset) -> dict[str, Any]:
-    """Final test metrics (accuracy, AUC, loss, per class / group) of a finished run."""
+    """Final test metrics (accuracy, AUC, loss, per class / group, and how each was scored:
+    :func:`dpcore.scoring.scored_metrics`) of a finished run."""
     if outcome.test_proba is None:
         return {"diverged_at_step": outcome.diverged_at_step}
-    proba = np.asarray(outcome.test_proba, dtype=np.float64)
-    metrics = classification_summary(
-        proba, dataset.y_test, dataset.class_names, dataset.groups_test, dataset.group_names
-    )
-    metrics["loss"] = test_loss_and_accuracy(proba, dataset.y_test)[0]
-    return metrics
+    return scored_metrics(np.asarray(outcome.test_proba, dtype=np.float64),
+                          outcome.test_logits, dataset.y_test, dataset.class_names,
+                          dataset.groups_test, dataset.group_names)
+
+
+def outputs_record(outcome: TrainingOutcome, dataset: Dataset) -> dict[str, Any] | None:
+    """The RunResult ``test_outputs`` entry: the final test logits, labels and groups of a
+    finished run whose test set is small enough (:func:`dpcore.outputs.kept_outputs`), else
+    None."""
+    if outcome.test_proba is None:
+        return None
+    kept = kept_outputs(outcome.test_logits, dataset.y_test, groups=dataset.groups_test,
+                        group_names=dataset.group_names)
+    return None if kept is None else kept.to_record()
 
 
 def timing_record(outcome: TrainingOutcome) -> dict[str, Any]:
@@ -122,5 +132,6 @@ def build_run_result(
         finished_at=utc_now(),
         error=error,
         recipe=dict(recipe) if recipe is not None else None,
+        test_outputs=outputs_record(outcome, dataset),
     )
 

@@ -166,6 +166,10 @@ class StepEngine(Protocol):
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities [N, K] of one batch of model inputs, with the current weights."""
 
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, softmax probabilities), both float32 [N, K], of one batch of model inputs
+        from one forward pass; the probabilities are exactly :meth:`predict_proba`'s."""
+
     def get_weights(self) -> dict[str, np.ndarray]:
         """The model's current weights in the neutral layout (float32 copies)."""
 
@@ -257,11 +261,27 @@ def predict_in_batches(
     batch_size: int = PREDICT_BATCH_SIZE,
 ) -> np.ndarray:
     """``predict`` over ``x`` in batches, converting each batch with :func:`model_inputs`."""
+    return np.concatenate(_batches(predict, x, task, batch_size), axis=0)
+
+
+def predict_outputs_in_batches(
+    predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], x: np.ndarray,
+    task: str = "image", batch_size: int = PREDICT_BATCH_SIZE,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`predict_in_batches` of a ``predict`` returning (logits, probabilities) per
+    batch (:meth:`StepEngine.predict_outputs`): both, each concatenated."""
+    parts = _batches(predict, x, task, batch_size)
+    return (np.concatenate([logits for logits, _ in parts], axis=0),
+            np.concatenate([proba for _, proba in parts], axis=0))
+
+
+def _batches(predict: Callable[[np.ndarray], Any], x: np.ndarray, task: str,
+             batch_size: int) -> list[Any]:
+    """``predict`` of each batch of ``x`` (converted by :func:`model_inputs`), in order."""
     if len(x) == 0:
         raise ConfigError("cannot predict on an empty array of inputs")
-    parts = [predict(model_inputs(x[i:i + batch_size], task))
-             for i in range(0, len(x), batch_size)]
-    return np.concatenate(parts, axis=0)
+    return [predict(model_inputs(x[i:i + batch_size], task))
+            for i in range(0, len(x), batch_size)]
 
 
 def test_loss_and_accuracy(proba: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -285,6 +305,8 @@ class TrainingOutcome:
         eval_seconds: wall-clock seconds of each epoch's test evaluation.
         total_seconds: wall-clock seconds of the whole loop.
         test_proba: final test probabilities (evaluation weights), ``None`` if diverged.
+        test_logits: the logits ``test_proba`` is the softmax of (same forward pass), ``None``
+            if diverged.
         weights: the final evaluation weights (EMA when enabled), neutral layout.
         stopped_early: True if a callback stopped training.
         diverged_at_step: the step whose loss was NaN/inf, if any.
@@ -304,6 +326,7 @@ class TrainingOutcome:
     diverged_at_step: int | None = None
     peak_memory: PeakMemory | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    test_logits: np.ndarray | None = None
 
     @property
     def examples_per_second(self) -> float | None:
@@ -416,6 +439,7 @@ def run_training(
 
     ema = None if ema_decay is None else WeightEma(engine.get_weights(), ema_decay)
     step = 0
+    last_logits: np.ndarray | None = None
     last_proba: np.ndarray | None = None
     batch_iter = batches_for(batches, config.privacy.sampling, config.seed)
     factors = config.factors
@@ -474,7 +498,8 @@ def run_training(
         else:
             eval_start = time.perf_counter()
             with evaluation_weights(engine, ema):
-                last_proba = predict_in_batches(engine.predict_proba, x_test, task)
+                last_logits, last_proba = predict_outputs_in_batches(
+                    engine.predict_outputs, x_test, task)
             test_loss, test_acc = test_loss_and_accuracy(last_proba, dataset.y_test)
             eval_seconds.append(time.perf_counter() - eval_start)
             record.update(test_loss=test_loss, test_accuracy=test_acc,
@@ -499,11 +524,13 @@ def run_training(
     weights = engine.get_weights()
     # The last epoch's evaluation used the final evaluation weights: its probabilities are the
     # final ones.
-    test_proba = last_proba if status == "finished" else None
+    finished = status == "finished"
     return TrainingOutcome(
         status=status, history=history, steps_completed=step, examples_seen=examples_total,
         epoch_seconds=epoch_seconds, eval_seconds=eval_seconds,
-        total_seconds=time.perf_counter() - loop_start, test_proba=test_proba,
+        total_seconds=time.perf_counter() - loop_start,
+        test_proba=last_proba if finished else None,
+        test_logits=last_logits if finished else None,
         weights=weights, stopped_early=stopped, diverged_at_step=diverged_at,
         peak_memory=memory.peak(),
     )
@@ -532,6 +559,10 @@ class LibraryRunner(Protocol):
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities [N, K] of one batch of model inputs."""
 
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, softmax probabilities) of one batch from one forward pass (as
+        :meth:`StepEngine.predict_outputs`)."""
+
     def get_weights(self) -> dict[str, np.ndarray]:
         """The model's current weights in the neutral layout."""
 
@@ -556,6 +587,7 @@ def run_library_training(
     eval_seconds: list[float] = []
     status, diverged_at, stopped = "finished", None, False
     examples_total, step = 0, 0
+    last_logits: np.ndarray | None = None
     last_proba: np.ndarray | None = None
     as_run = dataclass_replace_rate(plan, runner.sampling_rate)
     memory = PeakMemoryWindow()
@@ -568,7 +600,8 @@ def run_library_training(
         examples_total += examples
         epoch_seconds.append(seconds)
         eval_start = time.perf_counter()
-        last_proba = predict_in_batches(runner.predict_proba, dataset.x_test, dataset.task)
+        last_logits, last_proba = predict_outputs_in_batches(
+            runner.predict_outputs, dataset.x_test, dataset.task)
         test_loss, test_acc = test_loss_and_accuracy(last_proba, dataset.y_test)
         eval_seconds.append(time.perf_counter() - eval_start)
         record = {"epoch": epoch, "step": step,
@@ -589,6 +622,7 @@ def run_library_training(
         epoch_seconds=epoch_seconds, eval_seconds=eval_seconds,
         total_seconds=time.perf_counter() - loop_start,
         test_proba=last_proba if status == "finished" else None,
+        test_logits=last_logits if status == "finished" else None,
         weights=runner.get_weights(), stopped_early=stopped, diverged_at_step=diverged_at,
         peak_memory=memory.peak(),
     )

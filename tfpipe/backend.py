@@ -17,7 +17,7 @@ from tfpipe.accounting import accountant_epsilons
 from tfpipe.engine import TfStepEngine
 from tfpipe.explain import gradcam
 from tfpipe.models import build_model, get_weights, set_weights
-from tfpipe.predict import predict_logits, predict_proba
+from tfpipe.predict import predict_logits, predict_outputs, predict_proba
 from tfpipe.train import BACKEND, library_epsilon, load_checkpoint, save_checkpoint, train
 
 NAME = BACKEND
@@ -43,5 +43,6 @@ def unsupported_fast_layers(model: Any) -> list[str]:
 
 
 __all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "get_weights", "gradcam",
-           "library_epsilon", "load_checkpoint", "predict_logits", "predict_proba",
+           "library_epsilon", "load_checkpoint", "predict_logits", "predict_outputs",
+           "predict_proba",
            "save_checkpoint", "set_weights", "train", "unsupported_fast_layers"]

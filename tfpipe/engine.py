@@ -17,7 +17,7 @@ from dpcore.config import PerfSpec, RunConfig
 from dpcore.trainloop import Chunk, StepMechanism, noise_seed
 from tfpipe import dp
 from tfpipe.models import get_weights, neutral_to_variables, set_weights
-from tfpipe.predict import probability_function
+from tfpipe.predict import output_function, probability_function
 
 
 class TfStepEngine:
@@ -40,6 +40,7 @@ class TfStepEngine:
         self._apply = tf.function(self._apply_update, input_signature=[
             state_spec, tf.TensorSpec([], tf.float32)])
         self._predict = probability_function(model)
+        self._outputs = output_function(model)
 
     def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
                           ) -> tuple[list[tf.Tensor], tf.Tensor]:
@@ -79,6 +80,10 @@ class TfStepEngine:
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities of one batch of model inputs."""
         return self._predict(np.asarray(x, self._x_dtype))
+
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, softmax probabilities) of one batch of model inputs, one forward pass."""
+        return self._outputs(np.asarray(x, self._x_dtype))
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Current weights, neutral layout."""

@@ -45,7 +45,7 @@ from dpcore.trained import TrainedModel
 from dpcore.trainloop import EpochCallback, LibraryRunner, model_inputs
 from tfpipe.device import device_record
 from tfpipe.models import build_model, get_weights
-from tfpipe.predict import probability_function
+from tfpipe.predict import output_function, probability_function
 
 TRAINER = LIBRARY_TRAINERS["tf"]
 
@@ -140,6 +140,7 @@ class KerasFitRunner:
         model.compile(optimizer=make_optimizer(config, plan.noise_multiplier, self.accumulation),
                       loss=make_loss(config))
         self._predict = probability_function(model)
+        self._outputs = output_function(model)
         self._dtype = model.inputs[0].dtype.as_numpy_dtype
 
     def train_epoch(self, epoch: int) -> tuple[float, int]:
@@ -153,6 +154,10 @@ class KerasFitRunner:
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities of one batch of model inputs."""
         return self._predict(np.asarray(x, self._dtype))
+
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, softmax probabilities) of one batch of model inputs, one forward pass."""
+        return self._outputs(np.asarray(x, self._dtype))
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Current weights, neutral layout."""

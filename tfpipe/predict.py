@@ -9,18 +9,19 @@ import numpy as np
 import tensorflow as tf
 
 from dpcore.trained import TrainedModel
-from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches
+from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches, predict_outputs_in_batches
 
 #: Attributes under which a model keeps its compiled output functions (tied to the model's
 #: lifetime; a cache keyed by model would keep every model alive through the closure).
 _ATTRIBUTE = "_dpcompare_probability_function"
 _LOGIT_ATTRIBUTE = "_dpcompare_logit_function"
+_OUTPUT_ATTRIBUTE = "_dpcompare_output_function"
 
 
 def _compiled(model: tf.keras.Model, attribute: str,
-              head: Callable[[tf.Tensor], tf.Tensor]) -> Callable[[np.ndarray], np.ndarray]:
+              head: Callable[[tf.Tensor], Any]) -> Callable[[np.ndarray], Any]:
     """A compiled ``x -> head(model(x))`` for one batch of model inputs, cached on the model
-    under ``attribute``."""
+    under ``attribute`` (numpy out: an array, or a tuple of arrays for a tuple head)."""
     cached = getattr(model, attribute, None)
     if cached is not None:
         return cached
@@ -39,8 +40,9 @@ def _compiled(model: tf.keras.Model, attribute: str,
 
     dtype = model.inputs[0].dtype.as_numpy_dtype
 
-    def call(x: np.ndarray) -> np.ndarray:
-        return output(tf.constant(np.asarray(x, dtype))).numpy()
+    def call(x: np.ndarray) -> Any:
+        out = output(tf.constant(np.asarray(x, dtype)))
+        return tuple(t.numpy() for t in out) if isinstance(out, tuple | list) else out.numpy()
 
     object.__setattr__(model, attribute, call)  # bypass Keras's attribute tracking
     return call
@@ -57,6 +59,15 @@ def probability_function(model: tf.keras.Model) -> Callable[[np.ndarray], np.nda
 def logit_function(model: tf.keras.Model) -> Callable[[np.ndarray], np.ndarray]:
     """A compiled ``x -> model(x)`` (the logits, float32 [n, K]; cached per model)."""
     return _compiled(model, _LOGIT_ATTRIBUTE, lambda logits: logits)
+
+
+def output_function(model: tf.keras.Model
+                    ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """A compiled ``x -> (model(x), softmax(model(x)))`` (logits and probabilities, float32
+    [n, K]; one forward pass; cached per model). Its probabilities are bit for bit those of
+    :func:`probability_function` (the same graph with one more output; tested)."""
+    return _compiled(model, _OUTPUT_ATTRIBUTE,
+                     lambda logits: (logits, tf.nn.softmax(logits, axis=-1)))
 
 
 def predict_proba(model: TrainedModel | tf.keras.Model | Any, x: np.ndarray,
@@ -85,3 +96,15 @@ def predict_logits(model: TrainedModel | tf.keras.Model | Any, x: np.ndarray,
     keras_model = model.model if isinstance(model, TrainedModel) else model
     task = "text" if keras_model.inputs[0].dtype.is_integer else "image"
     return predict_in_batches(logit_function(keras_model), x, task, batch_size)
+
+
+def predict_outputs(model: TrainedModel | tf.keras.Model | Any, x: np.ndarray,
+                    batch_size: int = PREDICT_BATCH_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`predict_logits`, :func:`predict_proba`) of ``x`` from one forward pass per
+    batch, each exactly what those functions give.
+
+    Args: as :func:`predict_proba`.
+    """
+    keras_model = model.model if isinstance(model, TrainedModel) else model
+    task = "text" if keras_model.inputs[0].dtype.is_integer else "image"
+    return predict_outputs_in_batches(output_function(keras_model), x, task, batch_size)

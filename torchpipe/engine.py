@@ -25,7 +25,7 @@ from dpcore.trainloop import Chunk, StepMechanism, noise_seed
 from torchpipe import dp
 from torchpipe.device import model_device
 from torchpipe.models import get_weights, neutral_to_parameters, set_weights
-from torchpipe.predict import is_text_model, labels_tensor, probabilities, to_tensor
+from torchpipe.predict import is_text_model, labels_tensor, outputs, probabilities, to_tensor
 
 #: Opacus grad-sample modes the reference engine accepts. Measured on cnn4, 28x28, chunks of
 #: 256, 2 CPU cores (per-example gradients only): hooks ~11.5k, functorch ~10.8k, ew ~13k
@@ -175,6 +175,10 @@ class TorchStepEngine:
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities of one batch of model inputs (NHWC / token ids)."""
         return probabilities(self.model, x)
+
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, softmax probabilities) of one batch of model inputs, one forward pass."""
+        return outputs(self.model, x)
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Current weights, neutral layout."""

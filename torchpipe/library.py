@@ -29,7 +29,7 @@ from dpcore.trained import TrainedModel
 from dpcore.trainloop import EpochCallback, LibraryRunner, model_inputs
 from torchpipe.device import device_record, model_device, training_device
 from torchpipe.models import build_model, get_weights
-from torchpipe.predict import is_text_model, probabilities, to_tensor
+from torchpipe.predict import is_text_model, outputs, probabilities, to_tensor
 
 TRAINER = LIBRARY_TRAINERS["torch"]
 
@@ -92,6 +92,10 @@ class OpacusRunner:
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities of one batch of model inputs (NHWC / token ids)."""
         return probabilities(self.model, x)
+
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(logits, softmax probabilities) of one batch of model inputs, one forward pass."""
+        return outputs(self.model, x)
 
     def get_weights(self) -> dict[str, np.ndarray]:
         """Current weights, neutral layout."""

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from dpcore.trained import TrainedModel
-from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches
+from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches, predict_outputs_in_batches
 from torchpipe.device import model_device
 
 
@@ -50,7 +50,14 @@ def logits(model: nn.Module, x: np.ndarray) -> np.ndarray:
 
 def probabilities(model: nn.Module, x: np.ndarray) -> np.ndarray:
     """Softmax probabilities (float32 [n, K]) of one batch of model inputs (NHWC or ids)."""
-    return torch.softmax(torch.from_numpy(logits(model, x)), dim=-1).numpy()
+    return outputs(model, x)[1]
+
+
+def outputs(model: nn.Module, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(logits, softmax probabilities), float32 [n, K], of one batch of model inputs from one
+    forward pass (the probabilities: torch's softmax of those logits)."""
+    z = logits(model, x)
+    return z, torch.softmax(torch.from_numpy(z), dim=-1).numpy()
 
 
 def predict_proba(model: TrainedModel | nn.Module | Any, x: np.ndarray,
@@ -79,3 +86,15 @@ def predict_logits(model: TrainedModel | nn.Module | Any, x: np.ndarray,
     module = model.model if isinstance(model, TrainedModel) else model
     task = "text" if is_text_model(module) else "image"
     return predict_in_batches(lambda xb: logits(module, xb), x, task, batch_size)
+
+
+def predict_outputs(model: TrainedModel | nn.Module | Any, x: np.ndarray,
+                    batch_size: int = PREDICT_BATCH_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """(:func:`predict_logits`, :func:`predict_proba`) of ``x`` from one forward pass per
+    batch, each exactly what those functions give.
+
+    Args: as :func:`predict_proba`.
+    """
+    module = model.model if isinstance(model, TrainedModel) else model
+    task = "text" if is_text_model(module) else "image"
+    return predict_outputs_in_batches(lambda xb: outputs(module, xb), x, task, batch_size)

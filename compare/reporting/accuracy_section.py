@@ -17,6 +17,7 @@ from compare.reporting.stats import (
 )
 from compare.reporting.tables import markdown_table
 from dpcore.mechanisms import is_non_private, privatises_images
+from dpcore.scoring import LOGITS, SOFTMAX_FLOAT32
 
 
 @section("accuracy")
@@ -26,6 +27,9 @@ def accuracy(data: ReportData) -> SectionOutput:
     frame, summary = data.frame, data.summary
     figures: list[ReportFigure] = []
     lines = [f"## Accuracy and AUC ({seeds_phrase(summary['seeds'])})", ""]
+    scoring = auc_scoring_sentence(frame)
+    if scoring:
+        lines += [scoring, ""]
     marked, split = marked_splits(frame)
     if add(figures, "accuracy_by_setting.png", plots.by_setting_figure(
             marked, "accuracy", f"{split} accuracy ({error_bars_phrase(frame)})")):
@@ -71,6 +75,45 @@ def accuracy(data: ReportData) -> SectionOutput:
     return SectionOutput(lines, {}, figures)
 
 
+#: Settings a mixed-scoring sentence names before it counts the rest.
+MAX_NAMED_SETTINGS = 6
+
+
+def auc_scoring_sentence(frame: pd.DataFrame) -> str | None:
+    """How the AUCs of the report were scored (the run table's ``auc_scoring``): from the
+    logits, from the float32 softmax, or a mix of both (named by setting); None when no run
+    has an AUC."""
+    scored = frame[frame["auc_scoring"].astype(str) != ""]
+    if scored.empty:
+        return None
+    by_method = scored.groupby("auc_scoring", sort=True)["run_id"].count().to_dict()
+    logits, softmax = by_method.get(LOGITS, 0), by_method.get(SOFTMAX_FLOAT32, 0)
+    ties = ("where a model is saturated, its float32 probabilities round to exactly 0 or 1 "
+            "and tie, which pulls its AUC towards 0.5")
+    if not softmax:
+        return (f"AUC scored from the logits for {_all(logits)} (the per-class log-odds, "
+                "which rank the test examples as the exact softmax does).")
+    if not logits:
+        return (f"AUC scored from the float32 softmax for {_all(softmax)}: {ties} "
+                "(`python -m benchmarks.auc_scoring` re-scores such runs from their logits).")
+    settings = sorted(set(scored.loc[scored["auc_scoring"] == SOFTMAX_FLOAT32, "setting"]))
+    named = ", ".join(settings[:MAX_NAMED_SETTINGS]) + (
+        f" and {len(settings) - MAX_NAMED_SETTINGS} more settings"
+        if len(settings) > MAX_NAMED_SETTINGS else "")
+    return (f"This report mixes two AUC scorings: {_runs(logits)} from the logits, "
+            f"{_runs(softmax)} from the float32 softmax ({named}); {ties}, so "
+            "an AUC of one kind is not comparable with one of the other where models "
+            "saturate.")
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' if n != 1 else ''}"
+
+
+def _all(n: int) -> str:
+    return "the one run" if n == 1 else f"all {n} runs"
+
+
 def curve_caption(frame: pd.DataFrame) -> str:
     """The caption of the accuracy curve: what is on x (epsilon, or the clip norm of a clip
     sweep) and which reference lines the panels have (a dashed non-private line only where
@@ -85,4 +128,4 @@ def curve_caption(frame: pd.DataFrame) -> str:
     return f"{title}, one panel per data set ({'; '.join(references)}):"
 
 
-__all__ = ["accuracy", "curve_caption"]
+__all__ = ["accuracy", "auc_scoring_sentence", "curve_caption"]

@@ -12,6 +12,7 @@ ran). Besides the stored fields each run row gets:
 * ``point``: the label along the swept axis (the last axis of the grid, e.g. ``privacy`` or
   ``clip``), the position of the run within its panel;
 * ``collapsed`` / ``collapse_reason`` / ``majority_rate``: :mod:`compare.reporting.collapse`;
+* ``auc_scoring``: how the AUC was scored (:func:`auc_scoring`);
 * ``ldp_test_inputs`` (the test images of a local-DP run's headline metrics, ``clean`` or
   ``privatised``; "" otherwise) and ``accuracy_clean_test`` / ``accuracy_privatised_test``
   (its test accuracy on each; NaN for other runs and records stored before both were kept).
@@ -44,6 +45,7 @@ from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
 from dpcore.frontcache import fixed_front_names
 from dpcore.results import RunResult
+from dpcore.scoring import scoring_of
 
 FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "original_score", "masked_score",
                      "deletion_auc", "insertion_auc")
@@ -59,7 +61,7 @@ TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel"
                 "dataset", "model", "mechanism", "data_fingerprint", "suspected_privacy_bug",
                 "worst_group", "collapsed", "collapse_reason", "recipe", "privacy_claim",
                 "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs",
-                "temperature_fit", "bound_accountant", "eval_split")
+                "temperature_fit", "bound_accountant", "eval_split", "auc_scoring")
 
 #: ``bound_accountant`` of an audit record written before the audit recorded its accountant.
 NOT_RECORDED = "not recorded"
@@ -204,6 +206,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "auc_gap": (r.metrics.get("gaps") or {}).get("auc"),
             "worst_group": (r.metrics.get("per_group") or {}).get("worst_group"),
             "auc": r.metrics.get("auc"),
+            "auc_scoring": auc_scoring(r),
             "loss": r.metrics.get("loss"),
             "epoch_seconds": mean_epoch_seconds(r.timing),
             "total_seconds": r.timing.get("total_seconds"),
@@ -255,6 +258,16 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         frame = frame.sort_values(order, kind="stable", na_position="last").reset_index(
             drop=True)
     return frame
+
+
+def auc_scoring(result: RunResult) -> str:
+    """How the run's AUC was scored (:func:`dpcore.scoring.scoring_of`: ``logits`` or
+    ``softmax_float32``, the latter for a record that names no method); ``""`` for a run
+    without an AUC."""
+    auc = result.metrics.get("auc")
+    if auc is None or (isinstance(auc, float) and math.isnan(auc)):
+        return ""
+    return scoring_of(result.metrics)["auc"]
 
 
 def randomisation_verdict(result: RunResult) -> str:

@@ -15,11 +15,14 @@ the results store writes as JSON null).
 from dpcore.metrics.audit import advantage_upper_bound, empirical_advantage, exceeds_bound
 from dpcore.metrics.classification import (
     accuracy,
+    auc_scores,
     log_odds,
     one_vs_rest_auc,
+    one_vs_rest_auc_of_scores,
     per_class_metrics,
     roc_auc,
     roc_auc_from_logits,
+    roc_auc_of_scores,
     roc_auc_undefined_reason,
 )
 from dpcore.metrics.fairness import per_group_metrics
@@ -43,6 +46,7 @@ from dpcore.metrics.summary import classification_summary
 __all__ = [
     "accuracy",
     "advantage_upper_bound",
+    "auc_scores",
     "average_drop",
     "classification_summary",
     "curve_auc",
@@ -56,12 +60,14 @@ __all__ = [
     "make_baseline",
     "mask_inputs",
     "one_vs_rest_auc",
+    "one_vs_rest_auc_of_scores",
     "per_class_metrics",
     "per_group_metrics",
     "perturbation_curve",
     "predict_in_batches",
     "roc_auc",
     "roc_auc_from_logits",
+    "roc_auc_of_scores",
     "roc_auc_undefined_reason",
     "saliency_rank",
     "seeded_subset",

@@ -1,5 +1,9 @@
 """Classification metrics over predicted probabilities: accuracy, ROC AUC, per-class.
 
+An AUC ranks per-class scores: the probabilities themselves, or, given the logits whose
+softmax they are, the per-class log-odds of those logits (:func:`auc_scores`,
+:func:`log_odds`), which keep the ranking a saturated float32 softmax loses to ties.
+
 Shapes and conventions used throughout:
 
 * ``proba``: float array [N, K], K >= 2, row i = the predicted class probabilities of
@@ -55,6 +59,39 @@ def _auc_of_scores(scores: np.ndarray, labels: np.ndarray) -> float:
                           for k in range(scores.shape[1])]))
 
 
+def auc_scores(proba: np.ndarray, logits: np.ndarray | None = None) -> np.ndarray:
+    """The per-class scores [N, K] (float64) an AUC of these predictions ranks.
+
+    Without ``logits``: ``proba`` itself (checked by :func:`~dpcore.metrics._checks.as_proba`).
+    With them (the logits whose softmax ``proba`` is, same shape): their :func:`log_odds`,
+    per class monotone in the exact probability, so that examples a float32 softmax rounds to
+    the same value (0 or 1 for a saturated model) are still ranked.
+
+    Raises:
+        DataError: ``proba`` or ``logits`` malformed, or of different shapes.
+    """
+    p = as_proba(proba)
+    if logits is None:
+        return p
+    scores = log_odds(logits)
+    if scores.shape != p.shape:
+        raise DataError(f"logits have shape {scores.shape} but proba {p.shape}; give the "
+                        "logits whose softmax proba is")
+    return scores
+
+
+def roc_auc_of_scores(scores: np.ndarray, y: np.ndarray) -> float:
+    """:func:`roc_auc` of any per-class scores [N, K] (e.g. :func:`auc_scores`: real values,
+    larger = more likely that class); NaN when some class 0..K-1 is absent from ``y``."""
+    s = np.asarray(scores, dtype=np.float64)
+    if s.ndim != 2 or s.shape[0] < 1 or s.shape[1] < 2:
+        raise DataError(f"scores must have shape [N, K] with N >= 1 and K >= 2; got {s.shape}")
+    labels = as_labels(y, s.shape[0], s.shape[1])
+    if _missing_classes(labels, s.shape[1]):
+        return NAN
+    return _auc_of_scores(s, labels)
+
+
 def roc_auc_undefined_reason(proba: np.ndarray, y: np.ndarray) -> str | None:
     """Why :func:`roc_auc` is NaN for these inputs, or None when it is defined.
 
@@ -87,11 +124,7 @@ def roc_auc(proba: np.ndarray, y: np.ndarray) -> float:
         The AUC, or NaN when some class 0..K-1 is absent from ``y``;
         :func:`roc_auc_undefined_reason` then says which.
     """
-    p = as_proba(proba)
-    labels = as_labels(y, p.shape[0], p.shape[1])
-    if _missing_classes(labels, p.shape[1]):
-        return NAN
-    return _auc_of_scores(p, labels)
+    return roc_auc_of_scores(as_proba(proba), y)
 
 
 def log_odds(logits: np.ndarray) -> np.ndarray:
@@ -120,25 +153,27 @@ def roc_auc_from_logits(logits: np.ndarray, y: np.ndarray) -> float:
     """:func:`roc_auc` of ``softmax(logits)`` ranked exactly: the same AUC (binary, or the
     macro one-vs-rest mean) of the per-class :func:`log_odds` scores. NaN when some class is
     absent from ``y`` (as :func:`roc_auc`)."""
-    scores = log_odds(logits)
-    labels = as_labels(y, scores.shape[0], scores.shape[1])
-    if _missing_classes(labels, scores.shape[1]):
-        return NAN
-    return _auc_of_scores(scores, labels)
+    return roc_auc_of_scores(log_odds(logits), y)
 
 
 def one_vs_rest_auc(proba: np.ndarray, y: np.ndarray, k: int) -> float:
     """AUC of the score ``proba[:, k]`` for "y == k" against "y != k"; NaN if either is empty."""
-    p = as_proba(proba)
-    labels = as_labels(y, p.shape[0], p.shape[1])
+    return one_vs_rest_auc_of_scores(as_proba(proba), y, k)
+
+
+def one_vs_rest_auc_of_scores(scores: np.ndarray, y: np.ndarray, k: int) -> float:
+    """:func:`one_vs_rest_auc` of any per-class scores [N, K] (e.g. :func:`auc_scores`)."""
+    s = np.asarray(scores, dtype=np.float64)
+    labels = as_labels(y, s.shape[0], s.shape[1])
     positive = labels == k
     if positive.all() or not positive.any():
         return NAN
-    return float(roc_auc_score(positive, p[:, k]))
+    return float(roc_auc_score(positive, s[:, k]))
 
 
 def per_class_metrics(
-    proba: np.ndarray, y: np.ndarray, class_names: Sequence[str] | None = None
+    proba: np.ndarray, y: np.ndarray, class_names: Sequence[str] | None = None, *,
+    logits: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
     """Metrics of each class k, one dict per class in index order.
 
@@ -148,14 +183,17 @@ def per_class_metrics(
     * ``support``: number of examples with y == k;
     * ``recall``: per-class accuracy, #{y == k and pred == k} / #{y == k} (NaN if support 0);
     * ``precision``: #{y == k and pred == k} / #{pred == k} (NaN if k is never predicted);
-    * ``auc``: one-vs-rest AUC of ``proba[:, k]`` (:func:`one_vs_rest_auc`).
+    * ``auc``: one-vs-rest AUC of class k's score (:func:`one_vs_rest_auc_of_scores` of
+      :func:`auc_scores`: ``proba[:, k]``, or the log-odds of ``logits`` when given).
 
     Args:
         proba: predicted probabilities [N, K].
         y: integer labels [N].
         class_names: K names, or None for "0".."K-1".
+        logits: the logits whose softmax ``proba`` is, or None: the AUCs then rank them.
     """
     p = as_proba(proba)
+    scores = auc_scores(p, logits)
     n_classes = p.shape[1]
     labels = as_labels(y, p.shape[0], n_classes)
     names = class_name_list(class_names, n_classes)
@@ -171,7 +209,7 @@ def per_class_metrics(
             "support": support,
             "recall": hits / support if support else NAN,
             "precision": hits / predicted if predicted else NAN,
-            "auc": one_vs_rest_auc(p, labels, k),
+            "auc": one_vs_rest_auc_of_scores(scores, labels, k),
         })
     return out
 

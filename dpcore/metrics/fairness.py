@@ -14,7 +14,12 @@ import numpy as np
 
 from dpcore.errors import DataError
 from dpcore.metrics._checks import as_labels, as_proba
-from dpcore.metrics.classification import NAN, one_vs_rest_auc, roc_auc
+from dpcore.metrics.classification import (
+    NAN,
+    auc_scores,
+    one_vs_rest_auc_of_scores,
+    roc_auc_of_scores,
+)
 
 #: The per-group metrics whose gaps are reported.
 GROUP_METRICS = ("accuracy", "recall", "auc")
@@ -25,6 +30,8 @@ def per_group_metrics(
     y: np.ndarray,
     groups: np.ndarray | None = None,
     group_names: Sequence[str] | Mapping[Any, str] | None = None,
+    *,
+    logits: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Accuracy, macro recall and AUC of each group; their gaps and the worst groups.
 
@@ -38,7 +45,8 @@ def per_group_metrics(
       is absent from S_g). With ``groups=None`` each group holds one class, where an AUC
       restricted to the group is undefined, so ``auc`` is then the one-vs-rest AUC of that
       class over all N examples. ``auc_definition`` says which ("within_group" or
-      "one_vs_rest").
+      "one_vs_rest"). The AUCs rank :func:`~dpcore.metrics.classification.auc_scores`: the
+      probabilities, or the log-odds of ``logits`` when given.
 
     Gaps: for each metric, max - min over the groups where it is finite (NaN if none is).
     Worst group: the group with the lowest value of each metric (NaN values skipped, ties to
@@ -50,6 +58,7 @@ def per_group_metrics(
         groups: one group value per example [N] (ints or strings), or None for the classes.
         group_names: display names, either a sequence indexed by integer group value or a
             mapping from group value to name; missing names default to ``str(value)``.
+        logits: the logits whose softmax ``proba`` is, or None.
 
     Returns:
         ``{"groups": [{"group", "name", "n", "accuracy", "recall", "auc"}, ...] (sorted by
@@ -57,6 +66,7 @@ def per_group_metrics(
         "worst_group_by_metric": {metric: name or None}, "auc_definition": str}``.
     """
     p = as_proba(proba)
+    scores = auc_scores(p, logits)
     labels = as_labels(y, p.shape[0], p.shape[1])
     if groups is None:
         group_arr, definition = labels, "one_vs_rest"
@@ -74,9 +84,9 @@ def per_group_metrics(
         g_labels, g_pred = labels[member], pred[member]
         recalls = [np.mean(g_pred[g_labels == k] == k) for k in np.unique(g_labels)]
         if groups is None:
-            auc = one_vs_rest_auc(p, labels, int(value))
+            auc = one_vs_rest_auc_of_scores(scores, labels, int(value))
         else:
-            auc = roc_auc(p[member], g_labels)
+            auc = roc_auc_of_scores(scores[member], g_labels)
         key = value.item()
         rows.append({
             "group": key,

@@ -14,9 +14,10 @@ import numpy as np
 from dpcore.metrics._checks import as_labels, as_proba
 from dpcore.metrics.classification import (
     accuracy,
+    auc_scores,
     class_name_list,
     per_class_metrics,
-    roc_auc,
+    roc_auc_of_scores,
     roc_auc_undefined_reason,
 )
 from dpcore.metrics.fairness import per_group_metrics
@@ -28,6 +29,8 @@ def classification_summary(
     class_names: Sequence[str] | None = None,
     groups: np.ndarray | None = None,
     group_names: Sequence[str] | dict[Any, str] | None = None,
+    *,
+    logits: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """All test-set classification metrics of one run, as one JSON-able dict.
 
@@ -37,19 +40,24 @@ def classification_summary(
     ``per_group`` (:func:`dpcore.metrics.fairness.per_group_metrics`; the groups are the
     classes, named by ``class_names``, when ``groups`` is None) and ``gaps`` (the same as
     ``per_group["gaps"]``: max - min over groups of accuracy, recall and AUC).
+
+    Accuracy, recall and precision are of ``argmax(proba)``. Every AUC (overall, per class,
+    per group) ranks ``proba``, or, given ``logits`` (those whose softmax ``proba`` is), their
+    per-class log-odds (:func:`dpcore.metrics.classification.auc_scores`).
     """
     p = as_proba(proba)
     labels = as_labels(y, p.shape[0], p.shape[1])
     if groups is None and group_names is None:
         group_names = class_name_list(class_names, p.shape[1])
-    per_group = per_group_metrics(p, labels, groups, group_names)
+    scores = auc_scores(p, logits)
+    per_group = per_group_metrics(p, labels, groups, group_names, logits=logits)
     return {
         "n": int(labels.size),
         "n_classes": int(p.shape[1]),
         "accuracy": accuracy(p, labels),
-        "auc": roc_auc(p, labels),
+        "auc": roc_auc_of_scores(scores, labels),
         "auc_undefined_reason": roc_auc_undefined_reason(p, labels),
-        "per_class": per_class_metrics(p, labels, class_names),
+        "per_class": per_class_metrics(p, labels, class_names, logits=logits),
         "per_group": per_group,
         "gaps": dict(per_group["gaps"]),
     }

@@ -57,6 +57,10 @@ class FakeEngine:
         p[:, int(self.weights["w"][0]) % 3] = 0.6
         return p
 
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        proba = self.predict_proba(x)  # logits whose softmax is proba
+        return np.log(proba), proba
+
     def get_weights(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.weights.items()}
 

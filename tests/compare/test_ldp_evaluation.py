@@ -78,6 +78,12 @@ def test_a_run_records_both_and_the_report_ranks_them(tmp_path: Path) -> None:
     both = result.metrics["ldp_test_inputs"]
     assert both["headline"] == "clean"
     assert both["clean"]["accuracy"] == pytest.approx(result.metrics["accuracy"])
+    # both sets' AUCs scored from the logits, as the run's own; on the clean images (the
+    # headline here) the very figures of the run's metrics
+    assert both["clean"]["scoring"] == both["privatised"]["scoring"] == \
+        result.metrics["scoring"] == {"accuracy": "softmax_float32",
+                                      "loss": "softmax_float32", "auc": "logits"}
+    assert both["clean"]["auc"] == result.metrics["auc"]
     assert both["clean"]["n"] == both["privatised"]["n"] == 360
     assert 0.0 <= both["privatised"]["accuracy"] <= 1.0
     assert len(both["privatised"]["per_class"]) == 10

@@ -231,6 +231,10 @@ class RecordingEngine:
         self.predicted.append(x.copy())
         return np.full((len(x), self.n_classes), 1.0 / self.n_classes, np.float32)
 
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        proba = self.predict_proba(x)  # logits whose softmax is proba
+        return np.log(proba), proba
+
     def get_weights(self) -> dict[str, np.ndarray]:
         return {"w": np.zeros(1, np.float32)}
 

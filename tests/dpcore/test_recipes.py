@@ -271,6 +271,10 @@ class _RecordingEngine:
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         return np.full((len(x), 2), 0.5, np.float32)
 
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        proba = self.predict_proba(x)  # logits whose softmax is proba
+        return np.log(proba), proba
+
     def get_weights(self) -> dict[str, np.ndarray]:
         return {"w": np.zeros(1, np.float32)}
 

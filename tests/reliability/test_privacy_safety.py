@@ -263,6 +263,10 @@ class CountingEngine:
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         return np.full((len(x), self.n_classes), 1.0 / self.n_classes, np.float32)
 
+    def predict_outputs(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        proba = self.predict_proba(x)  # logits whose softmax is proba
+        return np.log(proba), proba
+
     def get_weights(self) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.w.items()}
 
