@@ -429,7 +429,10 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
     epsilon it plans, by the shared RDP and PLD accountants), steps, and every
     hyper-parameter in force with those filled from the defaults marked ``(default)``. A
     library recipe may run other steps than planned (Opacus's loader): the summary then gives
-    the epsilon of what ran beside the planned one."""
+    the epsilon of what ran beside the planned one. What loading changed or left out of the
+    data (files converted or resized because they disagreed, unreadable files skipped:
+    :func:`dpcore.data.survey.data_notes`) ends the line, each as ``; data: ...``."""
+    from dpcore.data.survey import data_notes
     from dpcore.defaults import describe_settings
 
     def figures(rdp: float | None, pld: float | None) -> str:
@@ -450,9 +453,10 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
                        f"library runs ({figures(plan.epsilon_rdp, plan.epsilon_pld)} planned "
                        f"for {plan.batches.steps})")
             steps = f"{ran_steps} steps of B={plan.batches.expected_batch_size}"
+    notes = "".join(f"; data: {note}" for note in data_notes(dataset.extra))
     return (f"{backend}: {config.model.name} on {dataset.name} "
             f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), {privacy}, "
-            f"{steps}; {describe_settings(config, filled)}")
+            f"{steps}; {describe_settings(config, filled)}{notes}")
 
 
 def _library_as_run(config: RunConfig, backend: str, plan: Any, n_train: int
