@@ -39,6 +39,7 @@ from dpcore.config import RunConfig
 from dpcore.metrics import roc_auc, roc_auc_from_logits
 from dpcore.pipeline import DatasetCache
 from dpcore.results import ResultsStore, RunResult
+from dpcore.trained import recorded_checkpoint
 
 #: The recomputed softmax AUC must equal the recorded one to this tolerance for the run to be
 #: compared (else its test images are not the record's).
@@ -53,7 +54,7 @@ def score_run(store: ResultsStore, result: RunResult, datasets: DatasetCache
     config = RunConfig.from_dict(result.config)
     dataset = datasets.get(config)
     code = load_backend(result.backend)
-    trained = code.load_checkpoint(store.root / str(result.checkpoint))
+    trained = code.load_checkpoint(recorded_checkpoint(store.root, result))  # digest checked
     logits = code.predict_logits(trained.model, dataset.x_test)
     proba = code.predict_proba(trained.model, dataset.x_test)
     y = np.asarray(dataset.y_test)

@@ -611,12 +611,18 @@ def compare(
             a report folder that cannot be written; Ray not installed, an unreachable
             ``ray_address`` or resources no node has (all checked before any training).
         DataError: the data root does not exist.
+        StorageError: the storage refused a write while the grid ran or its report was
+            written (no space, a read-only folder): the message names the folder and the bytes
+            needed, how many runs are finished and kept in ``out``, where a run trained when
+            the fault struck was kept, and how to write the report elsewhere
+            (:mod:`compare.storage_faults`).
     """
     from compare.executors import EXECUTORS, make_executor
     from compare.preflight import check_grid
     from compare.report import ReportContext, write_report
     from compare.runner import run_grid
     from compare.runplan import plan_runs
+    from compare.storage_faults import raise_grid_storage_fault
     from compare.training import Evaluation
     from dpcore.claims import STALE_AFTER_S, ClaimPolicy
     from dpcore.data import resolve_data_root
@@ -664,8 +670,12 @@ def compare(
                   else repr(str(preset_or_grid)))
         command = f"compare.api.compare({source}, out={str(out)!r})"
     started = time.perf_counter()
-    outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
-                       executor=runner, train=train, records_from=records_from)
+    try:
+        outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
+                           executor=runner, train=train, records_from=records_from)
+    except OSError as exc:  # a storage fault names what is kept and what to do
+        raise_grid_storage_fault(exc, grid, out)
+        raise
     untrained = (f", {len(outcome.not_trained)} not stored and not trained (train=False)"
                  if outcome.not_trained else "")
     if outcome.elsewhere:
@@ -690,7 +700,11 @@ def compare(
             audit_companions=grid.companion_runs() or None,
             faithfulness=Evaluation.of_grid(grid.evaluation).asks_faithfulness,
         )
-        log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
+        try:
+            log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
+        except OSError as exc:
+            raise_grid_storage_fault(exc, grid, out, report_dir=report_dir)
+            raise
     return Store(out, grid=grid, outcome=outcome)
 
 
@@ -813,10 +827,13 @@ def load_model(run_dir: str | Path, backend: str | None = None) -> TrainedModel:
         :func:`gradcam`.
 
     Raises:
-        DataError: no checkpoint there.
+        DataError: no checkpoint there; CheckpointChangedError: the run's record beside it
+            keeps the checkpoint's SHA-256 and the file's differs (it changed since the run
+            stored it).
         ConfigError: an unknown backend, or a file that is not a dpcompare checkpoint.
     """
-    from dpcore.trained import CHECKPOINT_FILE, read_checkpoint
+    from dpcore.results import read_result
+    from dpcore.trained import CHECKPOINT_FILE, read_checkpoint, verify_checkpoint
 
     if backend is not None:
         backend = _check_backend(backend)
@@ -825,6 +842,10 @@ def load_model(run_dir: str | Path, backend: str | None = None) -> TrainedModel:
     if not checkpoint.is_file():
         raise DataError(f"{path} holds no checkpoint (expected a run folder with "
                         f"{CHECKPOINT_FILE}, or the checkpoint file itself)")
+    # the run's record, when the file is in its folder (an unreadable one: warned, None)
+    stored = read_result(checkpoint.parent / RESULT_FILE)
+    if stored is not None and Path(str(stored.checkpoint)).name == checkpoint.name:
+        verify_checkpoint(checkpoint, stored.checkpoint_sha256)
     if backend is None:
         backend = _check_backend(str(read_checkpoint(checkpoint)[1].get("backend")))
     return load_backend(backend).load_checkpoint(checkpoint)

@@ -82,9 +82,16 @@ class RunResult:
     #: (:func:`dpcore.defaults.fill_defaults`); empty when the user gave them all
     defaults: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    #: hex SHA-256 of the checkpoint file's bytes as the run stored it (checked before the
+    #: checkpoint is loaded, :func:`dpcore.trained.recorded_checkpoint`); None (and absent
+    #: from the JSON) for a run stored without a checkpoint or before digests were kept
+    checkpoint_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return json_safe(asdict(self))
+        raw = json_safe(asdict(self))
+        if raw.get("checkpoint_sha256") is None:  # absent, as in a record without one
+            raw.pop("checkpoint_sha256", None)
+        return raw
 
     @property
     def run_config(self) -> Any:
