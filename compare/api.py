@@ -348,14 +348,18 @@ def train(
     config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
     out: str | Path | None = None, data_dir: str | Path | None = None,
     perf: PerfSpec | None = None, faithfulness_subset: int = 500, progress: bool = False,
-    log: Log | None = None, dry_run: bool = False,
+    log: Log | None = None, dry_run: bool = False, claim_wait: float | None = None,
+    claim_stale_after: float | None = None,
 ) -> Any:
     """Train one model with one backend and keep it (``dpcompare train``).
 
     Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (the returned RunResult, whose
-    ``checkpoint`` is relative to OUT) and ``checkpoint.npz`` (framework-neutral weights that
-    load into either backend, see :func:`load_model`). A run with the same config and backend
-    in OUT is overwritten.
+    ``checkpoint`` is relative to OUT, with the checkpoint's SHA-256) and ``checkpoint.npz``
+    (framework-neutral weights that load into either backend, see :func:`load_model`). A run
+    with the same config and backend in OUT is overwritten, unless another process is
+    training it right now: the run is claimed first, as a grid claims it
+    (:mod:`compare.train_claim`), and this call waits for that process and returns the record
+    it stored, training nothing.
 
     Args:
         config: a :class:`RunConfig` (used as it is), or a (partial) config mapping or
@@ -374,6 +378,10 @@ def train(
             marked) and, when no bar is shown, one line per epoch; None is silent.
         dry_run: check everything (config, names, data, the model's shape, the privacy plan,
             ``out``), train and write nothing, and return the start line (a str).
+        claim_wait: seconds to wait for another process training the same run into ``out``
+            (0: do not wait; default: until it ends); past it, RunClaimedError.
+        claim_stale_after: seconds without a heartbeat after which another host's claim on
+            the run is dead and taken over (default 600; see :mod:`dpcore.claims`).
 
     Returns:
         The stored RunResult (``.config`` its config mapping, ``.run_config`` the
@@ -384,8 +392,13 @@ def train(
         ConfigError: a bad config, backend or subset size, or an impossible privacy setting
             (checked before anything is written).
         DataError: the data set or data root is missing or malformed.
-        DpCompareError: ``out`` is not writable.
+        DpCompareError: ``out`` is not writable; RunClaimedError: another process trains the
+            run and ``claim_wait`` passed.
+        StorageError: the storage refused a write while the run was stored (no space, a
+            read-only folder): the message says where the trained run was kept
+            (:func:`dpcore.runstore.save_run`).
     """
+    from compare.train_claim import claim_policy, train_claimed
     from compare.training import Evaluation, epoch_line_logger, train_and_record
     from dpcore.names import check_names
     from dpcore.pipeline import prepare_dataset
@@ -416,11 +429,12 @@ def train(
         if not (progress and sys.stderr.isatty()):  # the bar shows progress otherwise
             epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
             callbacks.append(epoch_line_logger(epochs, log))
-    result, _path = train_and_record(
-        config, dataset, backend, store, perf=perf,
-        evaluation=Evaluation(faithfulness_subset=faithfulness_subset), progress=progress,
-        callbacks=callbacks, defaults=filled)
-    return result
+    return train_claimed(  # the run's claim, as a grid takes it: trained once (module doc)
+        store, run_id(config.config_hash, backend), lambda: train_and_record(
+            config, dataset, backend, store, perf=perf,
+            evaluation=Evaluation(faithfulness_subset=faithfulness_subset),
+            progress=progress, callbacks=callbacks, defaults=filled)[0],
+        policy=claim_policy(claim_wait, claim_stale_after), log=log)
 
 
 def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,

@@ -91,6 +91,15 @@ class ClaimPolicy:
         if not self.poll_s > 0:
             raise ConfigError(f"claim poll interval {self.poll_s:g} s must be > 0")
 
+    @classmethod
+    def from_options(cls, wait_s: float | None = None,
+                     stale_after_s: float | None = None) -> ClaimPolicy:
+        """The policy of the ``--claim-wait`` / ``--claim-stale-after`` options (None: the
+        default of each); the heartbeat is a quarter of the stale time, at most
+        :data:`HEARTBEAT_S`."""
+        stale = STALE_AFTER_S if stale_after_s is None else stale_after_s
+        return cls(stale_after_s=stale, heartbeat_s=min(HEARTBEAT_S, stale / 4), wait_s=wait_s)
+
 
 @dataclass(frozen=True)
 class ClaimInfo:
