@@ -48,6 +48,7 @@ from dpcore.metrics import roc_auc, roc_auc_from_logits
 from dpcore.pipeline import DatasetCache
 from dpcore.results import ResultsStore, RunResult
 from dpcore.scoring import LOGITS, outputs_of, scoring_of, softmax_float32
+from dpcore.trained import recorded_checkpoint
 
 #: The AUC recomputed by the record's own method must equal the recorded one to this
 #: tolerance for the run to be compared (else its test images are not the record's).
@@ -84,7 +85,7 @@ def score_run(store: ResultsStore, result: RunResult, datasets: DatasetCache
                              outputs.labels, FROM_RECORD)
     dataset = datasets.get(RunConfig.from_dict(result.config))
     code = load_backend(result.backend)
-    trained = code.load_checkpoint(store.root / str(result.checkpoint))
+    trained = code.load_checkpoint(recorded_checkpoint(store.root, result))  # digest checked
     logits, proba = code.predict_outputs(trained.model, dataset.x_test)
     return score_outputs(result, logits, proba, np.asarray(dataset.y_test), FROM_CHECKPOINT)
 

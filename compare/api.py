@@ -348,14 +348,18 @@ def train(
     config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
     out: str | Path | None = None, data_dir: str | Path | None = None,
     perf: PerfSpec | None = None, faithfulness_subset: int = 500, progress: bool = False,
-    log: Log | None = None, dry_run: bool = False,
+    log: Log | None = None, dry_run: bool = False, claim_wait: float | None = None,
+    claim_stale_after: float | None = None,
 ) -> Any:
     """Train one model with one backend and keep it (``dpcompare train``).
 
     Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (the returned RunResult, whose
-    ``checkpoint`` is relative to OUT) and ``checkpoint.npz`` (framework-neutral weights that
-    load into either backend, see :func:`load_model`). A run with the same config and backend
-    in OUT is overwritten.
+    ``checkpoint`` is relative to OUT, with the checkpoint's SHA-256) and ``checkpoint.npz``
+    (framework-neutral weights that load into either backend, see :func:`load_model`). A run
+    with the same config and backend in OUT is overwritten, unless another process is
+    training it right now: the run is claimed first, as a grid claims it
+    (:mod:`compare.train_claim`), and this call waits for that process and returns the record
+    it stored, training nothing.
 
     Args:
         config: a :class:`RunConfig` (used as it is), or a (partial) config mapping or
@@ -374,6 +378,10 @@ def train(
             marked) and, when no bar is shown, one line per epoch; None is silent.
         dry_run: check everything (config, names, data, the model's shape, the privacy plan,
             ``out``), train and write nothing, and return the start line (a str).
+        claim_wait: seconds to wait for another process training the same run into ``out``
+            (0: do not wait; default: until it ends); past it, RunClaimedError.
+        claim_stale_after: seconds without a heartbeat after which another host's claim on
+            the run is dead and taken over (default 600; see :mod:`dpcore.claims`).
 
     Returns:
         The stored RunResult (``.config`` its config mapping, ``.run_config`` the
@@ -384,8 +392,13 @@ def train(
         ConfigError: a bad config, backend or subset size, or an impossible privacy setting
             (checked before anything is written).
         DataError: the data set or data root is missing or malformed.
-        DpCompareError: ``out`` is not writable.
+        DpCompareError: ``out`` is not writable; RunClaimedError: another process trains the
+            run and ``claim_wait`` passed.
+        StorageError: the storage refused a write while the run was stored (no space, a
+            read-only folder): the message says where the trained run was kept
+            (:func:`dpcore.runstore.save_run`).
     """
+    from compare.train_claim import claim_policy, train_claimed
     from compare.training import Evaluation, epoch_line_logger, train_and_record
     from dpcore.names import check_names
     from dpcore.pipeline import prepare_dataset
@@ -416,11 +429,12 @@ def train(
         if not (progress and sys.stderr.isatty()):  # the bar shows progress otherwise
             epochs = -(-plan.batches.steps // plan.batches.steps_per_epoch)
             callbacks.append(epoch_line_logger(epochs, log))
-    result, _path = train_and_record(
-        config, dataset, backend, store, perf=perf,
-        evaluation=Evaluation(faithfulness_subset=faithfulness_subset), progress=progress,
-        callbacks=callbacks, defaults=filled)
-    return result
+    return train_claimed(  # the run's claim, as a grid takes it: trained once (module doc)
+        store, run_id(config.config_hash, backend), lambda: train_and_record(
+            config, dataset, backend, store, perf=perf,
+            evaluation=Evaluation(faithfulness_subset=faithfulness_subset),
+            progress=progress, callbacks=callbacks, defaults=filled)[0],
+        policy=claim_policy(claim_wait, claim_stale_after), log=log)
 
 
 def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
@@ -429,7 +443,10 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
     epsilon it plans, by the shared RDP and PLD accountants), steps, and every
     hyper-parameter in force with those filled from the defaults marked ``(default)``. A
     library recipe may run other steps than planned (Opacus's loader): the summary then gives
-    the epsilon of what ran beside the planned one."""
+    the epsilon of what ran beside the planned one. What loading changed or left out of the
+    data (files converted or resized because they disagreed, unreadable files skipped:
+    :func:`dpcore.data.survey.data_notes`) ends the line, each as ``; data: ...``."""
+    from dpcore.data.survey import data_notes
     from dpcore.defaults import describe_settings
 
     def figures(rdp: float | None, pld: float | None) -> str:
@@ -450,9 +467,10 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: Any,
                        f"library runs ({figures(plan.epsilon_rdp, plan.epsilon_pld)} planned "
                        f"for {plan.batches.steps})")
             steps = f"{ran_steps} steps of B={plan.batches.expected_batch_size}"
+    notes = "".join(f"; data: {note}" for note in data_notes(dataset.extra))
     return (f"{backend}: {config.model.name} on {dataset.name} "
             f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), {privacy}, "
-            f"{steps}; {describe_settings(config, filled)}")
+            f"{steps}; {describe_settings(config, filled)}{notes}")
 
 
 def _library_as_run(config: RunConfig, backend: str, plan: Any, n_train: int
@@ -607,12 +625,18 @@ def compare(
             a report folder that cannot be written; Ray not installed, an unreachable
             ``ray_address`` or resources no node has (all checked before any training).
         DataError: the data root does not exist.
+        StorageError: the storage refused a write while the grid ran or its report was
+            written (no space, a read-only folder): the message names the folder and the bytes
+            needed, how many runs are finished and kept in ``out``, where a run trained when
+            the fault struck was kept, and how to write the report elsewhere
+            (:mod:`compare.storage_faults`).
     """
     from compare.executors import EXECUTORS, make_executor
     from compare.preflight import check_grid
     from compare.report import ReportContext, write_report
     from compare.runner import run_grid
     from compare.runplan import plan_runs
+    from compare.storage_faults import raise_grid_storage_fault
     from compare.training import Evaluation
     from dpcore.claims import STALE_AFTER_S, ClaimPolicy
     from dpcore.data import resolve_data_root
@@ -660,8 +684,12 @@ def compare(
                   else repr(str(preset_or_grid)))
         command = f"compare.api.compare({source}, out={str(out)!r})"
     started = time.perf_counter()
-    outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
-                       executor=runner, train=train, records_from=records_from)
+    try:
+        outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
+                           executor=runner, train=train, records_from=records_from)
+    except OSError as exc:  # a storage fault names what is kept and what to do
+        raise_grid_storage_fault(exc, grid, out)
+        raise
     untrained = (f", {len(outcome.not_trained)} not stored and not trained (train=False)"
                  if outcome.not_trained else "")
     if outcome.elsewhere:
@@ -686,7 +714,11 @@ def compare(
             audit_companions=grid.companion_runs() or None,
             faithfulness=Evaluation.of_grid(grid.evaluation).asks_faithfulness,
         )
-        log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
+        try:
+            log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
+        except OSError as exc:
+            raise_grid_storage_fault(exc, grid, out, report_dir=report_dir)
+            raise
     return Store(out, grid=grid, outcome=outcome)
 
 
@@ -809,10 +841,13 @@ def load_model(run_dir: str | Path, backend: str | None = None) -> TrainedModel:
         :func:`gradcam`.
 
     Raises:
-        DataError: no checkpoint there.
+        DataError: no checkpoint there; CheckpointChangedError: the run's record beside it
+            keeps the checkpoint's SHA-256 and the file's differs (it changed since the run
+            stored it).
         ConfigError: an unknown backend, or a file that is not a dpcompare checkpoint.
     """
-    from dpcore.trained import CHECKPOINT_FILE, read_checkpoint
+    from dpcore.results import read_result
+    from dpcore.trained import CHECKPOINT_FILE, read_checkpoint, verify_checkpoint
 
     if backend is not None:
         backend = _check_backend(backend)
@@ -821,6 +856,10 @@ def load_model(run_dir: str | Path, backend: str | None = None) -> TrainedModel:
     if not checkpoint.is_file():
         raise DataError(f"{path} holds no checkpoint (expected a run folder with "
                         f"{CHECKPOINT_FILE}, or the checkpoint file itself)")
+    # the run's record, when the file is in its folder (an unreadable one: warned, None)
+    stored = read_result(checkpoint.parent / RESULT_FILE)
+    if stored is not None and Path(str(stored.checkpoint)).name == checkpoint.name:
+        verify_checkpoint(checkpoint, stored.checkpoint_sha256)
     if backend is None:
         backend = _check_backend(str(read_checkpoint(checkpoint)[1].get("backend")))
     return load_backend(backend).load_checkpoint(checkpoint)

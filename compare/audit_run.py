@@ -30,7 +30,7 @@ def load_audited(run_dir: str | Path, data_dir: str | Path | None = None
     from dpcore.config import RunConfig
     from dpcore.pipeline import prepare_dataset
     from dpcore.results import RESULT_FILE, read_result
-    from dpcore.trained import CHECKPOINT_FILE
+    from dpcore.trained import CHECKPOINT_FILE, verify_checkpoint
 
     run_dir = Path(run_dir)
     result_path = run_dir / RESULT_FILE
@@ -44,7 +44,8 @@ def load_audited(run_dir: str | Path, data_dir: str | Path | None = None
     if result.backend not in BACKENDS:
         raise DpCompareError(f"run {result.run_id} has backend {result.backend!r}; valid: "
                              f"{', '.join(BACKENDS)}")
-    checkpoint = checkpoint_path(run_dir, result.checkpoint, CHECKPOINT_FILE)
+    checkpoint = verify_checkpoint(checkpoint_path(run_dir, result.checkpoint, CHECKPOINT_FILE),
+                                   result.checkpoint_sha256)  # the file the run stored
     config = RunConfig.from_dict(result.config)
     dataset = prepare_dataset(config, data_dir)
     expected = result.dataset.get("fingerprint")

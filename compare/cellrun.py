@@ -24,9 +24,10 @@ from compare.training import (
 from dpcore.config import RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.defaults import describe_settings
-from dpcore.errors import DpCompareError
+from dpcore.errors import DpCompareError, StorageError
 from dpcore.pipeline import DatasetCache
 from dpcore.results import ResultsStore, RunResult, utc_now
+from dpcore.storage import is_storage_fault
 
 __all__ = ["DatasetCache", "failed_cell_record", "run_one"]
 
@@ -42,7 +43,9 @@ def run_one(
     An error is recorded as a ``failed`` run (the grid goes on); Ctrl-C stores an
     ``interrupted`` record and is re-raised. ``log_epochs``: send one line per epoch to
     ``log`` (:func:`compare.training.epoch_line_logger`; for a grid that draws no bars,
-    e.g. logging to a file).
+    e.g. logging to a file). A storage fault (:class:`~dpcore.errors.StorageError`: no space,
+    a read-only folder) is not recorded as a failed run (that record would be refused too): it
+    is raised, and stops the grid.
     """
     config = cell.config
     started = utc_now()
@@ -68,12 +71,14 @@ def run_one(
             defaults=cell.defaults,
         )
         return result
-    except (KeyboardInterrupt, SystemExit):
-        raise
+    except (KeyboardInterrupt, SystemExit, StorageError):
+        raise  # a storage fault stops the grid: every later run would be refused too
     except DpCompareError as exc:
         log(f"  {backend} {cell.setting}: error: {exc}")
         error = str(exc)
     except Exception as exc:  # a bug in one run must not lose the rest of the grid
+        if is_storage_fault(exc):
+            raise
         log(f"  {backend} {cell.setting}: failed: {type(exc).__name__}: {exc}")
         error = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     failed = incomplete_record(config, backend, dataset, status="failed", error=error,

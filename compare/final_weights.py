@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcore.errors import DpCompareError
+from dpcore.errors import CheckpointChangedError, DpCompareError
 from dpcore.io import read_npz, write_npz
 from dpcore.results import RunResult
-from dpcore.trained import read_checkpoint
+from dpcore.trained import read_checkpoint, recorded_checkpoint
 
 __all__ = ["FinalWeights", "MAX_FULL_BYTES", "PROJECTION_DIRECTIONS", "WEIGHTS_FOLDER",
            "collect_final_weights", "compact_weights", "keeps_final_weights",
@@ -143,8 +143,10 @@ def collect_final_weights(results: Sequence[RunResult], store_root: str | Path,
         if result.checkpoint:
             try:
                 out[result.run_id] = compact_weights(
-                    read_checkpoint(Path(store_root) / result.checkpoint)[0])
+                    read_checkpoint(recorded_checkpoint(store_root, result))[0])
                 continue
+            except CheckpointChangedError:
+                raise  # not the run's weights: never reported as if they were
             except DpCompareError:
                 pass
         for folder in folders:

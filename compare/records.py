@@ -34,10 +34,11 @@ import gzip
 import io
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from compare.final_weights import (
     WEIGHTS_FOLDER,
@@ -48,7 +49,7 @@ from compare.final_weights import (
 from compare.montage import MONTAGE_DATA_SUFFIX, MontageData, load_montage_data, save_montage_data
 from compare.report_context import ReportContext
 from dpcore.data import portable_location
-from dpcore.errors import DataError
+from dpcore.errors import DataError, DpCompareError
 from dpcore.io import atomic_write_bytes, json_safe, json_text
 from dpcore.results import FINAL_STATUSES, RunResult
 
@@ -68,6 +69,8 @@ FIGURES_FILE = "figures.json"
 MONTAGES_FOLDER = "montages"
 #: Version of the records layout (in ``context.json``).
 RECORDS_VERSION = 1
+T = TypeVar("T")
+
 #: How a portable text names the data root (the variable that points the bench at it).
 DATA_ROOT_NAME = "$DPCOMPARE_DATA_DIR"
 
@@ -184,8 +187,6 @@ def read_records(report_dir: str | Path) -> ReportRecords:
 
 
 def _read_results(path: Path) -> list[RunResult]:
-    from dpcore.errors import DpCompareError
-
     results: list[RunResult] = []
     try:
         with gzip.open(path, "rt", encoding="utf-8") as handle:
@@ -218,18 +219,39 @@ def committed_records(report_dirs: Iterable[str | Path]) -> dict[str, RunResult]
     ``report_dirs`` that holds one (folders without records are skipped), unless a later
     folder holds a record of the run with more evaluations (:func:`evaluations_held`): a run
     retrained for an evaluation its first grid did not ask for (:mod:`compare.runplan`)
-    replaces its older record in every report regenerated after it."""
+    replaces its older record in every report regenerated after it.
+
+    The first folder is the grid's own report (:func:`record_folders_beside`): its records
+    must read (DataError otherwise, naming the file). The records of every later folder are
+    other reports': an unreadable file there (truncated, not gzip, not records) is named in a
+    warning and skipped, whole, so that one damaged report never stops an unrelated grid;
+    the runs it may have held are then not taken from it."""
     known: dict[str, RunResult] = {}
-    for folder in report_dirs:
+    for index, folder in enumerate(report_dirs):
         if not has_records(folder):
             continue
-        for result in _read_results(Path(folder) / RECORDS_FOLDER / RECORDS_FILE):
+        results = _of_report(index, "the records", _read_results,
+                             Path(folder) / RECORDS_FOLDER / RECORDS_FILE)
+        for result in results or ():
             if result.status not in FINAL_STATUSES:
                 continue
             first = known.get(result.run_id)
             if first is None or evaluations_held(result) > evaluations_held(first):
                 known[result.run_id] = result
     return known
+
+
+def _of_report(index: int, what: str, read: Callable[[Path], T], path: Path) -> T | None:
+    """``read(path)`` of the ``index``-th report folder (:func:`record_folders_beside`
+    order). The grid's own report (index 0) must read; a file of another report that does not
+    (any DpCompareError) is named in a warning, and None is returned: the caller skips it."""
+    try:
+        return read(path)
+    except DpCompareError as exc:
+        if index == 0:
+            raise
+        warnings.warn(f"skipping {what} of another report: {exc}", stacklevel=3)
+        return None
 
 
 def record_folders_beside(report_dir: str | Path) -> list[Path]:
@@ -244,13 +266,15 @@ def committed_montage_columns(report_dirs: Iterable[str | Path]
                               ) -> dict[str, tuple[MontageData, dict[str, Any]]]:
     """Run id -> (the montage, its column of that run) in the committed montage arrays of
     ``report_dirs`` (first folder wins): how a grid resumed from records still draws the
-    montage columns of runs whose checkpoints are not on this machine."""
+    montage columns of runs whose checkpoints are not on this machine. A damaged montage file
+    of a later folder (another report's) is named in a warning and skipped, as
+    :func:`committed_records` skips its records; the first folder's must read."""
     columns: dict[str, tuple[MontageData, dict[str, Any]]] = {}
-    for folder in report_dirs:
+    for index, folder in enumerate(report_dirs):
         for path in sorted((Path(folder) / RECORDS_FOLDER / MONTAGES_FOLDER)
                            .glob(f"*{MONTAGE_DATA_SUFFIX}")):
-            data = load_montage_data(path)
-            for column in data.columns:
+            data = _of_report(index, "a montage", load_montage_data, path)
+            for column in data.columns if data is not None else ():
                 if column.get("run_id"):
                     columns.setdefault(str(column["run_id"]), (data, column))
     return columns

@@ -55,6 +55,7 @@ from dpcore.backend import load_backend
 from dpcore.errors import DpCompareError
 from dpcore.mechanisms import is_non_private, privatises_images
 from dpcore.results import FINAL_STATUSES, ResultsStore, RunResult, run_id
+from dpcore.trained import recorded_checkpoint
 
 __all__ = [
     "CONV_MODELS", "FINAL_STATUSES", "DatasetCache", "GridOutcome",
@@ -272,7 +273,7 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 continue
             if not _has_checkpoint(store, result):
                 continue
-            checkpoint = store.root / str(result.checkpoint)  # type: ignore[union-attr]
+            stored = result  # the record that names the checkpoint and its SHA-256
             result = records.get(rid, result)  # the record is the one reported
             try:
                 dataset = datasets.get(cell.config)
@@ -285,7 +286,8 @@ def write_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                 if clean is None and not privatises_images(cell.config.privacy.mechanism):
                     clean, clean_labels = x, y
                 code = load_backend(backend)
-                trained = code.load_checkpoint(checkpoint)
+                # refused (one line, the column left out) if not the file the run stored
+                trained = code.load_checkpoint(recorded_checkpoint(store.root, stored))
                 # Each model is explained on the inputs it is evaluated on.
                 proba = code.predict_proba(trained.model, x)
                 pred = proba.argmax(axis=1)

@@ -13,7 +13,9 @@ through the same steps, in this order:
    its maps and its figures after temperature scaling; a local-DP run's test metrics on clean
    and on privatised test images; then the empirical audit if asked;
 3. the checkpoint is written, then the RunResult (both atomically) with its path relative to
-   the store root.
+   the store root and its SHA-256 (:func:`dpcore.runstore.save_run`: when the storage refuses
+   a write, the store is left consistent, the trained run is kept in the rescue folder and a
+   :class:`~dpcore.errors.StorageError` says where).
 
 Ctrl-C (KeyboardInterrupt) during any of these stores an ``interrupted`` record (not final:
 the next invocation redoes the run) and is re-raised, never swallowed: the CLI exits 130.
@@ -39,7 +41,7 @@ from dpcore.data.images import as_float01
 from dpcore.errors import DpCompareError
 from dpcore.metrics.sanity import RANDOMISATION_SEED
 from dpcore.results import ResultsStore, RunResult, library_versions, run_id, utc_now
-from dpcore.trained import CHECKPOINT_FILE
+from dpcore.runstore import save_run
 from dpcore.trainloop import EpochCallback
 
 #: The models Grad-CAM faithfulness applies to: every image (convolutional) architecture.
@@ -161,13 +163,12 @@ def train_and_record(
             result.audit = {**(result.audit or {}),
                             **audit_trained(trained, dataset, result.privacy)}
         record_privacy_figures(result)
-        checkpoint = Path(train.save_checkpoint(
-            trained, store.run_dir(config.config_hash, backend) / CHECKPOINT_FILE))
-        result.checkpoint = str(checkpoint.relative_to(store.root))
         result.labels = dict(labels or {})
         result.grid = grid_name
         result.defaults = dict(defaults or {})
-        return result, store.save(result)
+        # checkpoint (with its SHA-256) then record; a storage fault keeps the run elsewhere
+        return result, save_run(store, result,
+                                lambda path: train.save_checkpoint(trained, path))
     except KeyboardInterrupt:
         store_interrupted(store, config, backend, dataset, started, labels=labels,
                           grid_name=grid_name)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.errors import ConfigError
+from dpcore.storage import is_storage_fault, storage_error
 
 #: Folder of the claim files inside a results store.
 CLAIMS_FOLDER = "claims"
@@ -89,6 +90,15 @@ class ClaimPolicy:
                               "end)")
         if not self.poll_s > 0:
             raise ConfigError(f"claim poll interval {self.poll_s:g} s must be > 0")
+
+    @classmethod
+    def from_options(cls, wait_s: float | None = None,
+                     stale_after_s: float | None = None) -> ClaimPolicy:
+        """The policy of the ``--claim-wait`` / ``--claim-stale-after`` options (None: the
+        default of each); the heartbeat is a quarter of the stale time, at most
+        :data:`HEARTBEAT_S`."""
+        stale = STALE_AFTER_S if stale_after_s is None else stale_after_s
+        return cls(stale_after_s=stale, heartbeat_s=min(HEARTBEAT_S, stale / 4), wait_s=wait_s)
 
 
 @dataclass(frozen=True)
@@ -247,20 +257,33 @@ class ClaimBoard:
             return claim
 
     def _create(self, rid: str) -> Claim | None:
-        """Create the claim file exclusively; None if it exists."""
+        """Create the claim file exclusively; None if it exists. A claim file the storage
+        refuses to fill (disk full) is removed before the StorageError is raised: an empty
+        claim would hold the run until it went stale."""
         path = self.path(rid)
         now = self.policy.clock()
         content = {"run_id": rid, "host": self.host, "pid": self.pid,
                    "started": utc_text(now), "token": uuid.uuid4().hex}
+        data = json.dumps(content).encode("utf-8")
         try:
             fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             return None
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(json.dumps(content).encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-            stat = os.fstat(handle.fileno())
+        except OSError as exc:
+            if is_storage_fault(exc):
+                raise storage_error(exc, path, needed=len(data)) from exc
+            raise
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+                stat = os.fstat(handle.fileno())
+        except BaseException as exc:  # a claim cut short (disk full) would block the run
+            path.unlink(missing_ok=True)
+            if isinstance(exc, OSError) and is_storage_fault(exc):
+                raise storage_error(exc, path, needed=len(data)) from exc
+            raise
         info = ClaimInfo(rid, self.host, self.pid, content["started"], content["token"],
                          stat.st_mtime, stat.st_ino)
         return Claim(info, path)

@@ -5,6 +5,9 @@
   which is fsynced and moved onto the destination with ``os.replace`` (atomic on POSIX and
   Windows). A process killed at any moment leaves either the previous file or the new one,
   never half a file; on an error the temporary file is removed and the destination untouched.
+  A write the storage refuses (no space, a quota, a read-only or forbidden folder) raises
+  :class:`~dpcore.errors.StorageError`, one line naming the folder and the bytes needed
+  (:mod:`dpcore.storage`).
 * **One permission rule** (:func:`default_file_mode`): every file written here gets the mode a
   plain ``open(path, "w")`` would give, ``0o666`` minus the process umask (``mkstemp`` alone
   would leave ``0o600``, unreadable to the other users of a shared cache or results folder).
@@ -23,6 +26,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import math
 import os
@@ -74,17 +78,29 @@ def default_file_mode() -> int:
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, *, size: int | None = None) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; when the block succeeds, move it onto ``path``.
 
     The caller writes the temporary file by name (e.g. a library that takes a path). On
     success the file gets :func:`default_file_mode`, is fsynced and replaces ``path``
     atomically; on any error (including KeyboardInterrupt) it is removed and ``path`` is left
     as it was. The destination's folder is created if missing.
+
+    A write the storage refuses (no space, a quota, a read-only or forbidden folder:
+    :func:`dpcore.storage.is_storage_fault`) raises :class:`~dpcore.errors.StorageError`
+    naming the folder, the file and ``size`` (the bytes the caller writes, when it knows).
     """
+    from dpcore.storage import is_storage_fault, storage_error
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                        dir=path.parent)
+    except OSError as exc:
+        if is_storage_fault(exc):
+            raise storage_error(exc, path, needed=size) from exc
+        raise
     os.close(fd)
     tmp = Path(tmp_name)
     try:
@@ -93,14 +109,20 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if is_storage_fault(exc):
+            raise storage_error(exc, path, needed=size) from exc
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (see :func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_path`; a storage fault names
+    ``len(data)`` as the bytes needed)."""
+    with atomic_path(path, size=len(data)) as tmp:
         tmp.write_bytes(data)
 
 
@@ -129,15 +151,32 @@ def write_npz(path: str | Path, arrays: Mapping[str, np.ndarray],
     Raises:
         ValueError: if an array is named :data:`META_KEY`.
     """
+    if META_KEY in arrays:  # before a temporary file exists
+        raise ValueError(f"array name {META_KEY!r} is reserved for the metadata; rename it")
+    with atomic_path(path) as tmp:
+        _write_npz_members(tmp, arrays, meta, compressed=compressed)
+
+
+def npz_bytes(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any], *,
+              compressed: bool = False) -> bytes:
+    """The bytes :func:`write_npz` would write (same arrays and metadata: the same bytes),
+    built in memory: for a file whose size or digest is wanted before it is written (e.g. a
+    checkpoint). Raises ValueError for an array named :data:`META_KEY`."""
+    buffer = io.BytesIO()
+    _write_npz_members(buffer, arrays, meta, compressed=compressed)
+    return buffer.getvalue()
+
+
+def _write_npz_members(target: Path | io.BytesIO, arrays: Mapping[str, np.ndarray],
+                       meta: Mapping[str, Any], *, compressed: bool) -> None:
+    """The npz of :func:`write_npz` written to ``target`` (a path or a buffer)."""
     if META_KEY in arrays:
         raise ValueError(f"array name {META_KEY!r} is reserved for the metadata; rename it")
     members = dict(arrays)
     members[META_KEY] = np.array(json.dumps(json_safe(dict(meta)), sort_keys=True,
                                             allow_nan=False))
     method = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
-    with atomic_path(path) as tmp, zipfile.ZipFile(
-        tmp, mode="w", compression=method, allowZip64=True
-    ) as archive:
+    with zipfile.ZipFile(target, mode="w", compression=method, allowZip64=True) as archive:
         for name in sorted(members):
             info = zipfile.ZipInfo(f"{name}.npy", date_time=_FIXED_DATE_TIME)
             info.compress_type = method

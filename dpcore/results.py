@@ -85,13 +85,19 @@ class RunResult:
     #: (:mod:`dpcore.outputs`); None: not kept (and left out of :meth:`to_dict`)
     test_outputs: dict[str, Any] | None = None
     schema_version: int = SCHEMA_VERSION
+    #: hex SHA-256 of the checkpoint file's bytes as the run stored it (checked before the
+    #: checkpoint is loaded, :func:`dpcore.trained.recorded_checkpoint`); None (and absent
+    #: from the JSON) for a run stored without a checkpoint or before digests were kept
+    checkpoint_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (:func:`dpcore.io.json_safe`); ``test_outputs`` only when kept, so
-        a record without outputs has the same keys and bytes whether or not it could."""
+        """The JSON form (:func:`dpcore.io.json_safe`); ``test_outputs`` and
+        ``checkpoint_sha256`` only when present, so a record without them has the same keys
+        and bytes whether or not it could hold them."""
         raw = json_safe(asdict(self))
-        if raw.get("test_outputs") is None:
-            raw.pop("test_outputs", None)
+        for optional in ("test_outputs", "checkpoint_sha256"):
+            if raw.get(optional) is None:
+                raw.pop(optional, None)
         return raw
 
     @property

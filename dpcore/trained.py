@@ -8,7 +8,6 @@ a checkpoint written by either backend loads into either backend.
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from dpcore.config import PerfSpec, RunConfig
-from dpcore.errors import ConfigError
+from dpcore.errors import CheckpointChangedError, ConfigError
+from dpcore.io import npz_bytes
 from dpcore.results import RunResult, atomic_write_bytes, json_safe
+from dpcore.storage import file_sha256
 from dpcore.weights import Weights
 
 CHECKPOINT_FORMAT = 1
@@ -89,16 +90,60 @@ def checkpoint_meta(trained: TrainedModel) -> dict[str, Any]:
 
 def write_checkpoint(path: str | Path, weights: Mapping[str, np.ndarray],
                      meta: Mapping[str, Any]) -> Path:
-    """Write weights + metadata to one ``.npz`` atomically; returns the path."""
+    """Write weights + metadata to one ``.npz`` atomically; returns the path.
+
+    The file is :func:`dpcore.io.npz_bytes` of them: the same weights and metadata give the
+    same bytes, hence the same SHA-256 (:func:`checkpoint_sha256`, kept in the run's record).
+    """
     if _META_KEY in weights:
         raise ConfigError(f"a weight may not be called {_META_KEY!r}")
-    buffer = io.BytesIO()
     arrays = {k: np.asarray(v) for k, v in weights.items()}
-    arrays[_META_KEY] = np.array(json.dumps(dict(meta), sort_keys=True))
-    np.savez(buffer, **arrays)
     path = Path(path)
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(path, npz_bytes(arrays, meta))
     return path
+
+
+def checkpoint_sha256(path: str | Path) -> str:
+    """Hex SHA-256 of the checkpoint file's bytes (what a run's record keeps as
+    ``checkpoint_sha256``)."""
+    return file_sha256(path)
+
+
+def verify_checkpoint(path: str | Path, expected_sha256: str | None) -> Path:
+    """``path`` when its SHA-256 is ``expected_sha256`` (or nothing is expected: a record
+    written before checkpoints were digested); returns the path.
+
+    Raises:
+        CheckpointChangedError: one line naming the file and both digests: the file is not
+            the one the run stored (changed, replaced or damaged since).
+    """
+    path = Path(path)
+    if expected_sha256 is None:
+        return path
+    actual = checkpoint_sha256(path)
+    if actual != expected_sha256:
+        raise CheckpointChangedError(
+            f"checkpoint {path} has SHA-256 {actual}, but its run record says "
+            f"{expected_sha256}: the file changed after the run stored it; refusing to load "
+            "it (restore the file, or train the run again)")
+    return path
+
+
+def recorded_checkpoint(store_root: str | Path, result: RunResult) -> Path:
+    """The checkpoint of the stored run ``result`` under ``store_root``, checked against the
+    SHA-256 its record keeps (:func:`verify_checkpoint`): every caller that loads a run's
+    checkpoint goes through this.
+
+    Raises:
+        ConfigError: the record names no checkpoint, or the file is missing.
+        CheckpointChangedError: the file is not the one the run stored.
+    """
+    if not result.checkpoint:
+        raise ConfigError(f"run {result.run_id} has no checkpoint in its record")
+    path = Path(store_root) / str(result.checkpoint)
+    if not path.is_file():
+        raise ConfigError(f"checkpoint {path} of run {result.run_id} does not exist")
+    return verify_checkpoint(path, result.checkpoint_sha256)
 
 
 def read_checkpoint(path: str | Path) -> tuple[Weights, dict[str, Any]]:

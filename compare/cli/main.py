@@ -5,12 +5,15 @@ Each sub-command lives in its own module under :mod:`compare.cli` and exposes
 ``run(args) -> int`` callable. Backends are imported lazily inside ``run`` so that light
 commands (``epsilon``, ``datasets``) start fast.
 
-Exit status: 0 success; 1 ``compare`` ran but some runs failed (each recorded as ``failed``
-with its error, one summary line on stderr); 2 a user error (one line on stderr naming the bad
-value and what is valid; the traceback only with ``--debug``; checked before anything is
-written, so stored results are never touched); 130 interrupted (Ctrl-C: the current state is
-written first, see :mod:`compare.runner`). Warnings of the bench (e.g. a delta not below 1/N)
-print as one line ``dpcompare COMMAND: warning: ...``.
+Exit status (the constants ``EXIT_*`` below): 0 success; 1 ``compare`` ran but some runs
+failed (each recorded as ``failed`` with its error, one summary line on stderr); 2 a user error
+(one line on stderr naming the bad value and what is valid; the traceback only with
+``--debug``; checked before anything is written, so stored results are never touched); 3 the
+storage refused a write while the command ran (no space left, a quota, a read-only or
+forbidden folder: one line naming the folder, the bytes the write needed and what was kept,
+:mod:`dpcore.storage`; what was stored before stays, nothing is half-written); 130 interrupted
+(Ctrl-C: the current state is written first, see :mod:`compare.runner`). Warnings of the bench
+(e.g. a delta not below 1/N) print as one line ``dpcompare COMMAND: warning: ...``.
 """
 
 from __future__ import annotations
@@ -27,7 +30,20 @@ from pathlib import Path
 from typing import TextIO
 
 from dpcore.errors import DpCompareError, PrivacyWarning
+from dpcore.storage import is_write_fault, storage_error
 from dpcore.threads import prefer_passive_openmp
+
+#: Exit status: success.
+EXIT_OK = 0
+#: Exit status: ``compare`` ran, and some of its runs failed (each recorded as ``failed``).
+EXIT_RUNS_FAILED = 1
+#: Exit status: a user error, refused before anything was written.
+EXIT_USER_ERROR = 2
+#: Exit status: the storage refused a write while the command ran (no space, a quota, a
+#: read-only or forbidden folder); nothing half-written, what was stored before is kept.
+EXIT_STORAGE = 3
+#: Exit status: interrupted (Ctrl-C), the current state written first.
+EXIT_INTERRUPTED = 130
 
 #: Folders of the bench's own packages: their warnings are printed as one CLI line.
 _OWN_PACKAGES = tuple(
@@ -145,17 +161,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         func = getattr(args, "dry_func", None) or generic_dry_run
     try:
         with cli_warnings(args.command):
-            return int(func(args) or 0)
+            return int(func(args) or EXIT_OK)
+    except OSError as exc:  # a StorageError too (it is both)
+        if not is_write_fault(exc):
+            raise
+        if args.debug:
+            traceback.print_exc()
+        print(f"dpcompare {args.command}: error: {one_line(str(storage_error(exc)))}",
+              file=sys.stderr)
+        return EXIT_STORAGE
     except DpCompareError as exc:
         if args.debug:
             traceback.print_exc()
         print(f"dpcompare {args.command}: error: {one_line(str(exc))}", file=sys.stderr)
-        return 2
+        return EXIT_USER_ERROR
     except KeyboardInterrupt:
         if getattr(args, "debug", False):
             traceback.print_exc()
         print(f"dpcompare {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

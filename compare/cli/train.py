@@ -11,12 +11,20 @@ default. Giving ``--noise-multiplier`` or ``--epsilon`` selects Gaussian DP-SGD 
 Writes ``OUT/runs/<config_hash>-<backend>/result.json`` (a RunResult whose ``checkpoint`` is
 relative to OUT) and ``checkpoint.npz`` (framework-neutral weights; loads into either backend),
 through the same record path as ``dpcompare compare`` (:func:`compare.training.train_and_record`).
-Ctrl-C during training writes an ``interrupted`` record and exits with status 130.
+Ctrl-C during training writes an ``interrupted`` record and exits with status 130. The run is
+claimed first, as ``compare`` claims its runs: a second ``train`` of the same run into the same
+``--out`` while the first trains waits for it and prints its result instead of training again
+(``--claim-wait``). When the storage refuses a write (disk full, read-only folder) the command
+exits with status 3 and one line naming the folder, the bytes needed and where the trained run
+was kept. A finished run that collapsed (its predictions nearly all one class, or at chance)
+says so in its status line.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -130,6 +138,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "images (image conv models; default 500; 0 skips them)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    group = parser.add_argument_group(
+        "run claim (two processes training one run into one --out train it once)")
+    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
+                       help="when another process is training this run into --out, wait at "
+                            "most this long for its result (0: do not wait; default: until "
+                            "it ends), then stop without training (exit 2)")
+    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
+                       help="another host's claim on the run with no heartbeat for this long "
+                            "is dead and taken over (default 600; on this host a claim whose "
+                            "process is gone is taken over at once)")
     parser.set_defaults(func=run)
 
 
@@ -243,7 +261,8 @@ def run(args: argparse.Namespace) -> int:
     log = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     result = api.train(given, backend, out=args.out, data_dir=args.data_dir, perf=perf,
                        faithfulness_subset=args.faithfulness_subset, progress=not args.quiet,
-                       log=log)
+                       log=log, claim_wait=args.claim_wait,
+                       claim_stale_after=args.claim_stale_after)
     if args.json:
         print_json(result.to_dict())
         return 0
@@ -278,7 +297,7 @@ def summary_rows(result: dict[str, Any], path: Path, checkpoint: Path
                  ) -> list[tuple[str, str]]:
     """The (label, value) rows :func:`print_summary` aligns."""
     metrics, privacy = result["metrics"], result["privacy"]
-    rows = [("status", str(result["status"]))]
+    rows = [("status", status_text(result))]
     if "accuracy" in metrics:
         rows.append(("test accuracy", f"{metrics['accuracy']:.4f}"))
 
@@ -314,8 +333,22 @@ def summary_rows(result: dict[str, Any], path: Path, checkpoint: Path
     if result.get("defaults"):
         rows.append(("from defaults", ", ".join(f"{k}={v}" for k, v in
                                                 result["defaults"].items())))
+    claim = (result.get("perf") or {}).get("claim") or {}
+    if claim and (claim.get("pid"), claim.get("host")) != (os.getpid(), socket.gethostname()):
+        rows.append(("trained by", f"pid {claim.get('pid')} on {claim.get('host')}, another "
+                     "process training this run into the same --out; nothing trained here"))
     rows += [("result", str(path)), ("checkpoint", str(checkpoint))]
     return rows
+
+
+def status_text(result: dict[str, Any]) -> str:
+    """The run's status; a finished run that collapsed (the rule reports use,
+    :func:`compare.reporting.collapse.collapse_reason`) says so and why."""
+    from compare.reporting.collapse import collapse_reason
+
+    status = str(result["status"])
+    reason = collapse_reason(result["metrics"]) if status == "finished" else None
+    return f"{status}, but COLLAPSED: {reason}" if reason else status
 
 
 def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:

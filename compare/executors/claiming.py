@@ -38,7 +38,7 @@ WAIT_LINE_S = 60.0
 Run = tuple["GridCell", str]
 
 
-def _record_state(path: Path) -> tuple[int, int] | None:
+def record_state(path: Path) -> tuple[int, int] | None:
     """(modification time in ns, size) of a record file, None if absent."""
     try:
         stat = path.stat()
@@ -69,7 +69,7 @@ class GridClaims:
         self.log = log
         self.queue: deque[Run] = deque(pending)
         self.deferred: dict[str, tuple[Run, ClaimInfo]] = {}
-        self._listed = {self._rid(run): _record_state(self._record(run)) for run in pending}
+        self._listed = {self._rid(run): record_state(self._record(run)) for run in pending}
         self._beat: Heartbeat | None = None
         self._wait_started: float | None = None
         self._last_line = -float("inf")
@@ -133,7 +133,7 @@ class GridClaims:
         to train because that record lacks an evaluation the grid asks for
         (:mod:`compare.runplan`)."""
         path = self._record(run)
-        state = _record_state(path)
+        state = record_state(path)
         if state is None:
             return None
         result = read_result(path)

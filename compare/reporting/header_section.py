@@ -88,9 +88,11 @@ def header_lines(context: ReportContext, results: Sequence[RunResult], frame: pd
 
 def data_sources(results: Sequence[RunResult]) -> dict[str, str]:
     """Data set name -> ", from `LOCATION`; provenance: ..." for the header: where the runs
-    read it (relative to the data root, never a folder of this machine) and where the file
+    read it (relative to the data root, never a folder of this machine), what loading
+    converted, resized or skipped (:func:`dpcore.data.survey.data_notes`) and where the file
     comes from (the registry's provenance), from the first run of each data set."""
     from dpcore.data import data_provenance, portable_location
+    from dpcore.data.survey import data_notes
 
     out: dict[str, str] = {}
     for r in results:
@@ -101,9 +103,12 @@ def data_sources(results: Sequence[RunResult]) -> dict[str, str]:
         source = r.dataset.get("source")
         if source:
             text += f", read from `{portable_location(name, str(source))}`"
-        note = (r.dataset.get("extra") or {}).get("note")
+        extra = r.dataset.get("extra") or {}
+        note = extra.get("note")
         if note:
             text += f" ({note})"
+        for changed in data_notes(extra):  # what loading converted, resized or skipped
+            text += f"; {changed}"
         provenance = data_provenance(name)
         if provenance:
             text += f"; provenance: {provenance}"

@@ -33,7 +33,7 @@ from dpcore.io import read_npz, write_npz
 log = logging.getLogger(__name__)
 
 #: Bump when the stored layout or any decoder's output changes: old entries are then unused.
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 CACHE_ENV = "DPCOMPARE_CACHE_DIR"
 _ARRAYS = ("x_train", "y_train", "x_test", "y_test", "groups_train", "groups_test", "x_val",
            "y_val")

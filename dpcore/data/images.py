@@ -255,19 +255,3 @@ def decode_image_files_kept(
 
 #: Pillow modes of single-channel images (gray, 1-bit, 16/32-bit integer, float).
 GRAY_MODES = frozenset({"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "F", "P;gray"})
-
-
-def native_channels(paths: list[Path]) -> int:
-    """1 if every readable file of ``paths`` is a gray image (Pillow header only), else 3.
-
-    Unreadable files are left to the decode, which names them.
-    """
-    for path in paths:
-        try:
-            with Image.open(path) as pil:
-                mode = pil.mode
-        except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
-            continue
-        if mode not in GRAY_MODES:
-            return 3
-    return 1

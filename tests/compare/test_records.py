@@ -202,3 +202,62 @@ def test_cli_report_needs_a_store_or_records(tmp_path: Path,
     assert main(["report", "--records", str(tmp_path)]) == 2  # one folder without records
     assert "holds no run records" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def _garbage_records(folder: Path, content: bytes) -> Path:
+    """A records file written by the test, not by the bench's writer."""
+    path = folder / rec.RECORDS_FOLDER / rec.RECORDS_FILE
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["garbage", "truncated"])
+def test_an_unreadable_record_file_of_another_report_is_named_and_skipped(
+        tmp_path: Path, kind: str) -> None:
+    runs = _runs()
+    rec.write_records(tmp_path / "a", [runs[0]], CONTEXT, [], {})
+    rec.write_records(tmp_path / "c", [runs[1]], CONTEXT, [], {})
+    whole = gzip.compress(b"".join(json.dumps(r.to_dict()).encode() + b"\n" for r in runs))
+    content = b"not a gzip file at all\n" if kind == "garbage" else whole[:len(whole) // 2]
+    bad = _garbage_records(tmp_path / "b", content)
+    with pytest.warns(UserWarning, match=f"skipping the records of another report: {bad}"):
+        known = rec.committed_records(rec.record_folders_beside(tmp_path / "a"))
+    # the readable folders still count: the grid's own and the one after the damaged one
+    assert set(known) == {runs[0].run_id, runs[1].run_id}
+
+
+def test_the_grids_own_records_must_read(tmp_path: Path) -> None:
+    bad = _garbage_records(tmp_path / "a", b"\x1f\x8b garbage")
+    with pytest.raises(DataError, match=f"{bad}: unreadable run record"):
+        rec.committed_records(rec.record_folders_beside(tmp_path / "a"))
+
+
+def test_a_damaged_montage_of_another_report_is_named_and_skipped(tmp_path: Path) -> None:
+    rec.write_records(tmp_path / "a", [], CONTEXT, [_montage()], {})
+    damaged = tmp_path / "b" / rec.RECORDS_FOLDER / "montages" / "x.npz"
+    damaged.parent.mkdir(parents=True)
+    damaged.write_bytes(b"PK garbage")
+    with pytest.warns(UserWarning, match=f"skipping a montage of another report: montage "
+                                         f"data {damaged}"):
+        columns = rec.committed_montage_columns(rec.record_folders_beside(tmp_path / "a"))
+    assert set(columns) == {"abc-tf", "abc-torch"}
+
+
+def test_an_unreadable_record_file_in_another_report_does_not_stop_a_grid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``dpcompare compare --preset smoke`` (dry run: it reads every report's records to plan
+    the runs, and trains nothing) beside a report folder whose records are garbage."""
+    from compare.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    bad = _garbage_records(tmp_path / "reports" / "demo", b"garbage, not gzip")
+    code = main(["compare", "--preset", "smoke", "--out", "runs/smoke", "--dry-run"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    warnings = [line for line in captured.err.splitlines() if ": warning: " in line]
+    assert len(warnings) == 1, captured.err
+    assert warnings[0].startswith("dpcompare compare: warning: skipping the records of "
+                                  f"another report: {bad.relative_to(tmp_path)}: unreadable")
+    assert "4 to train" in captured.out

@@ -15,6 +15,18 @@ from dpcore.errors import DataError
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 
+#: Skipped files named in ``extra["skipped"]`` (the count says how many more there are).
+SKIPPED_SHOWN = 10
+
+
+def _relative(path: Path, root: Path) -> str:
+    """``path`` relative to the data set's folder ``root`` when it lies inside it."""
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
 def image_files(folder: Path) -> list[Path]:
     """PNG/JPEG/BMP/TIFF files directly in ``folder`` (any suffix case), sorted by name."""
     return sorted(p for p in folder.iterdir()
@@ -63,7 +75,8 @@ def decode_labelled_files(
 
     ``channels`` overrides ``request.target_channels``; with ``skip_unreadable`` a file that
     does not decode is left out (its example dropped from its split) and named in
-    ``extra["skipped"]`` instead of raising.
+    ``extra["skipped"]`` (relative to ``root``, sorted; the first :data:`SKIPPED_SHOWN`, then how
+    many more) instead of raising.
     """
     train, test, val = files["train"], files["test"], files.get("val", [])
     paths = [p for p, _ in train] + [p for p, _ in test]
@@ -79,9 +92,11 @@ def decode_labelled_files(
     m = int(kept[:len(paths)].sum())
     extra = dict(extra or {})
     if not kept.all():
-        bad = [str(p) for p, k in zip(every, kept, strict=True) if not k]
-        extra["skipped"] = (f"{len(bad)} unreadable file(s) skipped (skip_unreadable): "
-                            + ", ".join(bad[:5]) + (", ..." if len(bad) > 5 else ""))
+        bad = sorted(_relative(p, root) for p, k in zip(every, kept, strict=True) if not k)
+        shown = ", ".join(bad[:SKIPPED_SHOWN])
+        more = f" and {len(bad) - SKIPPED_SHOWN} more" if len(bad) > SKIPPED_SHOWN else ""
+        extra["skipped"] = (f"{len(bad)} unreadable file(s) of {len(every)} skipped "
+                            f"(skip_unreadable): {shown}{more}")
     if groups is not None:
         groups = [g for g, k in zip(groups, kept[:len(paths)], strict=True) if k]
     decoded = Decoded(x_train=x[:n], y_train=y[:n], x_test=x[n:m], y_test=y[n:m], extra=extra)

@@ -16,13 +16,19 @@ Classes are the sorted folder names (of ``PATH``, or of ``PATH/train``), so labe
 k-th name in sorted order, as ``ImageFolder`` does. Files: PNG, JPEG, BMP and TIFF (any
 suffix case), read in sorted order. Images are decoded to gray when every file is gray and
 ``data.channels`` is not set, else RGB; ``data.channels`` (1 or 3) forces either. Images of
-different sizes need ``data.image_size``. ``Dataset.extra["files_sha256"]`` is a SHA-256 over
-every file's relative path, label and bytes (the same folder anywhere gives the same value).
+different sizes need ``data.image_size``. Files that disagree are never changed in silence:
+``Dataset.extra["channels"]`` says how many files were grey and how many colour and what was
+converted (``3 of 159 files are RGB, 156 grey: all converted to RGB; set data.channels: 1 to
+keep grey``), ``extra["sizes"]`` how many sizes were resized to one (:mod:`dpcore.data.survey`);
+``dpcompare train`` prints them in its start line and reports in their data line.
+``Dataset.extra["files_sha256"]`` is a SHA-256 over every file's relative path, label and bytes
+(the same folder anywhere gives the same value).
 
 One-line errors name the folder or file: an empty class folder, a single class, a test class
 unknown to train (or, with ``val: validation``, a val class unknown to train, or no
-``val/`` folder), an unreadable image (skipped instead, and named in ``extra["skipped"]``,
-only with the option ``skip_unreadable: true``), mixed sizes without ``data.image_size``.
+``val/`` folder), an unreadable image (skipped instead, and named in ``extra["skipped"]``, with
+the option ``skip_unreadable: true``: shown where the other notes are), mixed sizes without
+``data.image_size``.
 """
 
 from __future__ import annotations
@@ -33,7 +39,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dpcore.data.images import native_channels
 from dpcore.data.loaders.base import Decoded, DecodeRequest, check_split, require_dir
 from dpcore.data.loaders.folders import (
     IMAGE_SUFFIXES,
@@ -43,6 +48,7 @@ from dpcore.data.loaders.folders import (
 )
 from dpcore.data.registry import DatasetInfo
 from dpcore.data.splits import split_counts, stratified_split
+from dpcore.data.survey import channel_note, size_note, survey_images
 from dpcore.errors import DataError
 
 SPLIT_DIRS = ("train", "test")
@@ -247,7 +253,11 @@ def decode(path: Path | None, request: DecodeRequest) -> Decoded:
     skip = request.options.get("skip_unreadable", False)
     if not isinstance(skip, bool):
         raise DataError(f"skip_unreadable={skip!r} is not valid; valid: true or false")
-    channels = request.channels or native_channels([p for p, _ in every_file])
+    survey = survey_images(p for p, _ in every_file)
+    channels = request.channels or survey.native_channels
+    notes = {"channels": channel_note(survey, channels, forced=request.channels is not None),
+             "sizes": size_note(survey, request.image_size)}
+    extra.update({key: note for key, note in notes.items() if note})
     decoded = decode_layout(root, layout, request, extra, channels=channels,
                             skip_unreadable=skip)
     for split in (*SPLIT_DIRS, "val"):  # every file of a split may have been skipped
