@@ -31,9 +31,11 @@ def backends(data: ReportData) -> SectionOutput:
     figures: list[ReportFigure] = []
     if add(figures, "backends_paired.png",
            plots.paired_differences_figure(frame, AGREEMENT_TOLERANCE)):
+        notes = [f"a hollow mean without an interval below {MIN_SEEDS} seeds"
+                 if (few & (paired["pairs"] >= 2)).any() else "",
+                 "a setting of one seed: its dot alone" if (paired["pairs"] < 2).any() else ""]
         figure = ["Every seed's pair (grey) and the mean difference with its 95% t interval "
-                  "(black" + (f"; a hollow mean without an interval below {MIN_SEEDS} seeds"
-                              if few.any() else "")
+                  "(black" + "".join(f"; {n}" for n in notes if n)
                   + "), one panel per data set:", "",
                   "![paired differences](backends_paired.png)", ""]
     shown = paired.assign(**{

@@ -376,8 +376,9 @@ def paired_differences_figure(frame: pd.DataFrame, tolerance: float,
     """Per setting (y axis, one panel per data set), ``second - first`` of ``metric`` in
     points for every seed (grey dots) and their mean with its 95% t interval (black), with the
     ±``tolerance`` agreement band shaded and 0 marked: how far each seed's pair moves, not
-    only the verdict. A setting with fewer than :data:`~compare.reporting.stats.MIN_SEEDS`
-    seeds gets its mean and no interval (as in the paired table); the axis spans the seeds
+    only the verdict. A setting with 2 to :data:`~compare.reporting.stats.MIN_SEEDS` - 1
+    seeds gets its mean and no interval (as in the paired table), one of one seed its dot
+    alone; the axis spans the seeds
     and the band (:func:`paired_axis_limits`), and an interval reaching beyond it ends in an
     arrow at the edge with its bound written there. None if no setting has a seed on both
     backends."""
@@ -404,6 +405,8 @@ def paired_differences_figure(frame: pd.DataFrame, tolerance: float,
         for i, ((_, _, diffs), interval) in enumerate(zip(mine, intervals, strict=True)):
             ax.scatter(diffs, [i] * len(diffs), s=14, color="grey", alpha=0.7, zorder=3,
                        label="one seed")
+            if len(diffs) < 2:  # the one seed is the whole story
+                continue
             if math.isnan(interval.low):
                 ax.scatter([interval.mean], [i + 0.22], s=30, facecolors="none",
                            edgecolors="black", zorder=4, label=FEW_SEEDS_LABEL)

@@ -362,6 +362,10 @@ def test_fewer_than_five_seeds_show_no_interval_and_the_axis_keeps_the_seeds(
     assert len(hollow) == 1 and hollow[0].get_offsets()[0, 0] == pytest.approx(0.1)
     low, high = ax.get_xlim()
     assert -1.3 < low < -1.0 and 1.2 < high < 1.5
+    saved.clear()  # one seed: its dot alone, no mean drawn on top of it
+    assert plots.plot_paired_differences(results_frame([runs[0], runs[2]]), Path("y.png"), 0.01)
+    ax = saved[0].axes[0]
+    assert not ax.containers and [c.get_label() for c in ax.collections] == ["one seed"]
 
 
 def test_an_interval_far_beyond_the_seeds_is_drawn_off_scale() -> None:
