@@ -308,8 +308,8 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
         lines += [HOW_TO_AUDIT, ""]
     figure = privacy_figure(dp) if is_informative_plot(dp) else None
     if figure is not None:
-        lines += ["Claimed, proved and audited (95% lower bound) epsilon of every run (one "
-                  "dot per seed; infinite values are not drawn):", "",
+        lines += ["Claimed, proved and audited (the one-run canary audit's 95% lower bound) "
+                  "epsilon of every run (one dot per seed; infinite values are not drawn):", "",
                   "![claimed, proved and audited epsilon](privacy.png)", ""]
     elif not audited.any():
         lines += ["No figure: every setting's proved epsilon is its claim and no run "
