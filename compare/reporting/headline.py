@@ -50,8 +50,7 @@ def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANC
                       if "collapsed" in paired and (paired["collapsed"].fillna("") != "").any()
                       else "")
     p_text = "" if math.isnan(worst["p_value"]) else f", paired t test p = {worst['p_value']:.2g}"
-    own_noise = ("; under DP-SGD each backend draws its own noise"
-                 if "noised" in paired and paired["noised"].any() else "")
+    own_noise = _own_noise_clause(paired)
     return (f"Paired by seed (same sampler and initial weights{own_noise}), Opacus minus TF "
             f"Privacy test "
             f"accuracy over {len(paired)} setting{'s' if len(paired) != 1 else ''}: "
@@ -70,8 +69,7 @@ def _few_seeds_sentence(paired: pd.DataFrame) -> str:
     counts = sorted(set(int(p) for p in paired["pairs"]))
     seeds = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}")
     worst = paired.loc[paired["mean_difference"].abs().idxmax()]
-    own_noise = ("; under DP-SGD each backend draws its own noise"
-                 if "noised" in paired and paired["noised"].any() else "")
+    own_noise = _own_noise_clause(paired)
     return (f"Paired by seed (same sampler and initial weights{own_noise}), every setting has "
             f"{seeds} seed{'s' if n != 1 else ''} on both backends, fewer than the {MIN_SEEDS} "
             f"an interval of the backend difference needs ({few_seeds_reason(n)}), so no "
@@ -81,6 +79,14 @@ def _few_seeds_sentence(paired: pd.DataFrame) -> str:
             f"setting{'s' if len(paired) != 1 else ''} (largest mean difference "
             f"{_pts(worst['mean_difference'])} in {worst['setting']!r}; every seed's "
             "difference is in the paired table)")
+
+
+def _own_noise_clause(paired: pd.DataFrame) -> str:
+    """``"; under DP-SGD each backend draws its own noise"`` when a compared setting is
+    DP-SGD with each backend's own noise (:func:`~compare.reporting.stats.
+    paired_backend_table`'s ``noised``), else ""."""
+    return ("; under DP-SGD each backend draws its own noise"
+            if "noised" in paired and paired["noised"].any() else "")
 
 
 def _collapsed_clause(paired: pd.DataFrame) -> str:
