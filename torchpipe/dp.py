@@ -20,6 +20,7 @@ Fix of an Opacus 1.6 bug (registered at import through Opacus's own extension po
 kernels return channels-last tensors, so the next convolution's per-sample gradients came out
 wrong (cnn4's conv2: relative error ~1, while the summed gradient was right).
 :func:`contiguous_conv_grad_sample` makes the activations contiguous and calls Opacus's sampler.
+The bug report, with a standalone script that shows it: docs/findings/opacus-channels-last-conv.md.
 
 Clip factor: Opacus scales an example by ``min(1, C / (norm + 1e-6))``, TF Privacy by
 ``min(1, C / norm)``; the two differ by a relative 1e-6 / norm for clipped examples only.

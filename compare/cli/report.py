@@ -36,7 +36,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                              "--records of one folder: where to rebuild it, default in place)")
     parser.add_argument("--title", default="dpcompare report", help="report title")
     parser.add_argument("--latex", action="store_true",
-                        help="also write booktabs .tex files of the headline tables")
+                        help="also write paper-ready LaTeX tables (latex/*.tex; need "
+                             "\\usepackage{booktabs, graphicx})")
     parser.set_defaults(func=run)
 
 

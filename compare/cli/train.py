@@ -352,8 +352,9 @@ def status_text(result: dict[str, Any]) -> str:
 
 
 def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
-    """Rows of the claimed, proved and audited epsilon, and whether the audit found a privacy
-    violation (none for a record written before these figures existed)."""
+    """Rows of the claimed, proved and audited epsilon (or how to audit, without a one-run
+    audit), and whether the audit found a privacy violation (none for a record written before
+    these figures existed)."""
     privacy = result["privacy"]
     if "epsilon_proved_reason" not in privacy:
         return []
@@ -368,6 +369,8 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("  (why none)", str(privacy["epsilon_proved_reason"])))
     one_run = (result.get("audit") or {}).get("one_run")
     if one_run is None:
+        rows.append(("epsilon audited", "not audited (--audit-canaries M runs the one-run "
+                     "canary audit)"))
         return rows
     rows.append(("epsilon audited",
                  f"{one_run['epsilon_lower_bound']:.4f} (one run, {one_run['kind']} canaries: "

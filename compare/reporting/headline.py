@@ -8,51 +8,85 @@ import pandas as pd
 
 from compare.reporting.privacy_section import honest, privacy_sentence
 from compare.reporting.section import ReportData, SectionOutput, section
-from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, mean_interval, verdict_word
+from compare.reporting.stats import (
+    AGREEMENT_TOLERANCE,
+    MIN_SEEDS,
+    few_seeds_reason,
+    mean_interval,
+    verdict_word,
+)
 from dpcore.mechanisms import is_non_private, noises_gradients
 
 
 def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANCE) -> str:
     """How the backends compare on test accuracy, from
-    :func:`compare.reporting.stats.paired_backend_table` output."""
+    :func:`compare.reporting.stats.paired_backend_table` output: verdicts from the settings
+    with at least :data:`MIN_SEEDS` paired seeds, and for the others (no interval, no
+    verdict) why not and the range of their seeds' differences."""
     if paired.empty:
         return "The two backends were not both run on any setting, so they are not compared."
-    tol = f"±{100 * tolerance:g} point"
-    worst = paired.loc[paired["mean_difference"].abs().idxmax()]
     collapsed = _collapsed_clause(paired)
     if int(paired["pairs"].max()) < 2:
+        worst = paired.loc[paired["mean_difference"].abs().idxmax()]
         return (f"Each setting has one seed, so no interval can be given for the backend "
                 f"difference: Opacus minus TF Privacy test accuracy ranges over "
                 f"{_pts(paired['mean_difference'].min())} to "
                 f"{_pts(paired['mean_difference'].max())} points across {len(paired)} "
                 f"setting{'s' if len(paired) != 1 else ''} (largest in {worst['setting']!r})"
                 f"{collapsed}.")
-    words = paired["verdict"].map(verdict_word)
-    preliminary = (paired["preliminary"] if "preliminary" in paired
-                   else paired["pairs"] < MIN_SEEDS) & words.isin(["agree", "differ"])
-    parts = []
-    for word in ("agree", "differ", "inconclusive"):
-        n = int((words == word).sum())
-        n_pre = int(((words == word) & preliminary).sum())
-        if n:
-            parts.append(f"{n} {word}" + (" (all preliminary)" if n_pre == n else
-                                          f" ({n_pre} preliminary)" if n_pre else ""))
-    pre_note = (f"; preliminary = fewer than {MIN_SEEDS} seeds" if preliminary.any() else "")
+    few = paired[paired["pairs"] < MIN_SEEDS]
+    if len(few) == len(paired):
+        return _few_seeds_sentence(paired) + f"{collapsed}."
+    enough = paired[paired["pairs"] >= MIN_SEEDS]
+    words = enough["verdict"].map(verdict_word)
+    parts = [f"{int((words == word).sum())} {word}" for word in
+             ("agree", "differ", "inconclusive") if (words == word).any()]
+    few_clause = "" if few.empty else (
+        f"; {len(few)} setting{'s' if len(few) != 1 else ''} with fewer than {MIN_SEEDS} "
+        f"seeds get{'s' if len(few) == 1 else ''} no interval and no verdict (every seed's "
+        "difference is in the paired table)")
+    worst = enough.loc[enough["mean_difference"].abs().idxmax()]
     collapsed_note = ("; never 'agree' with a collapsed run"
                       if "collapsed" in paired and (paired["collapsed"].fillna("") != "").any()
                       else "")
     p_text = "" if math.isnan(worst["p_value"]) else f", paired t test p = {worst['p_value']:.2g}"
-    own_noise = ("; under DP-SGD each backend draws its own noise"
-                 if "noised" in paired and paired["noised"].any() else "")
+    own_noise = _own_noise_clause(paired)
     return (f"Paired by seed (same sampler and initial weights{own_noise}), Opacus minus TF "
             f"Privacy test "
             f"accuracy over {len(paired)} setting{'s' if len(paired) != 1 else ''}: "
             f"{', '.join(parts)} (agree = 95% t interval "
-            f"of the mean difference inside {tol}{collapsed_note}{pre_note}); the largest "
-            f"mean difference is "
+            f"of the mean difference inside ±{100 * tolerance:g} point{collapsed_note})"
+            f"{few_clause}; the largest mean difference is "
             f"{_pts(worst['mean_difference'])} points in {worst['setting']!r} (95% t interval "
             f"{_pts(worst['ci_low'])} to {_pts(worst['ci_high'])}{p_text}, "
             f"{int(worst['pairs'])} seeds){collapsed}.")
+
+
+def _few_seeds_sentence(paired: pd.DataFrame) -> str:
+    """The headline's backend sentence when every setting has 2 to :data:`MIN_SEEDS` - 1
+    paired seeds: no interval and why, the range of the seeds' differences (no final stop)."""
+    n = int(paired["pairs"].max())
+    counts = sorted(set(int(p) for p in paired["pairs"]))
+    seeds = (f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}")
+    worst = paired.loc[paired["mean_difference"].abs().idxmax()]
+    own_noise = _own_noise_clause(paired)
+    return (f"Paired by seed (same sampler and initial weights{own_noise}), every setting has "
+            f"{seeds} seed{'s' if n != 1 else ''} on both backends, fewer than the {MIN_SEEDS} "
+            f"an interval of the backend difference needs ({few_seeds_reason(n)}), so no "
+            f"interval and no verdict is given: Opacus minus TF Privacy test accuracy per seed "
+            f"ranges over {_pts(paired['min_difference'].min())} to "
+            f"{_pts(paired['max_difference'].max())} points across {len(paired)} "
+            f"setting{'s' if len(paired) != 1 else ''} (largest mean difference "
+            f"{_pts(worst['mean_difference'])} in {worst['setting']!r}; every seed's "
+            "difference is in the paired table)")
+
+
+def _own_noise_clause(paired: pd.DataFrame) -> str:
+    """``"; under DP-SGD each backend draws its own noise"`` when a compared setting is
+    DP-SGD with each backend's own noise (:func:`~compare.reporting.stats.
+    paired_backend_table`'s ``noised``), else ""."""
+    return ("; under DP-SGD each backend draws its own noise"
+            if "noised" in paired and paired["noised"].any() else "")
 
 
 def _collapsed_clause(paired: pd.DataFrame) -> str:

@@ -26,7 +26,9 @@ def local_dp_and_audit(data: ReportData) -> SectionOutput:
     if "attack_auc" in frame and frame["attack_auc"].notna().any():
         lines += ["## Membership-inference audit", "",
                   "TF Privacy's membership-inference attacks (threshold and logistic regression "
-                  "on losses), training examples vs the same number of held-out examples. "
+                  "on losses), training examples vs the same number of held-out examples "
+                  "(`evaluation.audit: true` or `dpcompare audit`; not the one-run canary "
+                  "audit of the privacy section, and no audited epsilon). "
                   "`advantage_bound` = (e^eps - 1 + 2 delta) / (e^eps + 1) with eps = "
                   "`bound_epsilon`, the smaller of the run's RDP and PLD epsilons (its "
                   "accountant in `bound_accountant`; it may differ from `epsilon`); a run whose "

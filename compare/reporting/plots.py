@@ -32,7 +32,13 @@ from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 
 from compare.figdigest import note_figure
 from compare.reporting.frames import FAITHFULNESS_KEYS, front_end_mismatches
-from compare.reporting.stats import bootstrap_interval, mean_interval, seed_pairs
+from compare.reporting.stats import (
+    MIN_SEEDS,
+    Interval,
+    bootstrap_interval,
+    mean_interval,
+    seed_pairs,
+)
 from dpcore.io import atomic_path
 from dpcore.mechanisms import is_non_private, label_of, marker_of, noises_gradients
 
@@ -338,13 +344,44 @@ def by_setting_figure(frame: pd.DataFrame, metric: str, xlabel: str,
     return fig
 
 
+#: How far (in spans of the seeds' own range and the agreement band) an interval may reach
+#: beyond them before the paired-differences axis stops and the interval is drawn off-scale.
+OFF_SCALE_SPANS = 0.5
+#: Legend entries of :func:`paired_differences_figure`.
+MEAN_LABEL = "mean, 95% t interval"
+FEW_SEEDS_LABEL = f"mean (fewer than {MIN_SEEDS} seeds: no interval)"
+OFF_SCALE_LABEL = "interval beyond the axis (its bound written)"
+
+
+def paired_axis_limits(differences: Sequence[np.ndarray], intervals: Sequence[Interval],
+                       band: float) -> tuple[float, float]:
+    """x limits of one panel of :func:`paired_differences_figure`: every seed's difference and
+    the +/- ``band`` agreement band, with the intervals as far as :data:`OFF_SCALE_SPANS` of
+    that range beyond it (an interval reaching further is drawn to the edge, off-scale, so
+    that a wide interval never squeezes the seeds and the band into a line), padded by 5%."""
+    values = np.concatenate([np.asarray(d, float) for d in differences] + [[-band, band]])
+    low, high = float(values.min()), float(values.max())
+    reach = OFF_SCALE_SPANS * (high - low)
+    for interval in intervals:
+        if not math.isnan(interval.low):
+            low = min(low, max(interval.low, low - reach))
+            high = max(high, min(interval.high, high + reach))
+    pad = 0.05 * (high - low)
+    return low - pad, high + pad
+
+
 def paired_differences_figure(frame: pd.DataFrame, tolerance: float,
                               metric: str = "accuracy", first: str = "tf",
                               second: str = "torch") -> Figure | None:
     """Per setting (y axis, one panel per data set), ``second - first`` of ``metric`` in
     points for every seed (grey dots) and their mean with its 95% t interval (black), with the
     ±``tolerance`` agreement band shaded and 0 marked: how far each seed's pair moves, not
-    only the verdict. None if no setting has a seed on both backends."""
+    only the verdict. A setting with 2 to :data:`~compare.reporting.stats.MIN_SEEDS` - 1
+    seeds gets its mean and no interval (as in the paired table), one of one seed its dot
+    alone; the axis spans the seeds
+    and the band (:func:`paired_axis_limits`), and an interval reaching beyond it ends in an
+    arrow at the edge with its bound written there. None if no setting has a seed on both
+    backends."""
     rows = [(pair.runs["panel"].iloc[0], pair.runs["point"].iloc[0], 100 * pair.differences)
             for pair in seed_pairs(frame, metric, first, second)]
     if not rows:
@@ -361,14 +398,21 @@ def paired_differences_figure(frame: pd.DataFrame, tolerance: float,
         ax.axvspan(-100 * tolerance, 100 * tolerance, color="tab:green", alpha=0.12,
                    label=f"agreement band (±{100 * tolerance:g} point)")
         ax.axvline(0.0, color="grey", linewidth=0.8)
-        for i, (_, _, diffs) in enumerate(mine):
+        intervals = [mean_interval(diffs) if len(diffs) >= MIN_SEEDS
+                     else Interval(float(np.mean(diffs)), math.nan, math.nan, len(diffs))
+                     for _, _, diffs in mine]
+        low, high = paired_axis_limits([r[2] for r in mine], intervals, 100 * tolerance)
+        for i, ((_, _, diffs), interval) in enumerate(zip(mine, intervals, strict=True)):
             ax.scatter(diffs, [i] * len(diffs), s=14, color="grey", alpha=0.7, zorder=3,
                        label="one seed")
-            interval = mean_interval(diffs)
-            err = 0.0 if math.isnan(interval.half_width) else interval.half_width
-            ax.errorbar([interval.mean], [i + 0.22], xerr=[err], capsize=3, color="black",
-                        marker="o", markersize=5, linestyle="none", zorder=4,
-                        label="mean, 95% t interval")
+            if len(diffs) < 2:  # the one seed is the whole story
+                continue
+            if math.isnan(interval.low):
+                ax.scatter([interval.mean], [i + 0.22], s=30, facecolors="none",
+                           edgecolors="black", zorder=4, label=FEW_SEEDS_LABEL)
+                continue
+            _clipped_interval(ax, interval, i + 0.22, low, high)
+        ax.set_xlim(low, high)
         ax.set_yticks(range(len(mine)))
         ax.set_yticklabels([_wrap(r[1], 22) for r in mine], fontsize=8)
         ax.set_ylim(len(mine) - 0.5, -0.5)
@@ -377,6 +421,22 @@ def paired_differences_figure(frame: pd.DataFrame, tolerance: float,
         ax.grid(True, axis="x", alpha=0.3)
     _legend(fig, list(axes))
     return fig
+
+
+def _clipped_interval(ax: Axes, interval: Interval, y: float, low: float, high: float) -> None:
+    """The mean and its interval at height ``y``, cut at the axis limits ``low``/``high``: a
+    cut end is an arrow head at the edge with the bound's value written beside it."""
+    left, right = max(interval.low, low), min(interval.high, high)
+    ax.errorbar([interval.mean], [y], xerr=[[interval.mean - left], [right - interval.mean]],
+                capsize=3, color="black", marker="o", markersize=5, linestyle="none",
+                zorder=4, label=MEAN_LABEL)
+    for bound, edge, marker, align in ((interval.low, low, "<", "left"),
+                                       (interval.high, high, ">", "right")):
+        if (bound < edge) if marker == "<" else (bound > edge):
+            ax.scatter([edge], [y], marker=marker, s=40, color="black", zorder=5,
+                       clip_on=False, label=OFF_SCALE_LABEL)
+            ax.annotate(f"{bound:+.1f}", (edge, y), xytext=(0, -9),
+                        textcoords="offset points", ha=align, va="top", fontsize=7)
 
 
 def lines_per_run_figure(long: pd.DataFrame, x: str, ys: Sequence[tuple[str, str]],
@@ -565,7 +625,7 @@ def _palette(n: int) -> list[tuple[tuple[float, ...], str | None]]:
 
 __all__ = ["EVERY_STEP_SUFFIX", "by_setting_figure", "curve_panels", "epoch_time_figure",
            "lines_per_run_figure", "metric_vs_swept_figure", "natural_key", "natural_order",
-           "not_curve_rows",
+           "not_curve_rows", "paired_axis_limits",
            "paired_differences_figure", "per_class_figure", "plot_by_setting", "plot_epoch_time",
            "plot_lines_per_run", "plot_metric_vs_swept", "plot_per_class", "save_figure",
            "swept_variable"]

@@ -251,10 +251,41 @@ def _catplot(sns: Any, long: pd.DataFrame) -> Any:
                        hue_order=[f for f in FIGURE_MARKERS if f in set(long["figure"])])
 
 
+#: How to switch on the one-run canary audit where no run audited (the ``audited`` column
+#: reads "–"), and what the other audit is.
+HOW_TO_AUDIT = (
+    "No run here ran the one-run canary audit, so `audited` is `–`. To audit: `dpcompare "
+    "train ... --audit-canaries M` (M canaries; gradient canaries by default, `--set "
+    "audit_canaries.kind=input` for mislabelled training images); in a grid, an "
+    "`audit_companions:` section (one extra audited run per configuration with canaries per "
+    "recipe, the grid's own runs, configs and hashes unchanged) or `audit_canaries: {count: "
+    "M}` in a setting or the `base` (those runs audit themselves: their configs and hashes "
+    "change; gradient canaries need DP-SGD). `evaluation.audit: true` (or `dpcompare audit` on a "
+    "stored run) runs the other audit, membership inference, which gives an attack's AUC and "
+    "advantage, not an audited epsilon.")
+
+
+def is_informative_plot(frame: pd.DataFrame) -> bool:
+    """Whether :func:`privacy_figure` shows more than the table: some run has an audited
+    bound, or some setting's proved epsilon differs from its claim (or none is proved).
+    Claimed equal to proved everywhere and nothing audited is two dots per setting saying
+    what the table says."""
+    done = frame[frame["status"] == "finished"]
+    if done["epsilon_audited"].notna().any():
+        return True
+    claimed = done["epsilon_claimed"].astype(float)
+    proved = done["epsilon_proved"].astype(float)
+    finite = claimed.notna() & ~claimed.isin([math.inf])
+    differs = (proved - claimed).abs() > 1e-3 * claimed.abs()
+    return bool((finite & (proved.isna() | differs)).any())
+
+
 def privacy_section(frame: pd.DataFrame) -> SectionOutput:
-    """The section of the run table ``frame``: its lines, ``privacy.csv`` and ``privacy.png``;
-    empty without private or audited runs (a non-private run shows here when it audited: its
-    audit's ceiling)."""
+    """The section of the run table ``frame``: its lines, ``privacy.csv`` and ``privacy.png``
+    (only when :func:`is_informative_plot`); empty without private or audited runs (a
+    non-private run shows here when it audited: its audit's ceiling). Where no run audited it
+    says how to switch the one-run canary audit on, and that the membership-inference audit
+    is another one (:data:`HOW_TO_AUDIT`)."""
     dp = frame[~frame["mechanism"].map(is_non_private).astype(bool)
                | frame["epsilon_audited"].notna()]
     table = privacy_table(dp)
@@ -264,18 +295,25 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
              "*Claimed*: the shared accountant's epsilon for the setting (local DP: the "
              "per-image epsilon). *Proved*: the tightest bound known for what actually ran "
              "(dpcore/proved.py; `–` where none is known, with the reason). *Audited*: the "
-             "one-run audit's 95% lower bound (Steinke, Nasr, Jagielski 2023) from canaries "
-             "in the same run (max over seeds), where the run audited. An audited bound above "
+             "one-run canary audit's 95% lower bound (Steinke, Nasr, Jagielski 2023) from "
+             "canaries in the same run (max over seeds), where the run audited; not the "
+             "membership-inference audit, which gives no epsilon. An audited bound above "
              "the proved epsilon (the claimed one where nothing is proved) is a privacy "
              "violation; `fault` marks a deliberately broken step (an audit check).", "",
              markdown_table(table, ["setting", "backend", "seeds", "claimed", "proved",
                                     "audited (max)", "audit (kind, correct/k of m)",
                                     "violation", "fault"]), ""]
-    figure = privacy_figure(dp)
+    audited = table["audited (max)"].map(lambda v: not (isinstance(v, float) and math.isnan(v)))
+    if not audited.any():
+        lines += [HOW_TO_AUDIT, ""]
+    figure = privacy_figure(dp) if is_informative_plot(dp) else None
     if figure is not None:
-        lines += ["Claimed, proved and audited (95% lower bound) epsilon of every run (one "
-                  "dot per seed; infinite values are not drawn):", "",
+        lines += ["Claimed, proved and audited (the one-run canary audit's 95% lower bound) "
+                  "epsilon of every run (one dot per seed; infinite values are not drawn):", "",
                   "![claimed, proved and audited epsilon](privacy.png)", ""]
+    elif not audited.any():
+        lines += ["No figure: every setting's proved epsilon is its claim and no run "
+                  "audited, so a plot would repeat the table.", ""]
     reasons = table[["setting", "backend", "proved: relation", "proved: basis or why none"]]
     lines += ["Basis of each proved epsilon (neighbouring relation; how it was bounded, or why "
               "no bound is known):", "", markdown_table(reasons), ""]
@@ -322,13 +360,17 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     audited = done[done["epsilon_audited"].notna()]
     if not audited.empty:
         bad = audited[audited["privacy_violation"] == "yes"]
-        text = (f"{len(audited)} run{'s' if len(audited) != 1 else ''} audited (one run): "
+        text = (f"{len(audited)} run{'s' if len(audited) != 1 else ''} audited (one-run "
+                f"canary audit): "
                 f"{len(bad)} {VIOLATION_FLAG}{'S' if len(bad) != 1 else ''}")
         if not bad.empty:
             text += (f" (audited above the proved or claimed epsilon, in "
                      f"{bad['setting'].nunique()} setting(s) on "
                      f"{', '.join(sorted(set(bad['backend'])))}; flagged in every table)")
         parts.append(text)
+    else:
+        parts.append("no run audited (the one-run canary audit was not run; the privacy "
+                     "section says how to run it)")
     broken = done[done["fault"].astype(str) != ""]
     if not broken.empty:
         faults = ", ".join(sorted(set(broken["fault"].astype(str))))
@@ -338,8 +380,9 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     return "; ".join(parts) + "."
 
 
-__all__ = ["BROKEN_FLAG", "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG", "apply_flags",
-           "flag_settings", "flags_of_results", "honest", "setting_flags",
+__all__ = ["BROKEN_FLAG", "HOW_TO_AUDIT", "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG",
+           "apply_flags", "flag_settings", "flags_of_results", "honest",
+           "is_informative_plot", "setting_flags",
            "plot_privacy", "privacy", "privacy_columns", "privacy_figure", "privacy_long",
            "privacy_section",
            "privacy_sentence", "privacy_table"]

@@ -6,12 +6,12 @@ Three intervals, each named wherever it is shown (:data:`INTERVAL_NAMES`):
   mean over seeds (scipy.stats.bootstrap, seeded, so reports are deterministic). Every
   resampled mean lies between the smallest and the largest value, so the interval never
   leaves the metric's range: the interval of bounded means (accuracy, AUC, Average Drop...).
-  With few seeds it is narrow (3 seeds give 10 distinct resampled means), which is why a
-  verdict from fewer than :data:`MIN_SEEDS` seeds is printed "preliminary".
+  With few seeds it is narrow (3 seeds give 10 distinct resampled means).
 * **Wilson** (:func:`wilson_interval`): one run's test accuracy as a binomial proportion over
   its test set (scipy.stats.binomtest), where one run is the unit (a setting with one seed).
 * **t** (:func:`mean_interval`): the Student-t interval of a mean, for unbounded quantities
-  only: the per-seed differences between backends (the paired comparison).
+  only: the per-seed differences between backends (the paired comparison), and only from
+  :data:`MIN_SEEDS` seeds on (below, the seeds' differences are shown instead).
 
 Both backends of one cell share the seed, hence the sampler's batches and the initial
 weights, so the two accuracies of a seed form a pair; the comparison is on the per-seed
@@ -34,7 +34,8 @@ from dpcore.mechanisms import noises_gradients
 
 #: Level of every interval in the reports.
 CONFIDENCE = 0.95
-#: A verdict (agree / differ) from fewer seeds than this is printed "preliminary": under
+#: Fewest seeds for a t interval and a verdict (agree / differ) on paired differences: with
+#: fewer the t quantile (12.7 for 2 seeds, 4.30 for 3) makes the interval say little, under
 #: DP-SGD each backend draws its own noise, and the library benchmarks average 5 runs.
 MIN_SEEDS = 5
 #: Resamples of :func:`bootstrap_interval` and the seed of its generator (fixed: a report
@@ -144,14 +145,17 @@ def format_interval(interval: Interval, digits: int = 3, scale: float = 1.0) -> 
 def verdict(interval: Interval, tolerance: float = AGREEMENT_TOLERANCE, *,
             collapsed: bool = False) -> str:
     """``agree`` (interval inside +/- tolerance), ``differ`` (interval excludes 0),
-    ``inconclusive`` (neither), or ``one seed: no interval`` when n < 2.
+    ``inconclusive`` (neither); ``one seed: no interval`` when n < 2 and ``n seeds: no
+    interval`` below :data:`MIN_SEEDS` (no verdict: a t interval from so few seeds rests on a
+    spread estimated from n - 1 degrees of freedom, :func:`few_seeds_reason`).
 
     Never ``agree`` when ``collapsed`` (a run of the pair is collapsed or at chance: two such
-    models agree about nothing): ``inconclusive (collapsed run)`` instead. An ``agree`` or
-    ``differ`` from fewer than :data:`MIN_SEEDS` seeds gets ``" (preliminary: n seeds)"``.
+    models agree about nothing): ``inconclusive (collapsed run)`` instead.
     """
     if interval.n < 2:
         return "one seed: no interval"
+    if interval.n < MIN_SEEDS:
+        return f"{interval.n} seeds: no interval"
     if -tolerance <= interval.low and interval.high <= tolerance:
         word = "agree"
     elif interval.low > 0 or interval.high < 0:
@@ -160,14 +164,25 @@ def verdict(interval: Interval, tolerance: float = AGREEMENT_TOLERANCE, *,
         return "inconclusive"
     if collapsed and word == "agree":
         return "inconclusive (collapsed run)"
-    if interval.n < MIN_SEEDS:
-        return f"{word} (preliminary: {interval.n} seeds)"
     return word
 
 
+def few_seeds_reason(n: int, level: float = CONFIDENCE) -> str:
+    """Why no t interval is given from ``n`` (2 to :data:`MIN_SEEDS` - 1) seeds: the t
+    quantile with n - 1 degrees of freedom beside the normal one, e.g. "with 2 seeds the 95%
+    t quantile is 12.7, against 1.96 with many, so the interval mostly shows how little 2
+    values say about their spread"."""
+    t = float(stats.t.ppf(0.5 + level / 2, n - 1))
+    normal = float(stats.norm.ppf(0.5 + level / 2))
+    return (f"with {n} seeds the {100 * level:g}% t quantile is {t:.3g}, against "
+            f"{normal:.2f} with many, so the interval mostly shows how little {n} values say "
+            "about their spread")
+
+
 def verdict_word(text: str) -> str:
-    """The verdict without its qualifier: ``agree``, ``differ``, ``inconclusive`` or ``one
-    seed: no interval`` (``"differ (preliminary: 3 seeds)"`` -> ``"differ"``)."""
+    """The verdict without its qualifier: ``agree``, ``differ``, ``inconclusive``, ``one
+    seed: no interval`` or ``n seeds: no interval`` (``"inconclusive (collapsed run)"`` ->
+    ``"inconclusive"``)."""
     return text.split(" (", 1)[0]
 
 
@@ -204,11 +219,12 @@ def paired_backend_table(
     """Per setting: ``second - first`` on ``metric``, paired by seed.
 
     Columns: setting, pairs (seeds finished on both backends), mean_difference, ci_low,
-    ci_high (95% t interval of the mean difference), p_value (scipy's paired t test; NaN with
-    fewer than 2 pairs or identical differences), verdict (:func:`verdict`: never ``agree``
-    with a collapsed run; "preliminary" under :data:`MIN_SEEDS` pairs), preliminary (True
-    when fewer than :data:`MIN_SEEDS` pairs), collapsed (the backends whose run of some
-    paired seed is collapsed, e.g. ``"tf, torch"``, or ""),
+    ci_high (95% t interval of the mean difference; NaN below :data:`MIN_SEEDS` pairs),
+    p_value (scipy's paired t test; NaN below :data:`MIN_SEEDS` pairs or with identical
+    differences), verdict (:func:`verdict`: none below :data:`MIN_SEEDS` pairs, never
+    ``agree`` with a collapsed run), min_difference / max_difference (over the paired seeds),
+    seed_differences (every seed's difference in points, ``"+0.30, -1.20"``), collapsed (the
+    backends whose run of some paired seed is collapsed, e.g. ``"tf, torch"``, or ""),
     noised (True for a DP-SGD setting: each backend adds noise from its own generator, so a
     pair shares batches and initial weights but not the noise draw).
     ``frame`` is :func:`compare.reporting.frames.results_frame` output.
@@ -218,9 +234,11 @@ def paired_backend_table(
         a, b, group = pair.first_runs, pair.second_runs, pair.runs
         interval = mean_interval(pair.differences)
         p_value = math.nan
-        if len(a) > 1 and np.ptp(pair.differences) > 0:
+        if len(a) >= MIN_SEEDS and np.ptp(pair.differences) > 0:
             p_value = float(stats.ttest_rel(b[metric].to_numpy(float),
                                             a[metric].to_numpy(float)).pvalue)
+        if len(a) < MIN_SEEDS:  # too few seeds for a t interval (few_seeds_reason)
+            interval = Interval(interval.mean, math.nan, math.nan, interval.n)
         collapsed = [name for name, side in ((first, a), (second, b))
                      if "collapsed" in side and side["collapsed"].any()]
         noised = bool(group["mechanism"].map(noises_gradients).any()) \
@@ -229,11 +247,18 @@ def paired_backend_table(
                      "mean_difference": interval.mean, "ci_low": interval.low,
                      "ci_high": interval.high, "p_value": p_value,
                      "verdict": verdict(interval, tolerance, collapsed=bool(collapsed)),
-                     "preliminary": len(a) < MIN_SEEDS, "collapsed": ", ".join(collapsed),
-                     "noised": noised})
-    return pd.DataFrame(rows, columns=["setting", "pairs", "mean_difference", "ci_low",
-                                       "ci_high", "p_value", "verdict", "preliminary",
-                                       "collapsed", "noised"])
+                     "min_difference": float(pair.differences.min()),
+                     "max_difference": float(pair.differences.max()),
+                     "seed_differences": ", ".join(f"{100 * d:+.2f}"
+                                                   for d in pair.differences),
+                     "collapsed": ", ".join(collapsed), "noised": noised})
+    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+
+
+#: Columns of :func:`paired_backend_table`.
+PAIRED_COLUMNS = ["setting", "pairs", "mean_difference", "ci_low", "ci_high", "p_value",
+                  "verdict", "min_difference", "max_difference", "seed_differences",
+                  "collapsed", "noised"]
 
 
 def contrast_interval(parts: Sequence[tuple[float, Mapping[int, float]]]) -> Interval:
@@ -370,9 +395,8 @@ def randomisation_summary(verdicts: pd.Series) -> dict[str, Any]:
 
 
 __all__ = ["AGREEMENT_TOLERANCE", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CONFIDENCE",
-           "ERROR_BARS", "INTERVAL_COLUMN", "INTERVAL_NAMES", "MIN_SEEDS", "PERCENT_METRICS",
-           "SUMMARY_METRICS", "Interval", "SeedPair", "bootstrap_interval", "contrast_interval",
-           "error_bars_phrase",
-           "format_interval", "mean_interval", "paired_backend_table", "randomisation_summary",
-           "seed_pairs", "seeds_phrase", "summary_table", "verdict", "verdict_word",
-           "wilson_interval"]
+           "ERROR_BARS", "INTERVAL_COLUMN", "INTERVAL_NAMES", "MIN_SEEDS", "PAIRED_COLUMNS",
+           "PERCENT_METRICS", "SUMMARY_METRICS", "Interval", "SeedPair", "bootstrap_interval",
+           "contrast_interval", "error_bars_phrase", "few_seeds_reason", "format_interval",
+           "mean_interval", "paired_backend_table", "randomisation_summary", "seed_pairs",
+           "seeds_phrase", "summary_table", "verdict", "verdict_word", "wilson_interval"]

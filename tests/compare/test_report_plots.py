@@ -12,6 +12,7 @@ from matplotlib.figure import Figure
 
 from compare.reporting import plots
 from compare.reporting.frames import per_class_frame, results_frame
+from compare.reporting.stats import Interval
 from tests.compare.report_fakes import as_scatternet_run, fake_result
 
 
@@ -326,8 +327,9 @@ def test_paired_differences_show_every_seed_and_the_agreement_band(
     """One panel per data set, one row per setting: a dot per seed at torch minus tf (points),
     the mean with its interval, and the ±1 point band."""
     runs = [fake_result(dataset=d, backend=b, seed=s, point=p,
-                        accuracy=0.8 + (0.01 * (s + 1) if b == "torch" and p == "eps=1" else 0))
-            for d in ("a", "b") for b in ("tf", "torch") for s in range(3)
+                        accuracy=0.8 + (0.01 * (s % 3 + 1) if b == "torch" and p == "eps=1"
+                                        else 0))
+            for d in ("a", "b") for b in ("tf", "torch") for s in range(6)
             for p in ("eps=1", "eps=8")]
     frame = results_frame(runs)
     assert plots.plot_paired_differences(frame, Path("x.png"), 0.01)
@@ -336,13 +338,53 @@ def test_paired_differences_show_every_seed_and_the_agreement_band(
     for ax in axes:
         assert [t.get_text() for t in ax.get_yticklabels()] == ["eps=1", "eps=8"]
         dots = [c for c in ax.collections if c.get_label() == "one seed"]
-        assert [sorted(np.round(c.get_offsets()[:, 0], 6)) for c in dots] == [[1.0, 2.0, 3.0],
-                                                                             [0.0, 0.0, 0.0]]
+        assert [sorted(np.round(c.get_offsets()[:, 0], 6)) for c in dots] == [
+            [1.0, 1.0, 2.0, 2.0, 3.0, 3.0], [0.0] * 6]
         means = [c.lines[0].get_xdata()[0] for c in ax.containers]
         assert means == pytest.approx([2.0, 0.0])
         band = [p for p in ax.patches if p.get_label().startswith("agreement band")]
         assert len(band) == 1
-    assert not plots.plot_paired_differences(results_frame(runs[:6]), Path("y.png"), 0.01)
+    assert not plots.plot_paired_differences(results_frame(runs[:12]), Path("y.png"), 0.01)
+
+
+def test_fewer_than_five_seeds_show_no_interval_and_the_axis_keeps_the_seeds(
+        saved: list[Figure]) -> None:
+    """A 2-seed grid: differences of -1 and +1.2 points give a 95% t interval of about
+    -14 to +14 points (t = 12.7), which squeezed the seeds and the ±1-point band into a line.
+    Below 5 seeds the mean is drawn without an interval, and the axis spans the seeds."""
+    runs = [fake_result(backend=b, seed=s,
+                        accuracy=0.8 + ({0: -0.01, 1: 0.012}[s] if b == "torch" else 0))
+            for b in ("tf", "torch") for s in range(2)]
+    assert plots.plot_paired_differences(results_frame(runs), Path("x.png"), 0.01)
+    ax = saved[0].axes[0]
+    assert not ax.containers  # no error bar
+    hollow = [c for c in ax.collections if c.get_label() == plots.FEW_SEEDS_LABEL]
+    assert len(hollow) == 1 and hollow[0].get_offsets()[0, 0] == pytest.approx(0.1)
+    low, high = ax.get_xlim()
+    assert -1.3 < low < -1.0 and 1.2 < high < 1.5
+    saved.clear()  # one seed: its dot alone, no mean drawn on top of it
+    assert plots.plot_paired_differences(results_frame([runs[0], runs[2]]), Path("y.png"), 0.01)
+    ax = saved[0].axes[0]
+    assert not ax.containers and [c.get_label() for c in ax.collections] == ["one seed"]
+
+
+def test_an_interval_far_beyond_the_seeds_is_drawn_off_scale() -> None:
+    """The axis spans the seeds and the band, and an interval as far as half that range
+    beyond; a wider one is cut at the edge, with an arrow and its bound written there."""
+    wide = Interval(8.0, -300.0, 316.0, 5)
+    low, high = plots.paired_axis_limits([np.array([0.0, 0.0, 0.0, 0.0, 40.0])], [wide], 1.0)
+    assert (low, high) == pytest.approx((-21.5 - 4.1, 60.5 + 4.1))
+    inside = Interval(1.0, -2.0, 3.0, 5)
+    assert plots.paired_axis_limits([np.array([-1.0, 2.0])], [inside], 1.0) == \
+        pytest.approx((-2.25, 3.25))
+    fig = Figure()
+    ax = fig.subplots()
+    plots._clipped_interval(ax, wide, 0.0, low, high)
+    arrows = [c for c in ax.collections if c.get_label() == plots.OFF_SCALE_LABEL]
+    assert [tuple(c.get_offsets()[0]) for c in arrows] == [(low, 0.0), (high, 0.0)]
+    assert [t.get_text() for t in ax.texts] == ["-300.0", "+316.0"]
+    bar = ax.containers[0].lines[2][0].get_segments()[0]  # the error bar stops at the edges
+    assert bar[0][0] == pytest.approx(low) and bar[1][0] == pytest.approx(high)
 
 
 def test_the_epoch_time_figure_labels_settings_that_computed_the_front_end_every_step(

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from dp_accounting import dp_event as dpe
 
-from compare.grid import expand_grid, load_preset
+from compare.grid import expand_grid, load_preset, setting_label
 from compare.reporting.frames import results_frame
 from compare.reporting.headline import headline
 from compare.reporting.privacy_section import (
@@ -111,6 +111,7 @@ def test_audited_columns_and_violation_flags(tmp_path: Path) -> None:
     assert [f.name for f in out.figures] == ["privacy.png"]
     assert "| setting | backend | seeds | claimed | proved | audited (max)" in "\n".join(
         out.lines)
+    assert not [line for line in out.lines if "No run here ran the one-run" in line]
     assert list(tmp_path.iterdir()) == []  # a section writes nothing: the writer does
     out.figures[0].write(tmp_path / "privacy.png")  # releases the pyplot figure
     assert (tmp_path / "privacy.png").stat().st_size > 0
@@ -137,7 +138,7 @@ def test_a_proved_range_whose_ends_print_alike_is_one_figure() -> None:
     frame = frame[frame["epsilon_proved"].notna()].copy()
     frame["epsilon_proved"] = [3.0 + (-1) ** i * 1e-6 for i in range(len(frame))]
     sentence = privacy_sentence(frame)
-    assert sentence is not None and sentence.startswith("Proved epsilon of the DP-SGD runs: 3.")
+    assert sentence is not None and sentence.startswith("Proved epsilon of the DP-SGD runs: 3;")
     assert "3 to 3" not in sentence
 
 
@@ -201,3 +202,45 @@ def test_the_privacy_plot_takes_a_log_axis_for_epsilons_orders_of_magnitude_apar
     narrow = axes_of(1.0, 8.0)
     assert [ax.get_xscale() for ax in narrow] == ["linear", "linear"]
     assert narrow[0].get_xlabel() == "epsilon"
+
+
+def test_without_an_audit_the_section_says_how_to_run_one_and_draws_no_lone_dots() -> None:
+    """Nothing audited and every proved epsilon equal to its claim: no privacy.png (two dots
+    per setting would repeat the table), and the section says how to switch the one-run
+    canary audit on and that membership inference is another audit."""
+    from compare.reporting.privacy_section import HOW_TO_AUDIT, privacy_sentence
+
+    honest = [r for r in gap_records() if setting_label(r.labels) == "harmonised"]
+    assert len(honest) == 2  # tf and torch
+    frame = results_frame(honest)
+    assert (frame["epsilon_proved"] - frame["epsilon_claimed"]).abs().max() < 1e-6
+    out = render_section(privacy, honest)
+    assert out.figures == [] and HOW_TO_AUDIT in out.lines
+    assert "--audit-canaries M" in HOW_TO_AUDIT and "audit_companions:" in HOW_TO_AUDIT
+    assert "membership inference" in HOW_TO_AUDIT
+    assert "No figure: every setting's proved epsilon is its claim" in "\n".join(out.lines)
+    assert "no run audited (the one-run canary audit was not run" in privacy_sentence(frame)
+    # a proved epsilon apart from its claim is worth a figure even without an audit
+    everything = render_section(privacy, gap_records())
+    assert [f.name for f in everything.figures] == ["privacy.png"]
+    assert HOW_TO_AUDIT in everything.lines
+    plt_close(everything.figures[0])
+    assert "audited (one-run canary audit)" in privacy_sentence(
+        results_frame(gap_records(audited=5.0)))
+
+
+def plt_close(figure: object) -> None:
+    """Release a drawn privacy.png without writing it (seaborn keeps a pyplot figure)."""
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    assert figure is not None
+
+
+def test_the_train_command_says_how_to_audit_an_unaudited_run() -> None:
+    from compare.cli.train import privacy_figure_rows
+
+    result = {"privacy": {"epsilon_claimed": 1.0, "epsilon_proved": 1.0,
+                          "epsilon_proved_reason": "proved"}, "audit": None}
+    rows = dict(privacy_figure_rows(result))
+    assert rows["epsilon audited"].startswith("not audited (--audit-canaries M")

@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from compare.reporting.collapse import (
     above_chance_p_value,
@@ -20,6 +21,7 @@ from compare.reporting.collapse import (
 from compare.reporting.frames import results_frame
 from compare.reporting.stats import (
     bootstrap_interval,
+    few_seeds_reason,
     format_interval,
     mean_interval,
     paired_backend_table,
@@ -41,38 +43,56 @@ def test_mean_interval_is_the_student_t_interval() -> None:
 
 
 def test_backends_paired_by_seed_match_a_hand_computation() -> None:
-    tf = [0.90, 0.92, 0.91]
-    torch = [0.93, 0.94, 0.95]          # differences 0.03, 0.02, 0.04
+    tf = [0.90, 0.92, 0.91, 0.90, 0.91]
+    torch = [0.93, 0.94, 0.95, 0.93, 0.94]   # differences 0.03, 0.02, 0.04, 0.03, 0.03
     runs = [fake_result(backend="tf", seed=s, accuracy=a) for s, a in enumerate(tf)]
     runs += [fake_result(backend="torch", seed=s, accuracy=a) for s, a in enumerate(torch)]
     table = paired_backend_table(results_frame(runs))
     row = table.iloc[0]
-    # by hand: mean 0.03, sd 0.01, se 0.01/sqrt(3), t_{0.975, 2} = 4.302652729911275
-    se = 0.01 / math.sqrt(3)
-    assert row["pairs"] == 3
+    # by hand: mean 0.03, sd sqrt(0.0002 / 4) = 0.0070711, se = sd / sqrt(5),
+    # t_{0.975, 4} = 2.7764451051977987
+    se = math.sqrt(0.0002 / 4) / math.sqrt(5)
+    assert row["pairs"] == 5
     assert row["mean_difference"] == pytest.approx(0.03)
-    assert row["ci_low"] == pytest.approx(0.03 - 4.302652729911275 * se)
-    assert row["ci_high"] == pytest.approx(0.03 + 4.302652729911275 * se)
-    # paired t statistic 0.03 / se = 5.196; two-sided p with 2 df = 0.035098
-    assert row["p_value"] == pytest.approx(0.0350983, abs=1e-6)
-    assert row["verdict"] == "differ (preliminary: 3 seeds)" and bool(row["preliminary"])
+    assert row["ci_low"] == pytest.approx(0.03 - 2.7764451051977987 * se)
+    assert row["ci_high"] == pytest.approx(0.03 + 2.7764451051977987 * se)
+    # paired t statistic 0.03 / se = 9.4868; two-sided p with 4 df = 0.000689
+    assert row["p_value"] == pytest.approx(2 * stats.t.sf(0.03 / se, 4), rel=1e-6)
+    assert row["p_value"] == pytest.approx(0.000689, abs=1e-6)
+    assert row["verdict"] == "differ"
+    assert row["seed_differences"] == "+3.00, +2.00, +4.00, +3.00, +3.00"
+    assert (row["min_difference"], row["max_difference"]) == pytest.approx((0.02, 0.04))
+
+
+def test_fewer_than_five_seeds_give_no_t_interval_test_or_verdict() -> None:
+    """Three pairs: the t interval would be mean ± 4.30 * se; none is given, the seeds are."""
+    runs = [fake_result(backend="tf", seed=s, accuracy=a)
+            for s, a in enumerate([0.90, 0.92, 0.91])]
+    runs += [fake_result(backend="torch", seed=s, accuracy=a)
+             for s, a in enumerate([0.93, 0.94, 0.95])]
+    row = paired_backend_table(results_frame(runs)).iloc[0]
+    assert row["pairs"] == 3 and row["mean_difference"] == pytest.approx(0.03)
+    assert math.isnan(row["ci_low"]) and math.isnan(row["ci_high"])
+    assert math.isnan(row["p_value"]) and row["verdict"] == "3 seeds: no interval"
+    assert row["seed_differences"] == "+3.00, +2.00, +4.00"
 
 
 def test_pairs_use_only_seeds_finished_on_both_backends() -> None:
-    runs = [fake_result(backend="tf", seed=s, accuracy=0.9) for s in range(3)]
-    runs += [fake_result(backend="torch", seed=s, accuracy=0.9) for s in (1, 2)]
+    runs = [fake_result(backend="tf", seed=s, accuracy=0.9) for s in range(6)]
+    runs += [fake_result(backend="torch", seed=s, accuracy=0.9) for s in (1, 2, 3, 4, 5)]
     row = paired_backend_table(results_frame(runs)).iloc[0]
-    assert row["pairs"] == 2 and row["mean_difference"] == 0.0
-    assert row["verdict"] == "agree (preliminary: 2 seeds)" and math.isnan(row["p_value"])
+    assert row["pairs"] == 5 and row["mean_difference"] == 0.0
+    assert row["verdict"] == "agree" and math.isnan(row["p_value"])
 
 
 def test_verdicts() -> None:
     assert verdict(mean_interval([0.001, -0.002, 0.0, 0.001, -0.001])) == "agree"
-    assert verdict(mean_interval([0.001, -0.002, 0.0])) == "agree (preliminary: 3 seeds)"
-    assert verdict(mean_interval([0.05, -0.04, 0.01])) == "inconclusive"
+    assert verdict(mean_interval([0.001, -0.002, 0.0])) == "3 seeds: no interval"
+    assert verdict(mean_interval([0.05, -0.04, 0.01, 0.0, 0.02])) == "inconclusive"
     assert verdict(mean_interval([0.02])) == "one seed: no interval"
     assert verdict(mean_interval([0.03, 0.02, 0.04, 0.03, 0.03])) == "differ"
-    assert verdict_word("differ (preliminary: 3 seeds)") == "differ"
+    assert verdict_word("inconclusive (collapsed run)") == "inconclusive"
+    assert few_seeds_reason(2).startswith("with 2 seeds the 95% t quantile is 12.7, against 1.96")
 
 
 def test_a_pair_with_a_collapsed_run_never_agrees() -> None:
@@ -84,7 +104,7 @@ def test_a_pair_with_a_collapsed_run_never_agrees() -> None:
             for b in ("tf", "torch") for s in range(5)]
     row = paired_backend_table(results_frame(runs)).iloc[0]
     assert row["mean_difference"] == 0.0 and row["collapsed"] == "tf, torch"
-    assert row["verdict"] == "inconclusive (collapsed run)" and not row["preliminary"]
+    assert row["verdict"] == "inconclusive (collapsed run)"
     from compare.reporting.headline import backend_sentence
 
     text = backend_sentence(paired_backend_table(results_frame(runs)))
@@ -210,13 +230,35 @@ def test_the_headline_says_when_no_interval_can_be_given() -> None:
     text = backend_sentence(paired_backend_table(one_seed))
     assert "one seed, so no interval can be given" in text and "-2.00" in text
     runs = [fake_result(backend=b, seed=s, accuracy=0.9 + (0.001 * s if b == "tf" else 0))
-            for b in ("tf", "torch") for s in range(3)]
+            for b in ("tf", "torch") for s in range(5)]
     frame = results_frame(runs)
     sentences = headline(frame, paired_backend_table(frame))
     assert 2 <= len(sentences) <= 4
-    assert "1 agree (all preliminary)" in sentences[0] and "95% t interval" in sentences[0]
+    assert "1 agree (agree = 95% t interval" in sentences[0]
     assert "over 1 setting:" in sentences[0]  # not "1 settings"
-    assert sentences[-1].startswith("None of the 6 finished runs collapsed")
+    assert sentences[-1].startswith("None of the 10 finished runs collapsed")
+
+
+def test_a_two_seed_headline_gives_no_interval_and_says_why() -> None:
+    """The 2-seed grid that headlined "95% t interval -286 to +303 points": now the seeds'
+    range, no interval, no verdict, and why (the t quantile with 1 degree of freedom)."""
+    from compare.reporting.headline import backend_sentence
+
+    runs = [fake_result(backend=b, seed=s,
+                        accuracy=0.5 + ({0: -0.3, 1: 0.31}[s] if b == "torch" else 0))
+            for b in ("tf", "torch") for s in range(2)]
+    paired = paired_backend_table(results_frame(runs))
+    assert (mean_interval([-30.0, 31.0]).low, mean_interval([-30.0, 31.0]).high) == \
+        pytest.approx((-387.0, 388.0), abs=1.0)  # what a t interval would have said
+    text = backend_sentence(paired)
+    assert "fewer than the 5" in text and "12.7" in text and "no verdict" in text
+    assert "-30.00 to +31.00 points" in text and "interval -" not in text
+    mixed = [*runs, *(fake_result(backend=b, seed=s, point="eps=8", accuracy=0.9)
+                      for b in ("tf", "torch") for s in range(5))]
+    text = backend_sentence(paired_backend_table(results_frame(mixed)))
+    assert "over 2 settings: 1 agree (agree = 95% t interval" in text
+    assert "; 1 setting with fewer than 5 seeds gets no interval and no verdict" in text
+    assert "in 'mnist5k · eps=8'" in text  # the largest among the settings with a verdict
 
 
 def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noqa: ANN001
