@@ -18,7 +18,10 @@ import numpy as np
 
 from compare.folders import check_output_folder
 from dpcore.config import DataSpec, default_delta
+from dpcore.data import as_float01, load_dataset, resolve_data_root
+from dpcore.defaults import fill_defaults
 from dpcore.errors import ConfigError
+from dpcore.io import atomic_write_json
 from dpcore.ldp import (
     SPLITS,
     LdpMechanism,
@@ -27,6 +30,8 @@ from dpcore.ldp import (
     privatize_dataset,
 )
 from dpcore.ldp.cache import safe_name
+from dpcore.ldp.montage import column_header, level_columns, save_montage
+from dpcore.ldp.quality import image_quality
 
 #: How each checked parameter is spelled in error messages by default (Python names; the CLI
 #: passes its option names).
@@ -40,8 +45,6 @@ def data_spec(dataset: str, image_size: int | None = None, train_limit: int | No
     one ``train`` uses for this data set (:data:`dpcore.defaults.DATA_DEFAULTS`: digits at
     16x16), so that ``ldp`` and ``train`` state the same epsilon per image for the same
     images."""
-    from dpcore.defaults import fill_defaults
-
     size = image_size
     if size is None:
         size = fill_defaults({"data": {"name": dataset}})[0]["data"].get("image_size")
@@ -64,8 +67,6 @@ def dry_run_line(mechanism: LdpMechanism, spec: DataSpec, *, seed: int,
                  data_dir: str | Path | None, names: Mapping[str, str] = PYTHON_NAMES) -> str:
     """The mechanism, output folder and data set checked (the data set loaded); nothing noised
     or written. Returns the line ``dpcompare ldp --dry-run`` prints."""
-    from dpcore.data import load_dataset, resolve_data_root
-
     if out:
         check_output_folder(out, names["out"])
     ds = load_dataset(spec, resolve_data_root(data_dir))
@@ -139,10 +140,6 @@ def write_privatised(
         ConfigError: a bad seed, montage level, row or image count, or output folder.
         DataError: the data set is missing or malformed.
     """
-    from dpcore.data import as_float01, load_dataset, resolve_data_root
-    from dpcore.ldp.montage import column_header, level_columns, save_montage
-    from dpcore.ldp.quality import image_quality
-
     if seed < 0:
         raise ConfigError(f"{names['seed']}={seed} is not valid; valid: an integer >= 0")
     if montage_rows < 0:
@@ -226,6 +223,4 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 
 def _write_summary(path: Path, result: dict[str, Any]) -> None:
-    from dpcore.io import atomic_write_json
-
     atomic_write_json(path, result)
