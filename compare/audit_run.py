@@ -1,11 +1,11 @@
 """Membership-inference audit of a stored run, written into its result (``dpcompare audit``,
-:func:`compare.api.audit`).
+:func:`compare.api.audit` is :func:`audit`).
 
 Reads ``RUN_DIR/result.json`` (config, backend, claimed epsilon and delta) and the run's
 checkpoint, rebuilds the data set it was trained on (the fingerprint must match) and the model
-with the backend that trained it, attacks it (:func:`compare.audit.audit_trained`) and stores
-the audit as the ``audit`` entry of ``RUN_DIR/result.json`` (atomic rewrite; other entries
-untouched).
+with the backend that trained it, attacks it (:func:`dpcore.evaluation.membership.audit_trained`)
+and stores the audit as the ``audit`` entry of ``RUN_DIR/result.json`` (atomic rewrite; other
+entries untouched).
 """
 
 from __future__ import annotations
@@ -15,7 +15,41 @@ from pathlib import Path
 from typing import Any
 
 from dpcore.backend import BACKENDS, load_backend
+from dpcore.config import RunConfig
 from dpcore.errors import DataError, DpCompareError
+from dpcore.evaluation.membership import audit_trained
+from dpcore.pipeline import prepare_dataset
+from dpcore.results import (
+    RESULT_FILE,
+    atomic_write_json,
+    json_safe,
+    read_result,
+    validate_result_dict,
+)
+from dpcore.trained import CHECKPOINT_FILE, verify_checkpoint
+
+
+def audit(run_dir: str | Path, *, data_dir: str | Path | None = None, n: int | None = None,
+          seed: int = 0, dry_run: bool = False) -> dict[str, Any] | str:
+    """Membership-inference audit of a stored run (``dpcompare audit``): the model rebuilt from
+    its checkpoint by the backend that trained it, attacked on ``n`` training examples
+    (members) and ``n`` held-out ones (default: the smaller set's size; seeded subsets), the
+    held-out advantage's interval compared with the bound its (epsilon, delta) allows; stored
+    as the ``audit`` entry of ``run_dir/result.json``.
+
+    Returns:
+        The audit (attacks' AUC and advantage, held-out advantage and interval, bound,
+        ``suspected_privacy_bug``: :func:`dpcore.evaluation.membership.run_membership_audit`);
+        with ``dry_run`` (the run, checkpoint and data checked, nothing attacked or written)
+        the line that says what would be done.
+
+    Raises:
+        DpCompareError: no readable record, a run not finished, no checkpoint.
+        DataError: the rebuilt data set is not the one the run trained on.
+    """
+    if dry_run:
+        return dry_run_line(run_dir, data_dir, n, seed)
+    return audit_run(run_dir, data_dir, n=n, seed=seed)
 
 
 def load_audited(run_dir: str | Path, data_dir: str | Path | None = None
@@ -27,11 +61,6 @@ def load_audited(run_dir: str | Path, data_dir: str | Path | None = None
         DpCompareError: no readable record, a run not finished, no checkpoint.
         DataError: the rebuilt data set is not the one the run trained on.
     """
-    from dpcore.config import RunConfig
-    from dpcore.pipeline import prepare_dataset
-    from dpcore.results import RESULT_FILE, read_result
-    from dpcore.trained import CHECKPOINT_FILE, verify_checkpoint
-
     run_dir = Path(run_dir)
     result_path = run_dir / RESULT_FILE
     result = read_result(result_path)
@@ -71,14 +100,13 @@ def dry_run_line(run_dir: str | Path, data_dir: str | Path | None, n: int | None
 def audit_run(run_dir: str | Path, data_dir: str | Path | None = None, *, n: int | None = None,
               seed: int = 0) -> dict[str, Any]:
     """Audit the stored run in ``run_dir`` and store the audit in its result file; returns
-    the audit (see :func:`compare.audit.run_membership_audit`)."""
-    from compare.audit import audit_trained
-
+    the audit (see :func:`dpcore.evaluation.membership.run_membership_audit`)."""
     result, result_path, checkpoint, dataset = load_audited(run_dir, data_dir)
-    trained = load_backend(result.backend).load_checkpoint(checkpoint)
-    audit = audit_trained(trained, dataset, result.privacy, n=n, seed=seed)
-    store_audit(result_path, audit)
-    return audit
+    backend = load_backend(result.backend)
+    trained = backend.load_checkpoint(checkpoint)
+    found = audit_trained(backend, trained, dataset, result.privacy, n=n, seed=seed)
+    store_audit(result_path, found)
+    return found
 
 
 def checkpoint_path(run_dir: Path, recorded: str | None, default_name: str) -> Path:
@@ -94,8 +122,6 @@ def checkpoint_path(run_dir: Path, recorded: str | None, default_name: str) -> P
 
 def store_audit(result_path: Path, audit: dict[str, Any]) -> None:
     """Re-read the file and replace only its ``audit`` entry (validated, atomic write)."""
-    from dpcore.results import atomic_write_json, json_safe, validate_result_dict
-
     raw = json.loads(result_path.read_text(encoding="utf-8"))
     raw["audit"] = json_safe(audit)
     validate_result_dict(raw)

@@ -1,5 +1,5 @@
 """A locally-private copy of a data set, with what it costs (``dpcompare ldp``,
-:func:`compare.api.privatise`).
+:func:`compare.api.privatise` is :func:`privatise`).
 
 Every image of the chosen splits is perturbed once with a local-DP mechanism and saved as an
 npz that training reuses (:func:`dpcore.ldp.privatize_dataset`); the summary states the epsilon
@@ -16,11 +16,22 @@ from typing import Any
 
 import numpy as np
 
-from compare.cli.common import check_output_folder
+from compare.folders import check_output_folder
 from dpcore.config import DataSpec, default_delta
+from dpcore.data import as_float01, load_dataset, resolve_data_root
+from dpcore.defaults import fill_defaults
 from dpcore.errors import ConfigError
-from dpcore.ldp import SPLITS, LdpMechanism, cache_path_for, privatize_dataset
+from dpcore.io import atomic_write_json
+from dpcore.ldp import (
+    SPLITS,
+    LdpMechanism,
+    build_mechanism,
+    cache_path_for,
+    privatize_dataset,
+)
 from dpcore.ldp.cache import safe_name
+from dpcore.ldp.montage import column_header, level_columns, save_montage
+from dpcore.ldp.quality import image_quality
 
 #: How each checked parameter is spelled in error messages by default (Python names; the CLI
 #: passes its option names).
@@ -34,8 +45,6 @@ def data_spec(dataset: str, image_size: int | None = None, train_limit: int | No
     one ``train`` uses for this data set (:data:`dpcore.defaults.DATA_DEFAULTS`: digits at
     16x16), so that ``ldp`` and ``train`` state the same epsilon per image for the same
     images."""
-    from dpcore.defaults import fill_defaults
-
     size = image_size
     if size is None:
         size = fill_defaults({"data": {"name": dataset}})[0]["data"].get("image_size")
@@ -58,8 +67,6 @@ def dry_run_line(mechanism: LdpMechanism, spec: DataSpec, *, seed: int,
                  data_dir: str | Path | None, names: Mapping[str, str] = PYTHON_NAMES) -> str:
     """The mechanism, output folder and data set checked (the data set loaded); nothing noised
     or written. Returns the line ``dpcompare ldp --dry-run`` prints."""
-    from dpcore.data import load_dataset, resolve_data_root
-
     if out:
         check_output_folder(out, names["out"])
     ds = load_dataset(spec, resolve_data_root(data_dir))
@@ -72,6 +79,52 @@ def dry_run_line(mechanism: LdpMechanism, spec: DataSpec, *, seed: int,
 
 
 def privatise(
+    dataset: str, mechanism: str, params: Mapping[str, Any] | None = None, *, seed: int = 0,
+    splits: Sequence[str] = ("train", "test"), delta: float | None = None,
+    image_size: int | None = None, train_limit: int | None = None,
+    test_limit: int | None = None, out: str | Path | None = None,
+    data_dir: str | Path | None = None, montage_levels: Sequence[float] = (),
+    montage_rows: int = 4, quality_images: int = 500, dry_run: bool = False,
+    names: Mapping[str, str] | None = None,
+) -> dict[str, Any] | str:
+    """A locally-private copy of a data set and what it costs (``dpcompare ldp``): every image
+    of ``splits`` perturbed once with the local-DP ``mechanism`` (``laplace``, ``gaussian``,
+    ``dp_pix``; ``params`` e.g. ``{"scale": 1.0, "clip": True}``) and saved as an npz that
+    training reuses, with a montage PNG (``montage_rows`` images at the mechanism's noise
+    level and at ``montage_levels``) and ``summary.json`` in ``out`` (default
+    ``ldp_out/<dataset>-<mechanism>-seed<seed>``).
+
+    Args:
+        delta: delta of the Gaussian (epsilon, delta) figures; default 1/N rounded down to a
+            power of ten, N = number of noised images.
+        image_size: pixels a side (default: as ``train`` loads the data set).
+        quality_images: PSNR/SSIM on at most this many images per split (seeded subset).
+        dry_run: check everything and load the data set, noise and write nothing.
+        names: how error messages spell ``seed``, ``montage_rows``, ``quality_images``,
+            ``out`` (the CLI passes its option names).
+
+    Returns:
+        The summary (epsilon per value and per image, PSNR/SSIM per split, fingerprints,
+        files, whether the cached npz was reused); with ``dry_run`` the line that says what
+        would be done.
+
+    Raises:
+        ConfigError: a bad mechanism, parameter or value. DataError: a missing data set.
+    """
+    names = {**PYTHON_NAMES, **(names or {})}
+    chosen = build_mechanism(mechanism, params)
+    chosen_splits = check_splits(splits, names.get("splits", "splits"))
+    spec = data_spec(dataset, image_size, train_limit, test_limit)
+    if dry_run:
+        return dry_run_line(chosen, spec, seed=seed, splits=chosen_splits, delta=delta, out=out,
+                            data_dir=data_dir, names=names)
+    return write_privatised(chosen, spec, seed=seed, splits=chosen_splits, delta=delta,
+                            out=out, data_dir=data_dir, montage_levels=montage_levels,
+                            montage_rows=montage_rows, quality_images=quality_images,
+                            names=names)
+
+
+def write_privatised(
     mechanism: LdpMechanism, spec: DataSpec, *, seed: int = 0,
     splits: Sequence[str] = ("train", "test"), delta: float | None = None,
     out: str | Path | None = None, data_dir: str | Path | None = None,
@@ -80,17 +133,13 @@ def privatise(
 ) -> dict[str, Any]:
     """Privatise the data set of ``spec`` with ``mechanism``, write the npz, the montage and
     ``summary.json`` into ``out`` (default ``ldp_out/<dataset>-<mechanism>-seed<seed>``) and
-    return the summary (see :func:`compare.api.privatise`). Every value is checked before any
+    return the summary (see :func:`privatise`). Every value is checked before any
     work is done; ``names`` spells the checked parameters in error messages.
 
     Raises:
         ConfigError: a bad seed, montage level, row or image count, or output folder.
         DataError: the data set is missing or malformed.
     """
-    from dpcore.data import as_float01, load_dataset, resolve_data_root
-    from dpcore.ldp.montage import column_header, level_columns, save_montage
-    from dpcore.ldp.quality import image_quality
-
     if seed < 0:
         raise ConfigError(f"{names['seed']}={seed} is not valid; valid: an integer >= 0")
     if montage_rows < 0:
@@ -174,6 +223,4 @@ def _file_identity(path: Path) -> tuple[int, int] | None:
 
 
 def _write_summary(path: Path, result: dict[str, Any]) -> None:
-    from dpcore.io import atomic_write_json
-
     atomic_write_json(path, result)

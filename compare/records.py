@@ -46,7 +46,12 @@ from compare.final_weights import (
     load_final_weights,
     save_final_weights,
 )
-from compare.montage import MONTAGE_DATA_SUFFIX, MontageData, load_montage_data, save_montage_data
+from compare.montage_data import (
+    MONTAGE_DATA_SUFFIX,
+    MontageData,
+    load_montage_data,
+    save_montage_data,
+)
 from compare.report_context import ReportContext
 from dpcore.data import portable_location
 from dpcore.errors import DataError, DpCompareError
@@ -202,8 +207,9 @@ def _read_results(path: Path) -> list[RunResult]:
 
 def has_membership_audit(result: RunResult) -> bool:
     """Whether ``result`` holds the empirical membership-inference audit of
-    :func:`compare.audit.audit_trained` (which always writes ``audit["backend"]``), as
-    opposed to none or only the one-run canary audit (``audit["one_run"]``)."""
+    :func:`dpcore.evaluation.membership.audit_trained` (which always writes
+    ``audit["backend"]``), as opposed to none or only the one-run canary audit
+    (``audit["one_run"]``)."""
     return "backend" in (result.audit or {})
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from compare.final_weights import WEIGHTS_FOLDER, FinalWeights, collect_final_weights
-from compare.montage import MontageData
+from compare.montage_data import MontageData
 from compare.report_context import ReportContext  # re-exported: callers import it from here
 from compare.reporting.audited_column import companion_view
 from compare.reporting.frames import front_end_mismatches, per_class_frame, results_frame
@@ -166,14 +166,14 @@ def render_report(results: Sequence[RunResult], context: ReportContext, out_dir:
 
 def report_montages(store_root: Path, grid_name: str | None) -> list[MontageData]:
     """The montages a report of the store ``store_root`` shows, as the arrays the runner
-    stored (:func:`compare.montage.save_montage_data`), each named as its PNG in the report.
+    stored (:func:`compare.montage_data.save_montage_data`), each named as its PNG in the report.
 
     With ``grid_name``: that grid's montages only (a store shared by several grids holds a
     montage per grid for the same data set and model, with different columns). Without: every
     grid's montage in the store, each named after its grid. A damaged file is skipped with a
     warning (``dpcompare compare`` redraws it from the checkpoints).
     """
-    from compare.montage import (
+    from compare.montage_data import (
         MONTAGE_DATA_SUFFIX,
         MONTAGES_FOLDER,
         grid_montage_folder,

@@ -31,7 +31,7 @@ class ReportContext:
     #: :func:`compare.grid.with_grid_labels`); None: the labels as stored.
     labels: Mapping[str, Mapping[str, str]] | None = None
     #: The grid whose montages the report shows (its folder,
-    #: :func:`compare.montage.grid_montage_folder`); None: the grid that wrote the runs when
+    #: :func:`compare.montage_data.grid_montage_folder`); None: the grid that wrote the runs when
     #: they all come from one, else every grid's montages in the store.
     montage_grid: str | None = None
     #: Audit companion run id -> the run id of the grid's run it audits

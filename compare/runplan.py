@@ -38,7 +38,8 @@ def _faithfulness_gap(evaluation: Mapping[str, Any], cell: GridCell,
     """"faithfulness" when the grid asks for Grad-CAM faithfulness, the finished run is an
     explainable image model, and the record has neither the figures nor the reason they were
     skipped (``metrics["faithfulness_note"]``, test images outside [0, 1])."""
-    from compare.training import Evaluation, faithfulness_applies
+    from compare.training import Evaluation
+    from dpcore.evaluation.faithfulness import faithfulness_applies
 
     asked = Evaluation.of_grid(evaluation).asks_faithfulness
     applies = (record.status == "finished"  # as train_and_record measures it

@@ -208,3 +208,44 @@ def faithfulness_table(results: Iterable[RunResult]) -> pd.DataFrame:
         _put(row, flatten(result.faithfulness), "faithfulness")
         rows.append(row)
     return frame(rows)
+
+
+def results(out: str | Path) -> pd.DataFrame:
+    """One tidy row per run of the results folder ``out`` (written by ``compare`` or
+    ``train``): the flattened config (``data.name``, ``privacy.target_epsilon``...),
+    ``backend``, ``seed``, ``status``, every scalar metric (``accuracy``, ``auc``...), every
+    epsilon (``epsilon_rdp``, ``epsilon_pld``, ``epsilon_opacus_rdp``, ``epsilon_opacus_prv``,
+    ``epsilon_tf_privacy``, and ``epsilon``: the one reports plot, ``inf`` if non-private),
+    timing (``timing.total_seconds`` in s, ``timing.examples_per_second``,
+    ``timing.peak_memory_mb`` in MiB...), and ``run_dir`` (the run's folder, for
+    :func:`compare.api.load_model`). All columns: the module docstring. Rows sorted by run id.
+
+    Raises:
+        DataError: ``out`` holds no runs.
+    """
+    table = results_table(load_results(out))
+    table.insert(1, "run_dir", [str(Path(out) / "runs" / rid) for rid in table["run_id"]])
+    return table
+
+
+def history(out: str | Path) -> pd.DataFrame:
+    """One row per run and epoch (``epoch``, ``step``, ``loss``, ``test_accuracy``,
+    ``epsilon_spent`` so far, ``seconds``...) with the run's identity and config columns, of
+    the results folder ``out`` (:func:`history_table`).
+
+    Raises:
+        DataError: ``out`` holds no runs.
+    """
+    return history_table(load_results(out))
+
+
+def faithfulness(out: str | Path) -> pd.DataFrame:
+    """One row per run of the results folder ``out`` with Grad-CAM faithfulness metrics
+    (``average_drop``, ``increase_in_confidence`` in %, ``masked_score``, ``deletion_auc``,
+    ``insertion_auc``) next to ``epsilon`` and ``accuracy``; runs without them (text models,
+    or ``evaluation.faithfulness: false``) have no row (:func:`faithfulness_table`).
+
+    Raises:
+        DataError: ``out`` holds no runs.
+    """
+    return faithfulness_table(load_results(out))

@@ -8,10 +8,11 @@ through the same steps, in this order:
    holding a layer the accountant cannot cover (BatchNorm) is refused before the first step by
    :func:`dpcore.pipeline.fit` (:func:`dpcore.privacy_checks.check_dp_model`), and the trained
    model is checked once more (defence in depth: nothing refused is ever stored as finished);
-2. for a finished run: Grad-CAM faithfulness on a fixed seeded test subset (image conv models;
-   the reason is recorded where it is skipped) with the model-randomisation sanity check of
-   its maps and its figures after temperature scaling; a local-DP run's test metrics on clean
-   and on privatised test images; then the empirical audit if asked;
+2. for a finished run, the evaluations of :mod:`dpcore.evaluation` through the backend
+   contract: Grad-CAM faithfulness on a fixed seeded test subset (image conv models; the
+   reason is recorded where it is skipped) with the model-randomisation sanity check of its
+   maps and its figures after temperature scaling; a local-DP run's test metrics on clean and
+   on privatised test images; then the empirical audit if asked;
 3. the checkpoint is written, then the RunResult (both atomically) with its path relative to
    the store root and its SHA-256 (:func:`dpcore.runstore.save_run`: when the storage refuses
    a write, the store is left consistent, the trained run is kept in the rescue folder and a
@@ -28,10 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from compare.calibrators import load_config_calibrator
-from dpcore.architectures import IMAGE_ARCHITECTURES, explainable
 from dpcore.audit.canaries import InputCanaries
 from dpcore.audit.plan import check_audit_inputs
 from dpcore.backend import load_backend
@@ -39,13 +37,13 @@ from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.data.images import as_float01
 from dpcore.errors import DpCompareError
-from dpcore.metrics.sanity import RANDOMISATION_SEED
+from dpcore.evaluation.faithfulness import record_faithfulness
+from dpcore.evaluation.ldp import ldp_test_metrics
+from dpcore.evaluation.membership import audit_trained
 from dpcore.results import ResultsStore, RunResult, library_versions, run_id, utc_now
 from dpcore.runstore import save_run
 from dpcore.trainloop import EpochCallback
 
-#: The models Grad-CAM faithfulness applies to: every image (convolutional) architecture.
-CONV_MODELS: tuple[str, ...] = tuple(IMAGE_ARCHITECTURES)
 INTERRUPTED_MESSAGE = "interrupted (KeyboardInterrupt); redone by the next invocation"
 
 
@@ -55,7 +53,8 @@ class Evaluation:
 
     Attributes:
         faithfulness_subset: Grad-CAM faithfulness on this many seeded test images (0 skips).
-        audit: run the empirical membership-inference audit (:mod:`compare.audit`).
+        audit: run the empirical membership-inference audit
+            (:mod:`dpcore.evaluation.membership`).
     """
 
     faithfulness_subset: int = 500
@@ -148,20 +147,18 @@ def train_and_record(
         if result is None:  # pragma: no cover - the backend contract attaches one
             raise DpCompareError(f"backend {backend!r} returned no RunResult")
         if result.status == "finished" and evaluation.asks_faithfulness:
-            record_faithfulness(result, backend, trained, dataset,
+            record_faithfulness(result, train, trained, dataset,
                                 evaluation.faithfulness_subset, seed=0)
         if result.status == "finished" and dataset.ldp_test_images is not None:
-            result.metrics["ldp_test_inputs"] = ldp_test_metrics(backend, trained, dataset,
+            result.metrics["ldp_test_inputs"] = ldp_test_metrics(train, trained, dataset,
                                                                  config.data.ldp_test_inputs)
         if canaries is not None:
             proba = train.predict_proba(trained.model, as_float01(canaries.images(dataset)))
             result.audit = {"one_run": canaries.audit(
                 config.audit_canaries, proba, float(result.privacy["delta"])).to_dict()}
         if result.status == "finished" and evaluation.audit:
-            from compare.audit import audit_trained
-
             result.audit = {**(result.audit or {}),
-                            **audit_trained(trained, dataset, result.privacy)}
+                            **audit_trained(train, trained, dataset, result.privacy)}
         record_privacy_figures(result)
         result.labels = dict(labels or {})
         result.grid = grid_name
@@ -230,184 +227,3 @@ def store_interrupted(
     return store.save(incomplete_record(
         config, backend, dataset, status="interrupted", error=INTERRUPTED_MESSAGE,
         started=started, labels=labels, grid_name=grid_name))
-
-
-def ldp_test_metrics(backend: str, trained: Any, dataset: Dataset, headline: str
-                     ) -> dict[str, Any]:
-    """A local-DP run's test metrics on its test images both ways (``dataset``'s
-    ``ldp_test_images``): ``{"headline": "clean" | "privatised", "clean": {...},
-    "privatised": {...}}``, each with ``n``, ``accuracy``, ``auc``, ``per_class`` and
-    ``scoring``, scored as the run's own metrics (:func:`dpcore.scoring.scored_metrics`, one
-    forward pass for logits and probabilities). ``headline`` names the set the run's own
-    ``metrics`` use (``data.ldp_test_inputs``)."""
-    from dpcore.scoring import scored_metrics
-
-    api = load_backend(backend)
-    out: dict[str, Any] = {"headline": headline}
-    for name, images in (dataset.ldp_test_images or {}).items():
-        logits, proba = api.predict_outputs(trained.model, images)
-        summary = scored_metrics(proba, logits, dataset.y_test, dataset.class_names)
-        out[name] = {key: summary[key]
-                     for key in ("n", "accuracy", "auc", "per_class", "scoring")}
-    return out
-
-
-# ------------------------------------------------------------------------ Grad-CAM faithfulness
-def faithfulness_of(
-    backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
-) -> dict[str, Any] | None:
-    """Grad-CAM faithfulness metrics on a fixed seeded test subset (image conv models only).
-
-    None for text or non-convolutional models, and for a local-DP run whose privatised test
-    images leave [0, 1] (unclipped noise): the metrics mask images by saliency maps, which is
-    defined on [0, 1] images only (:func:`faithfulness_skip_reason` says why).
-    """
-    return _faithfulness(backend, trained, dataset, subset_size, seed)[0]
-
-
-def record_faithfulness(result: RunResult, backend: str, trained: Any, dataset: Dataset,
-                        subset_size: int, seed: int) -> None:
-    """Store :func:`faithfulness_of` in ``result.faithfulness``; where it was skipped for the
-    test images' range, the reason goes to ``result.metrics["faithfulness_note"]``."""
-    result.faithfulness, reason = _faithfulness(backend, trained, dataset, subset_size, seed)
-    if reason is not None:
-        result.metrics["faithfulness_note"] = reason
-
-
-def _faithfulness(backend: str, trained: Any, dataset: Dataset, subset_size: int, seed: int
-                  ) -> tuple[dict[str, Any] | None, str | None]:
-    """(metrics, None), or (None, why skipped) for images outside [0, 1], or (None, None)
-    for models the metrics do not apply to."""
-    if not faithfulness_applies(dataset.task, trained.config.model):
-        return None, None
-    from dpcore.data import as_float01
-    from dpcore.metrics import faithfulness_metrics, seeded_subset
-
-    predict = explain = load_backend(backend)
-    idx = seeded_subset(len(dataset.x_test), subset_size, seed)
-    x = as_float01(dataset.x_test[idx])
-    reason = faithfulness_skip_reason(x)
-    if reason is not None:
-        return None, reason
-    proba = predict.predict_proba(trained.model, x)
-    target = proba.argmax(axis=1)
-    saliency = explain.gradcam(trained.model, x, target)
-    metrics = faithfulness_metrics(
-        x, saliency, lambda batch: predict.predict_proba(trained.model, batch), target,
-        labels=dataset.y_test[idx], curves=True,
-    )
-    metrics["subset_seed"] = seed
-    metrics["randomisation_check"] = randomisation_check_of(backend, trained, x, target,
-                                                            saliency)
-    metrics["calibrated"] = calibrated_faithfulness_of(backend, trained, dataset, idx, x,
-                                                       saliency, target, seed)
-    return metrics, None
-
-
-def randomisation_check_of(backend: str, trained: Any, x: np.ndarray, target: np.ndarray,
-                           saliency: np.ndarray, seed: int = RANDOMISATION_SEED
-                           ) -> dict[str, Any]:
-    """The model-randomisation sanity check (:mod:`dpcore.metrics.sanity`) of ``trained``'s
-    Grad-CAM maps ``saliency`` of ``x`` for the classes ``target``.
-
-    The same architecture is built by the backend, loaded with ``trained``'s weights in the
-    neutral layout where the explained layer (the Grad-CAM layer) and every weighted layer
-    above it are re-initialised with ``seed``, and explained by the backend's ``gradcam`` on
-    the same images and classes. One code path for both backends (the backend contract)."""
-    from dpcore.architectures import architecture
-    from dpcore.metrics.sanity import cascade_layers, randomisation_check, randomised_weights
-
-    api = load_backend(backend)
-    arch = architecture(trained.config.model, trained.input_shape, trained.n_classes,
-                        trained.vocab_size)
-    layers = cascade_layers([layer.name for layer in arch.walk()], list(arch.weight_kinds()),
-                            arch.gradcam_layer())
-    model = api.build_model(trained.config.model, trained.input_shape, trained.n_classes,
-                            vocab_size=trained.vocab_size)
-    api.set_weights(model, randomised_weights(trained.weights, layers, seed))
-    random_maps = api.gradcam(model, x, target)
-    return randomisation_check(saliency, random_maps, layers=layers, seed=seed)
-
-
-#: Fewest test images outside the faithfulness subset that temperature scaling is fitted on;
-#: with fewer, the subset itself is split in two (fit on one half, measure on the other).
-MIN_CALIBRATION_IMAGES = 100
-
-
-def calibrated_faithfulness_of(backend: str, trained: Any, dataset: Dataset, idx: np.ndarray,
-                               x: np.ndarray, saliency: np.ndarray, target: np.ndarray,
-                               seed: int) -> dict[str, Any]:
-    """Average Drop and Increase in Confidence after temperature scaling (Guo et al. 2017),
-    fitted on images disjoint from the ones they are measured on.
-
-    The split: the data set's validation split when it has one (``Dataset.x_val``, e.g.
-    ``imagefolder:`` with ``val: validation``; ``fit_split`` ``"validation"``), else the test
-    images *outside* the faithfulness subset ``idx`` (disjoint from the measured images; for
-    the data sets without a validation split, holding one out of train would change every
-    stored run, and T, one scalar that changes no prediction's class, is fitted on no
-    image the model trained on). When fewer than :data:`MIN_CALIBRATION_IMAGES` remain (a
-    small test set), the subset is split by a seeded permutation: T is fitted on one half and
-    the calibrated figures are measured on the other (``n`` says how many). The result says
-    which in ``fit_on`` (text) and ``fit_split`` (``validation``, ``test`` or
-    ``faithfulness subset``), with ``n_fit``, the NLL before and after (nats) and
-    ``temperature``.
-    """
-    from dpcore.data import as_float01
-    from dpcore.metrics import mask_inputs, predict_in_batches
-    from dpcore.metrics.calibration import (
-        calibrated_faithfulness,
-        fit_temperature,
-        negative_log_likelihood,
-    )
-
-    api = load_backend(backend)
-
-    def predict(batch: np.ndarray) -> np.ndarray:
-        return api.predict_proba(trained.model, batch)
-
-    rest = np.setdiff1d(np.arange(len(dataset.x_test)), idx)
-    measured = np.arange(len(idx))
-    if dataset.x_val is not None and dataset.y_val is not None:
-        fit_x, fit_y = as_float01(dataset.x_val), dataset.y_val
-        fit_split, fit_on = "validation", "the validation split"
-    elif rest.size >= MIN_CALIBRATION_IMAGES:
-        fit_x, fit_y = as_float01(dataset.x_test[rest]), dataset.y_test[rest]
-        fit_split, fit_on = "test", "test images outside the faithfulness subset"
-    else:
-        order = np.random.default_rng(seed).permutation(len(idx))
-        half = len(idx) // 2
-        fit, measured = np.sort(order[:half]), np.sort(order[half:])
-        fit_x, fit_y = x[fit], dataset.y_test[idx][fit]
-        fit_split = "faithfulness subset"
-        fit_on = ("half of the faithfulness subset (seeded); the calibrated figures are "
-                  "measured on the other half")
-    fit_proba = predict_in_batches(predict, fit_x)
-    temperature = fit_temperature(fit_proba, fit_y)
-    xs, maps = x[measured], saliency[measured]
-    out = calibrated_faithfulness(predict_in_batches(predict, xs),
-                                  predict_in_batches(predict, mask_inputs(xs, maps)),
-                                  target[measured], temperature)
-    out.update({"fit_on": fit_on, "fit_split": fit_split, "n_fit": int(len(fit_y)),
-                "n": int(len(measured)),
-                "nll_before": negative_log_likelihood(fit_proba, fit_y),
-                "nll_after": negative_log_likelihood(fit_proba, fit_y, temperature),
-                "method": "temperature scaling (Guo et al. 2017), NLL fitted by scipy's "
-                          "bounded scalar minimiser"})
-    return out
-
-
-def faithfulness_applies(task: str | None, model: Any) -> bool:
-    """Whether Grad-CAM faithfulness is defined for ``model`` (a ModelSpec) on data of
-    ``task``: image data and an explainable model (:func:`dpcore.architectures.explainable`)."""
-    return task == "image" and explainable(model)
-
-
-def faithfulness_skip_reason(images: np.ndarray) -> str | None:
-    """Why Grad-CAM faithfulness is not computed on ``images`` (float), or None if it is: the
-    metrics (saliency-masked inputs, deletion / insertion) are defined on [0, 1] images, and
-    the test images of a local-DP run with unclipped noise leave that range."""
-    if images.size and (float(images.min()) < 0.0 or float(images.max()) > 1.0):
-        return (f"not computed: the (locally privatised) test images have values in "
-                f"[{float(images.min()):.3g}, {float(images.max()):.3g}], outside [0, 1]; "
-                "set data.ldp_params.clip: true to clip them (post-processing)")
-    return None

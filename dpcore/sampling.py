@@ -22,7 +22,7 @@ class BatchPlan:
     Attributes:
         n_examples: training set size N.
         expected_batch_size: B (Poisson: expected size; shuffle: fixed size).
-        sampling_rate: q = B / N, in (0, 1].
+        sampling_rate: q in (0, 1] (B / N unless given apart from the batch size).
         steps: number of logical batches (optimizer steps).
         steps_per_epoch: ceil(N / B) for shuffle, round(1 / q) for Poisson.
     """
@@ -41,9 +41,14 @@ class BatchPlan:
 
 def plan_batches(
     n_examples: int, batch_size: int, *, epochs: float | None = None, steps: int | None = None,
-    sampling: str = "poisson",
+    sampling: str = "poisson", sampling_rate: float | None = None,
 ) -> BatchPlan:
     """Derive q, steps and steps per epoch from a data set size and batch settings.
+
+    ``sampling_rate`` is q when it is given apart from the batch size (``dpcompare epsilon
+    --sampling-rate``), in (0, 1]; default B / N. Poisson sampling takes ``round(1 / q)``
+    steps per epoch, shuffling ``ceil(N / B)``; ``epochs`` become ``ceil(epochs * steps per
+    epoch)`` steps (at least 1). This is the one rule of a step count.
 
     Raises:
         ConfigError: if the batch is larger than the data set or the counts are invalid.
@@ -57,7 +62,9 @@ def plan_batches(
         )
     if (epochs is None) == (steps is None):
         raise ConfigError("give exactly one of epochs and steps")
-    q = batch_size / n_examples
+    q = batch_size / n_examples if sampling_rate is None else sampling_rate
+    if not 0.0 < q <= 1.0:
+        raise ConfigError(f"sampling rate q={q!r} is not valid; valid: (0, 1]")
     if sampling == "poisson":
         steps_per_epoch = max(1, round(1.0 / q))
     elif sampling == "shuffle":

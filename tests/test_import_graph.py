@@ -1,7 +1,9 @@
 """The packages' import graph: no cycle, no private name imported across packages, and the
 layering of docs/ARCHITECTURE.md (dpcore imports neither a backend nor compare; a backend does
 not import the other backend nor compare; compare imports no backend: it loads one by name
-with :func:`dpcore.backend.load_backend`, the one dynamic import of a backend).
+with :func:`dpcore.backend.load_backend`, the one dynamic import of a backend, and reaches the
+benchmarks, which import the backends, only by loading their entry module by name in
+:func:`compare.bench.load_benchmarks`; neither dpcore nor compare imports a framework).
 
 The graph is read from the source with ``ast`` (nothing is imported), over every import
 statement, including the lazy ones inside functions: a lazy import hides a cycle from Python's
@@ -11,6 +13,8 @@ import machinery, not from the design.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,11 +27,17 @@ ALLOWED: dict[str, set[str]] = {
     "dpcore": set(),
     "tfpipe": {"dpcore"},
     "torchpipe": {"dpcore"},
-    # compare reaches a backend only through dpcore.backend.load_backend (a dynamic import,
-    # checked below); `dpcompare bench` runs the benchmarks, which time the backends' parts
-    "compare": {"dpcore", "benchmarks"},
+    # compare reaches a backend only through dpcore.backend.load_backend, and the benchmarks
+    # (which time the backends' parts) only through compare.bench.load_benchmarks: both are
+    # dynamic imports, checked below
+    "compare": {"dpcore"},
     "benchmarks": {"dpcore", "tfpipe", "torchpipe"},
 }
+#: The frameworks (top-level modules) only a backend (or a benchmark) may import.
+FRAMEWORKS = ("tensorflow", "tensorflow_privacy", "keras", "tf_keras", "torch", "torchvision",
+              "opacus", "jax")
+#: The packages that import no framework, not even lazily inside a function.
+FRAMEWORK_FREE = ("dpcore", "compare")
 
 
 def module_files(root: Path = REPO) -> dict[str, Path]:
@@ -176,6 +186,7 @@ DYNAMIC_IMPORTS: set[tuple[str, str]] = {
     ("dpcore/backend.py", "load_backend"),
     ("dpcore/data/loaders/__init__.py", "get_loader"),
     ("compare/cli/main.py", "build_parser"),
+    ("compare/bench.py", "load_benchmarks"),
 }
 
 
@@ -226,3 +237,52 @@ def test_the_layering_test_sees_a_backend_import_in_compare(tmp_path: Path) -> N
     graph = import_graph(module_files(tmp_path))
     assert graph["compare.api"] == {"tfpipe.accounting"}
     assert "tfpipe" not in ALLOWED["compare"] and "torchpipe" not in ALLOWED["compare"]
+
+
+def framework_imports(root: Path = REPO, packages: tuple[str, ...] = FRAMEWORK_FREE
+                      ) -> list[str]:
+    """``file:line module`` of every import statement of a framework (:data:`FRAMEWORKS`) in
+    ``packages``, lazy ones inside functions included."""
+    modules = module_files(root)
+    found = []
+    for name, path in modules.items():
+        if name.split(".")[0] not in packages:
+            continue
+        for target, _, line in imports_of(name, path, modules):
+            if target.split(".")[0] in FRAMEWORKS:
+                found.append(f"{path.relative_to(root).as_posix()}:{line} {target}")
+    return found
+
+
+def test_neither_dpcore_nor_compare_imports_a_framework() -> None:
+    offences = framework_imports()
+    assert not offences, "framework imports outside the backends:\n" + "\n".join(offences)
+
+
+def test_the_framework_check_sees_a_lazy_framework_import_in_compare(tmp_path: Path) -> None:
+    """An import of TF Privacy inside a function of a compare module is found (the audit
+    once did that); so is a plain ``import torch`` at module level."""
+    (tmp_path / "compare").mkdir()
+    (tmp_path / "compare" / "__init__.py").write_text("")
+    (tmp_path / "compare" / "audit.py").write_text(
+        "def attack():\n    from tensorflow_privacy.privacy import x\n    return x\n")
+    (tmp_path / "compare" / "model.py").write_text("import torch.nn\n")
+    assert framework_imports(tmp_path) == [
+        "compare/audit.py:2 tensorflow_privacy.privacy", "compare/model.py:1 torch.nn"]
+
+
+def test_importing_every_compare_module_loads_no_framework_backend_or_benchmark() -> None:
+    """At run time too: importing every module of compare (the CLI's parser built) leaves
+    the frameworks, the backends and the benchmarks unloaded until a command needs them."""
+    names = sorted(n for n in module_files() if n.split(".")[0] == "compare")
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module(name)\n"
+            "from compare.cli.main import build_parser\n"
+            "build_parser()\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & "
+            f"{{*{FRAMEWORKS!r}, 'tfpipe', 'torchpipe', 'benchmarks'}}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

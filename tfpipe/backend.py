@@ -1,8 +1,10 @@
 """The TF backend as :func:`dpcore.backend.load_backend` sees it (``dpcore.backend.Backend``).
 
 Re-exports the public entry points of :mod:`tfpipe.train`, :mod:`tfpipe.predict` and
-:mod:`tfpipe.explain`, and names the step engines (:mod:`tfpipe.engine` reference,
-:mod:`tfpipe.fast` fast, the latter imported only when built).
+:mod:`tfpipe.explain`, TF Privacy's membership-inference attacks (:mod:`tfpipe.attacks`, which
+the audit of either backend's models uses: ``dpcore.evaluation.membership``), and names the
+step engines (:mod:`tfpipe.engine` reference, :mod:`tfpipe.fast` fast, the latter imported only
+when built).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dpcore.backend import EngineFactory
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.trainloop import StepEngine, StepMechanism
 from tfpipe.accounting import accountant_epsilons
+from tfpipe.attacks import membership_attack_library, membership_attack_names, membership_attacks
 from tfpipe.engine import TfStepEngine
 from tfpipe.explain import gradcam
 from tfpipe.models import build_model, get_weights, set_weights
@@ -43,6 +46,7 @@ def unsupported_fast_layers(model: Any) -> list[str]:
 
 
 __all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "get_weights", "gradcam",
-           "library_epsilon", "load_checkpoint", "predict_logits", "predict_outputs",
-           "predict_proba",
+           "library_epsilon", "load_checkpoint", "membership_attack_library",
+           "membership_attack_names", "membership_attacks", "predict_logits",
+           "predict_outputs", "predict_proba",
            "save_checkpoint", "set_weights", "train", "unsupported_fast_layers"]

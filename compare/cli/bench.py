@@ -8,7 +8,10 @@ import argparse
 import shlex
 import sys
 
+from compare import api
+from compare.bench import text_summary
 from compare.cli.common import add_data_dir_option, print_json
+from compare.records import portable_text
 
 #: The committed report of the full benchmark (every case and the sweep).
 FULL_OUT = "reports/benchmarks"
@@ -55,8 +58,6 @@ def command(args: argparse.Namespace) -> str:
     """The command that reproduces this run (for the report's header), naming no folder of
     this machine (:func:`compare.records.portable_text`: paths relative to the current
     folder, the data root as ``$DPCOMPARE_DATA_DIR``)."""
-    from compare.records import portable_text
-
     parts = ["dpcompare bench", *(["--quick"] if args.quick else []),
              *([f"--cases {shlex.quote(args.cases)}"] if args.cases else []),
              *(["--no-sweep"] if args.no_sweep else []),
@@ -67,9 +68,6 @@ def command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from benchmarks.render import text_summary
-    from compare import api
-
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 

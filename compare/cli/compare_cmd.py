@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 
 from compare import api
-from compare.cli.common import add_data_dir_option, add_engine_option, check_output_folder
+from compare.cli.common import add_data_dir_option, add_engine_option
 from compare.executors import EXECUTORS
+from compare.folders import check_output_folder
 from compare.grid import load_grid_file, load_preset, preset_names
 from compare.report import command_line
 from dpcore.errors import ConfigError

@@ -16,7 +16,7 @@ import argparse
 from pathlib import Path
 
 from compare import api
-from compare.cli.common import check_output_folder
+from compare.folders import check_output_folder
 from compare.report import command_line
 from dpcore.errors import ConfigError
 

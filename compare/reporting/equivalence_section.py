@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from compare.final_weights import FinalWeights, relative_difference
-from compare.montage import MontageData
+from compare.montage_data import MontageData
 from compare.reporting.section import ReportData, SectionOutput, section
 from compare.reporting.stats import INTERVAL_NAMES, MIN_SEEDS, bootstrap_interval, seed_pairs
 from compare.reporting.tables import markdown_table

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from compare.montage import draw_montage
 from compare.reporting import plots
 from compare.reporting.frames import FAITHFULNESS_KEYS, SANITY_KEYS, curves_frame
+from compare.reporting.montage import draw_montage
 from compare.reporting.section import (
     ReportData,
     ReportFigure,

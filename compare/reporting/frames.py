@@ -50,8 +50,8 @@ from dpcore.scoring import scoring_of
 FAITHFULNESS_KEYS = ("average_drop", "increase_in_confidence", "original_score", "masked_score",
                      "deletion_auc", "insertion_auc")
 #: Run-table column -> (faithfulness entry, key) of the sanity check and the calibrated figures
-#: (:func:`compare.training.randomisation_check_of`,
-#: :func:`compare.training.calibrated_faithfulness_of`).
+#: (:func:`dpcore.evaluation.randomisation.randomisation_check_of`,
+#: :func:`dpcore.evaluation.calibrated.calibrated_faithfulness_of`).
 SANITY_KEYS = {"randomisation_spearman": ("randomisation_check", "spearman_median"),
                "randomisation_ssim": ("randomisation_check", "ssim_median"),
                "temperature": ("calibrated", "temperature"),
@@ -282,9 +282,10 @@ def randomisation_verdict(result: RunResult) -> str:
 
 def temperature_fit(result: RunResult) -> str:
     """The split the run's calibrated faithfulness fitted its temperature on
-    (:func:`compare.training.calibrated_faithfulness_of`): ``"validation"``, ``"test"`` (test
-    images outside the faithfulness subset) or ``"faithfulness subset"`` (half of it); read
-    from ``fit_on`` for records stored before ``fit_split``; ``""`` without calibration."""
+    (:func:`dpcore.evaluation.calibrated.calibrated_faithfulness_of`): ``"validation"``,
+    ``"test"`` (test images outside the faithfulness subset) or ``"faithfulness subset"``
+    (half of it); read from ``fit_on`` for records stored before ``fit_split``; ``""``
+    without calibration."""
     calibrated = (result.faithfulness or {}).get("calibrated") or {}
     if "fit_split" in calibrated:
         return str(calibrated["fit_split"])

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from compare.final_weights import FinalWeights
-from compare.montage import MontageData
+from compare.montage_data import MontageData
 from compare.report_context import ReportContext
 from compare.reporting.accuracy_section import accuracy
 from compare.reporting.attribution_section import attribution

@@ -19,7 +19,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from compare.final_weights import FinalWeights
-from compare.montage import MontageData
+from compare.montage_data import MontageData
 from compare.report_context import ReportContext
 from dpcore.results import RunResult
 
@@ -137,7 +137,7 @@ def add(figures: list[ReportFigure], name: str, fig: Figure | None) -> bool:
 
 def drawn_figure(name: str, draw: Callable[[Path], Any]) -> ReportFigure:
     """A figure whose drawing function writes the PNG itself (``draw(path)``; e.g. a saliency
-    montage, :func:`compare.montage.draw_montage`), called by the writer."""
+    montage, :func:`compare.reporting.montage.draw_montage`), called by the writer."""
     return ReportFigure(name, draw)
 
 

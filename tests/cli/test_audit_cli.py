@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from compare.audit import AUDIT_KEYS
 from compare.cli.main import main
+from dpcore.evaluation.membership import AUDIT_KEYS
 from dpcore.results import read_result
 
 # A tiny run: 120 / 120 digits resized to 16x16 (cnn4's minimum), one epoch of DP-SGD.

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from compare import api
-from compare.cli.common import check_output_folder
 from compare.cli.main import main
+from compare.folders import check_output_folder
 from dpcore.errors import ConfigError, DataError, DpCompareError
 
 #: A tiny local-DP copy of digits (seconds).

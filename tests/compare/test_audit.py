@@ -11,15 +11,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from compare.audit import (
+from dpcore.config import DataSpec, ModelSpec, PrivacySpec, RunConfig, TrainSpec
+from dpcore.errors import ConfigError, DataError
+from dpcore.evaluation.membership import (
     AUDIT_KEYS,
     MIN_EXAMPLES,
     claimed_accountant,
     claimed_privacy,
     run_membership_audit,
 )
-from dpcore.config import DataSpec, ModelSpec, PrivacySpec, RunConfig, TrainSpec
-from dpcore.errors import ConfigError, DataError
 from dpcore.metrics.audit import advantage_upper_bound
 from tests.backends.train_helpers import digits16
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from compare.montage import DPI, TILE_INCHES, saliency_montage
+from compare.reporting.montage import DPI, TILE_INCHES, saliency_montage
 from dpcore.errors import ConfigError
 
 N, H, W = 3, 16, 16
@@ -82,7 +82,7 @@ def test_bad_images_and_class_names(tmp_path: Path) -> None:
 
 def test_each_model_is_explained_on_its_own_inputs_beside_the_clean_image(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import compare.montage as montage
+    import compare.reporting.montage as montage
 
     shown: list[tuple[np.ndarray, np.ndarray | None]] = []
     real_show = montage._show
@@ -118,7 +118,7 @@ def test_inputs_of_another_shape_are_refused(tmp_path: Path) -> None:
 def test_each_clean_image_is_titled_with_its_true_class(tmp_path: Path) -> None:
     from matplotlib.figure import Figure
 
-    import compare.montage as montage
+    import compare.reporting.montage as montage
 
     drawn: list[Figure] = []
     real_note = montage.note_figure

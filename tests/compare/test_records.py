@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from compare import records as rec
-from compare.montage import MontageData, load_montage_data, save_montage_data
+from compare.montage_data import MontageData, load_montage_data, save_montage_data
 from compare.report import ReportContext, rebuild_report, render_report
 from dpcore.data import portable_location
 from dpcore.errors import ConfigError, DataError

@@ -301,7 +301,7 @@ def test_time_ratio_uses_the_matching_non_private_run_not_a_pooled_one() -> None
 
 
 def test_montage_column_of_a_collapsed_model_says_so() -> None:
-    from compare.runner import montage_column_title
+    from compare.grid_montages import montage_column_title
 
     bad = per_class([375, 625], [0.0, 1.0], [math.nan, 0.625])
     collapsed = fake_result(accuracy=0.625, classes=bad, epsilon=1.0)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from compare import api
-from compare.montage import load_montage_data
+from compare.montage_data import load_montage_data
 from compare.records import has_records, read_records
 from tests.compare.test_runner import TINY as RUNNER_TINY
 
@@ -48,7 +48,7 @@ def test_a_montage_committed_without_true_labels_gets_them_from_the_data_set(
     the montage's images, and a rebuild from the records then shows them."""
     import dataclasses
 
-    from compare.montage import save_montage_data
+    from compare.montage_data import save_montage_data
 
     report = tmp_path / "reports" / "tiny"
     api.compare(TINY, out=tmp_path / "store", backends=["torch"], report=report,

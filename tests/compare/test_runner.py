@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from compare.grid import expand_grid
+from compare.montage_data import load_montage_data
 from compare.report import ReportContext, write_report
 from compare.runner import run_grid
 from dpcore.results import ResultsStore
@@ -115,12 +116,19 @@ def test_faithfulness_and_montage_on_both_backends(tmp_path: Path) -> None:
         assert r.faithfulness is not None and r.faithfulness["n"] == 16
         assert 0.0 <= r.faithfulness["average_drop"] <= 100.0
         assert 0.0 <= r.faithfulness["deletion_auc"] <= 1.0
-    montage = tmp_path / "montages" / "tiny" / "digits-cnn4.png"  # the grid's own folder
-    assert montage.is_file() and montage.stat().st_size > 10_000
+    # the runner keeps the montage's arrays in the grid's own folder; only a report draws it
+    folder = tmp_path / "montages" / "tiny"
+    assert sorted(p.name for p in folder.iterdir()) == ["digits-cnn4.npz"]
+    stored = load_montage_data(folder / "digits-cnn4.npz")
+    assert stored.images.shape == (2, 16, 16, 1) and len(stored.columns) == 4
+    assert {c["run_id"] for c in stored.columns} == {r.run_id for r in runs}
+    for column in stored.columns:
+        assert column["maps"].shape == (2, 16, 16) and column["confidence"].shape == (2,)
     report = write_report(tmp_path, tmp_path / "rep", ReportContext(command="x"))
     text = report.read_text()
     assert "## Grad-CAM faithfulness" in text and "montages/digits-cnn4.png" in text
-    assert (tmp_path / "rep" / "montages" / "digits-cnn4.png").is_file()
+    drawn = tmp_path / "rep" / "montages" / "digits-cnn4.png"
+    assert drawn.is_file() and drawn.stat().st_size > 10_000
 
 
 def test_a_report_shows_only_its_own_grids_montages(tmp_path: Path) -> None:
@@ -137,7 +145,8 @@ def test_a_report_shows_only_its_own_grids_montages(tmp_path: Path) -> None:
              "evaluation": {"faithfulness": False, "montage_images": 0}}
     compare(drawn, out=tmp_path / "store", report=tmp_path / "rep-drawn", progress=False)
     compare(other, out=tmp_path / "store", report=tmp_path / "rep-other", progress=False)
-    assert (tmp_path / "store" / "montages" / "drawn" / "digits-cnn4.png").is_file()
+    assert (tmp_path / "store" / "montages" / "drawn" / "digits-cnn4.npz").is_file()
+    assert (tmp_path / "rep-drawn" / "montages" / "digits-cnn4.png").is_file()
     assert "montages/digits-cnn4.png" in (tmp_path / "rep-drawn" / "report.md").read_text()
     assert "Saliency montages" not in (tmp_path / "rep-other" / "report.md").read_text()
     assert not (tmp_path / "rep-other" / "montages").exists()

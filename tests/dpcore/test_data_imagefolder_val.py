@@ -10,11 +10,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import compare.training
-from compare.training import calibrated_faithfulness_of
 from dpcore.config import DataSpec
 from dpcore.data import as_float01, load_dataset
 from dpcore.errors import DataError
+from dpcore.evaluation.calibrated import calibrated_faithfulness_of
 from dpcore.metrics.calibration import fit_temperature
 from tests.dpcore.data_writers import flat_image, isolate, write_image
 
@@ -139,10 +138,8 @@ def _fake_backend() -> SimpleNamespace:
     return SimpleNamespace(predict_proba=predict_proba)
 
 
-def test_temperature_is_fitted_on_the_validation_split(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_temperature_is_fitted_on_the_validation_split(tmp_path: Path) -> None:
     fake = _fake_backend()
-    monkeypatch.setattr(compare.training, "load_backend", lambda name: fake)
     base = _given(tmp_path)
     trained = SimpleNamespace(model=None)
     for val, split, n_fit in (("validation", "validation", 4),
@@ -152,7 +149,7 @@ def test_temperature_is_fitted_on_the_validation_split(tmp_path: Path,
         x = as_float01(ds.x_test[idx])
         target = fake.predict_proba(None, x).argmax(axis=1)
         maps = np.full(x.shape[:3], 0.5, dtype=np.float32)
-        out = calibrated_faithfulness_of("fake", trained, ds, idx, x, maps, target, seed=0)
+        out = calibrated_faithfulness_of(fake, trained, ds, idx, x, maps, target, seed=0)
         assert out["fit_split"] == split and out["n_fit"] == n_fit
         if split == "validation":
             assert ds.x_val is not None and ds.y_val is not None

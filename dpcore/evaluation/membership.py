@@ -1,14 +1,16 @@
 """Membership-inference audit of a trained model (either backend), as a RunResult ``audit``.
 
 Members are training examples, non-members held-out (test) examples; both sets have the same
-size ``n`` and are seeded subsets. From the model's class probabilities this module derives
-the per-example cross-entropy loss and log-probabilities (used as logits: softmax(log p) = p),
-then runs
+size ``n`` and are seeded subsets. From the model's class probabilities (the backend
+contract's ``predict_proba``) this module derives the per-example cross-entropy loss and
+log-probabilities (used as logits: softmax(log p) = p), then runs
 
-* TF Privacy's attacks (``tensorflow-empirical-privacy``, module
-  ``tensorflow_privacy.privacy.privacy_tests.membership_inference_attack``): the loss
-  threshold attack and a logistic-regression attack on [log-probabilities, loss] by default;
-  each gives an ROC AUC and the membership advantage max |TPR - FPR| (in-sample, no interval);
+* TF Privacy's attacks (``tensorflow-empirical-privacy``): the loss threshold attack and a
+  logistic-regression attack on [log-probabilities, loss] by default; each gives an ROC AUC
+  and the membership advantage max |TPR - FPR| (in-sample, no interval). They are run by the
+  backend that wraps TF Privacy (:data:`ATTACK_BACKEND`, its :class:`MembershipAttacker`
+  functions), loaded by name with :func:`dpcore.backend.load_backend` on the first audit, for
+  runs of either backend;
 * our own held-out loss-threshold advantage with a confidence interval
   (:func:`dpcore.metrics.audit.empirical_advantage`), compared against the largest advantage
   (epsilon, delta)-DP allows (:func:`dpcore.metrics.audit.advantage_upper_bound`).
@@ -17,25 +19,51 @@ then runs
 the attack beats what the claimed guarantee permits at the interval's confidence. The
 TF Privacy figures (in-sample maxima over thresholds / attack models) are reported, not used
 for the verdict.
-
-TF Privacy (and so TensorFlow) is imported lazily, on the first audit.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from importlib import metadata
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from dpcore.backend import BACKENDS, load_backend
+from dpcore.backend import Backend, load_backend
+from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError, DataError
 from dpcore.mechanisms import noises_gradients, privatises_images
 from dpcore.metrics.audit import advantage_upper_bound, empirical_advantage, exceeds_bound
+from dpcore.trained import TrainedModel
+
+#: The backend whose package wraps TF Privacy's membership-inference attacks (its backend
+#: module provides the :class:`MembershipAttacker` functions).
+ATTACK_BACKEND = "tf"
+
+
+class MembershipAttacker(Protocol):
+    """What the :data:`ATTACK_BACKEND` provides for the audit (``tfpipe/attacks.py``)."""
+
+    def membership_attack_names(self) -> tuple[str, ...]:
+        """The attack types it knows (TF Privacy's ``AttackType`` names)."""
+
+    def membership_attacks(
+        self, log_m: np.ndarray, log_u: np.ndarray, labels_m: np.ndarray,
+        labels_u: np.ndarray, loss_m: np.ndarray, loss_u: np.ndarray,
+        attacks: Sequence[str], seed: int,
+    ) -> dict[str, dict[str, Any]]:
+        """Per attack run (lower-case name): ``{"auc", "advantage", "epsilon_lower_bound"}``
+        from members' and non-members' log-probabilities [n, K], labels [n] and losses [n]
+        (nats); seeded by ``seed``."""
+
+    def membership_attack_library(self) -> dict[str, str | None]:
+        """The attack library's distribution name -> its installed version."""
+
+
+def attacker() -> MembershipAttacker:
+    """The :data:`ATTACK_BACKEND`'s attacks, loaded now (imports TensorFlow)."""
+    return cast(MembershipAttacker, load_backend(ATTACK_BACKEND))
+
 
 #: TF Privacy attack types run by default (names of its ``AttackType`` enum).
 DEFAULT_ATTACKS: tuple[str, ...] = ("THRESHOLD_ATTACK", "LOGISTIC_REGRESSION")
@@ -58,6 +86,7 @@ AUDIT_KEYS: tuple[str, ...] = (
 )
 
 
+#: ``x -> probabilities [len(x), K]`` of the audited model.
 PredictProba = Callable[[np.ndarray], np.ndarray]
 
 
@@ -115,7 +144,8 @@ def run_membership_audit(
         if epsilon is not None and epsilon < 0:
             raise ConfigError(f"epsilon={epsilon} is not valid; valid: >= 0, inf or None")
         bound = 1.0
-    attack_types = _attack_types(attacks)
+    attacks_of = attacker()
+    attack_names = _check_attacks(attacks, attacks_of.membership_attack_names())
     size = _set_size(n, len(x_train), len(x_test))
     _same_length(x_train, y_train, "train")
     _same_length(x_test, y_test, "test")
@@ -131,8 +161,10 @@ def run_membership_audit(
     loss_m = -log_m[np.arange(size), labels_m]
     loss_u = -log_u[np.arange(size), labels_u]
 
-    per_attack = _tf_privacy_attacks(log_m, log_u, labels_m, labels_u, loss_m, loss_u,
-                                     attack_types, seed)
+    per_attack = attacks_of.membership_attacks(log_m, log_u, labels_m, labels_u, loss_m,
+                                               loss_u, attack_names, seed)
+    if not per_attack:
+        raise DataError("TF Privacy ran none of the attacks (too few examples per class?)")
     ours = empirical_advantage(-loss_m, -loss_u, confidence=confidence, seed=seed)
     best = max(per_attack, key=lambda name: per_attack[name]["advantage"])
     lower_bounds = [a["epsilon_lower_bound"] for a in per_attack.values()
@@ -159,7 +191,7 @@ def run_membership_audit(
         "nonmember_accuracy": float(np.mean(np.argmax(probs_u, axis=1) == labels_u)),
         "member_mean_loss": float(np.mean(loss_m)),
         "nonmember_mean_loss": float(np.mean(loss_u)),
-        "library": {"tensorflow-empirical-privacy": _version("tensorflow-empirical-privacy")},
+        "library": attacks_of.membership_attack_library(),
     }
 
 
@@ -207,12 +239,14 @@ def _claimed_key(privacy: Mapping[str, Any]) -> str | None:
     return min(finite, key=lambda k: finite[k]) if finite else None
 
 
-def audit_trained(trained: Any, dataset: Any, privacy: Mapping[str, Any], *,
-                  n: int | None = None, seed: int = 0) -> dict[str, Any]:
+def audit_trained(backend: Backend, trained: TrainedModel, dataset: Dataset,
+                  privacy: Mapping[str, Any], *, n: int | None = None, seed: int = 0
+                  ) -> dict[str, Any]:
     """Audit a :class:`~dpcore.trained.TrainedModel` on the data set it was trained on.
 
     Args:
-        trained: the trained model (either backend; its ``backend`` picks the predictor).
+        backend: the backend of ``trained`` (its ``predict_proba`` gives the probabilities).
+        trained: the trained model.
         dataset: the :class:`~dpcore.data.dataset.Dataset` it was trained on (for local-DP
             runs, the privatised one).
         privacy: the run's RunResult ``privacy`` entry (see :func:`claimed_privacy`).
@@ -223,13 +257,9 @@ def audit_trained(trained: Any, dataset: Any, privacy: Mapping[str, Any], *,
         :func:`run_membership_audit`'s dict plus ``"claim"`` (how the epsilon was chosen) and
         ``"backend"``.
     """
-    if trained.backend not in BACKENDS:
-        raise ConfigError(f"backend={trained.backend!r} is not known; valid: "
-                          f"{', '.join(BACKENDS)}")
-    predict = load_backend(trained.backend)
     epsilon, delta, note = claimed_privacy(privacy)
     audit = run_membership_audit(
-        lambda x: predict.predict_proba(trained, x),
+        lambda x: backend.predict_proba(trained, x),
         dataset.x_train, dataset.y_train, dataset.x_test, dataset.y_test,
         epsilon=epsilon, delta=delta, n=n, seed=seed,
         epsilon_accountant=claimed_accountant(privacy),
@@ -239,19 +269,14 @@ def audit_trained(trained: Any, dataset: Any, privacy: Mapping[str, Any], *,
     return audit
 
 
-# ----------------------------------------------------------------------------- helpers
-def _attack_types(names: Sequence[str]) -> list[Any]:
-    from tensorflow_privacy.privacy.privacy_tests.membership_inference_attack import (
-        data_structures,
-    )
-
-    known = data_structures.AttackType.__members__
+def _check_attacks(names: Sequence[str], known: Sequence[str]) -> list[str]:
+    """``names`` as a list if each is one of the attack types ``known``, else ConfigError."""
     if not names:
         raise ConfigError(f"attacks is empty; valid: one or more of {', '.join(known)}")
     bad = [name for name in names if name not in known]
     if bad:
         raise ConfigError(f"attack {bad[0]!r} is not known; valid: {', '.join(known)}")
-    return [known[name] for name in names]
+    return list(names)
 
 
 def _set_size(n: int | None, n_train: int, n_test: int) -> int:
@@ -286,56 +311,6 @@ def _probabilities(probs: np.ndarray, labels: np.ndarray, which: str) -> np.ndar
     return arr
 
 
-@contextlib.contextmanager
-def _seeded_global_numpy(seed: int) -> Iterator[None]:
-    """TF Privacy shuffles with numpy's global generator: seed it, then restore its state."""
-    state = np.random.get_state()
-    np.random.seed(seed % 2**32)
-    try:
-        yield
-    finally:
-        np.random.set_state(state)
-
-
-def _tf_privacy_attacks(
-    log_m: np.ndarray, log_u: np.ndarray, labels_m: np.ndarray, labels_u: np.ndarray,
-    loss_m: np.ndarray, loss_u: np.ndarray, attack_types: list[Any], seed: int,
-) -> dict[str, dict[str, Any]]:
-    """Run TF Privacy's attacks; per attack (lower-case name) its AUC, advantage, epsilon LB."""
-    from sklearn.exceptions import ConvergenceWarning
-    from tensorflow_privacy.privacy.privacy_tests.membership_inference_attack import (
-        data_structures,
-        membership_inference_attack,
-    )
-
-    data = data_structures.AttackInputData(
-        logits_train=log_m, logits_test=log_u, labels_train=labels_m, labels_test=labels_u,
-        loss_train=loss_m, loss_test=loss_u,
-    )
-    spec = data_structures.SlicingSpec(entire_dataset=True)
-    # Its epsilon lower bound divides by zero rates at extreme thresholds (inf / nan entries
-    # that it then skips), and its logistic-regression grid search stops lbfgs at sklearn's
-    # default iteration limit for some C values: silence those two warnings only.
-    with (_seeded_global_numpy(seed), np.errstate(divide="ignore", invalid="ignore"),
-          warnings.catch_warnings()):
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        results = membership_inference_attack.run_attacks(data, spec, attack_types=attack_types)
-    out: dict[str, dict[str, Any]] = {}
-    for single in results.single_attack_results:
-        bounds = np.asarray(single.get_epsilon_lower_bound(), dtype=np.float64)
-        bounds = bounds[np.isfinite(bounds)]
-        out[single.attack_type.name.lower()] = {
-            "auc": float(single.get_auc()),
-            "advantage": float(single.get_attacker_advantage()),
-            "epsilon_lower_bound": float(bounds.max()) if bounds.size else None,
-        }
-    if not out:
-        raise DataError("TF Privacy ran none of the attacks (too few examples per class?)")
-    return out
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
+__all__ = ["ATTACK_BACKEND", "AUDIT_KEYS", "DEFAULT_ATTACKS", "EPSILON_ACCOUNTANTS",
+           "MIN_EXAMPLES", "PROB_FLOOR", "MembershipAttacker", "PredictProba", "attacker",
+           "audit_trained", "claimed_accountant", "claimed_privacy", "run_membership_audit"]
