@@ -16,7 +16,8 @@ import pytest
 
 from compare import api
 from compare.grid import Grid, expand_grid
-from compare.runner import run_grid, write_montages
+from compare.grid_montages import store_montages
+from compare.runner import run_grid
 from dpcore.errors import CheckpointChangedError
 from dpcore.pipeline import DatasetCache
 from dpcore.results import ResultsStore, RunResult, read_result
@@ -112,10 +113,10 @@ def test_montages_leave_out_a_changed_checkpoint_saying_why(
         trained: tuple[Grid, Path], store: ResultsStore) -> None:
     grid = trained[0]
     lines: list[str] = []
-    assert write_montages(grid, store, DatasetCache(None), log=lines.append)  # intact: drawn
+    assert store_montages(grid, store, DatasetCache(None), log=lines.append)  # intact: stored
     path, recorded, actual = tamper(store)
     lines.clear()
-    assert write_montages(grid, store, DatasetCache(None), log=lines.append) == []
+    assert store_montages(grid, store, DatasetCache(None), log=lines.append) == []
     (line,) = lines
     assert line.startswith("montage digits/cnn4: skipped torch: ")
     assert_refusal(line, path, recorded, actual)
