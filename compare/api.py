@@ -1015,8 +1015,10 @@ def preset_costs(figures: Mapping[str, Any]) -> list[dict[str, Any]]:
     compare`` expands it)."""
     from benchmarks.grid_cost import PRICED_PRESETS, preset_cost
     from compare.grid import expand_grid, load_preset
+    from compare.reporting.styles import label_of
 
-    return [preset_cost(figures, expand_grid(load_preset(name))) for name in PRICED_PRESETS]
+    return [preset_cost(figures, expand_grid(load_preset(name)), label_of)
+            for name in PRICED_PRESETS]
 
 
 def dataset_rows(data_dir: str | Path | None = None) -> list[dict[str, Any]]:

@@ -33,8 +33,9 @@ from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 from compare.figdigest import note_figure
 from compare.reporting.frames import FAITHFULNESS_KEYS, front_end_mismatches
 from compare.reporting.stats import bootstrap_interval, mean_interval, seed_pairs
+from compare.reporting.styles import label_of, marker_of
 from dpcore.io import atomic_path
-from dpcore.mechanisms import is_non_private, label_of, marker_of, noises_gradients
+from dpcore.mechanisms import is_non_private, noises_gradients
 
 PANEL_INCHES = (4.6, 3.4)
 DPI = 110

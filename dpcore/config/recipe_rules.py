@@ -7,6 +7,7 @@ canary and fault combinations (run by ``RunConfig.__post_init__`` through
 from __future__ import annotations
 
 from dpcore.config.specs import RunConfig, register_rule
+from dpcore.data.registry import DATASETS
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import dpsgd_names, get_mechanism, mechanism_names
 
@@ -111,8 +112,6 @@ def check_audit_combination(config: RunConfig) -> None:
             "--audit-canaries M)"
         )
     if canaries.active and canaries.kind == "input":
-        from dpcore.data.registry import DATASETS  # lazy: the registry is data, not config
-
         info = DATASETS.get(config.data.name)
         if info is not None and info.task != "image":
             raise ConfigError(

@@ -25,7 +25,6 @@ from dpcore.config.choices import (
     CONFIG_VERSION,
     ENGINES,
     EVAL_SPLITS,
-    FAULTS,
     INITIALISATIONS,
     INPUT_SCALINGS,
     LDP_TEST_INPUTS,
@@ -36,6 +35,7 @@ from dpcore.config.choices import (
     RECIPES,
     SAMPLING_MODES,
     calibration_accountants,
+    fault_names,
     ldp_mechanism_names,
     privacy_mechanisms,
 )
@@ -414,7 +414,7 @@ class FactorSpec:
             check_choice("factors.calibration_accountant", self.calibration_accountant,
                           calibration_accountants())
         check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)
-        check_choice("factors.fault", self.fault, FAULTS)
+        check_choice("factors.fault", self.fault, fault_names())
 
     def non_default(self) -> dict[str, Any]:
         """The fields that differ from the harmonised defaults (what the config hash sees)."""

@@ -25,9 +25,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dpcore.config import DataSpec
 from dpcore.data.cache import (
     cache_dir,
     cache_file,
@@ -45,6 +44,9 @@ from dpcore.data.paths import resolve_data_root, resolve_source
 from dpcore.data.registry import DatasetInfo, get_info
 from dpcore.data.splits import subset_indices
 from dpcore.errors import ConfigError, DataError
+
+if TYPE_CHECKING:  # the data layer sits above the configs: it reads a DataSpec's fields only
+    from dpcore.config import DataSpec
 
 
 def load_dataset(

