@@ -46,13 +46,13 @@ class NoiseSampler:
     description: str
 
 
-#: Noise samplers the backends implement: name -> sampler. A mechanism reusing one of them
-#: needs no backend code; a new sampler needs one implementation per backend (``tfpipe/dp.py``
-#: ``QUERIES``, ``torchpipe/dp.py`` ``OPTIMIZERS``).
-NOISE_SAMPLERS: dict[str, NoiseSampler] = {
-    "gaussian": NoiseSampler("gaussian", "l2", "N(0, (sigma C)^2) per coordinate"),
-    "laplace": NoiseSampler("laplace", "l1", "Laplace(0, sigma C) per coordinate"),
-}
+#: Noise samplers the backends implement: name -> sampler, in registration order. A mechanism
+#: reusing one of them needs no backend code; a new sampler needs one implementation per
+#: backend, registered under its name (``tfpipe.dp.QUERIES``, ``torchpipe.dp.OPTIMIZERS``).
+NOISE_SAMPLERS: Registry[str, NoiseSampler] = Registry(
+    "noise samplers", key="noise sampler", key_of=lambda sampler: sampler.name)
+NOISE_SAMPLERS.register()(NoiseSampler("gaussian", "l2", "N(0, (sigma C)^2) per coordinate"))
+NOISE_SAMPLERS.register()(NoiseSampler("laplace", "l1", "Laplace(0, sigma C) per coordinate"))
 
 
 class DpSgdMechanism:

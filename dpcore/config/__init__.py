@@ -66,7 +66,6 @@ from dpcore.config.specs import (
     RunConfig,
     TrainSpec,
     file_sha256,
-    register_rule,
 )
 from dpcore.config.validation import (
     REFUSED_KEYS,
@@ -110,5 +109,4 @@ __all__ = [
     "default_delta", "fault_names", "file_sha256", "float_fields", "integer_field",
     "ldp_mechanism_names",
     "load_mapping_file", "normalise_mechanism", "privacy_mechanisms", "refused_key_error",
-    "register_rule",
 ]

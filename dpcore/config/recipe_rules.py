@@ -6,13 +6,13 @@ canary and fault combinations (run by ``RunConfig.__post_init__`` through
 
 from __future__ import annotations
 
-from dpcore.config.specs import RunConfig, register_rule
+from dpcore.config.specs import COMBINATION_RULES, RunConfig
 from dpcore.data.registry import DATASETS
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import dpsgd_names, get_mechanism, mechanism_names
 
 
-@register_rule
+@COMBINATION_RULES.register()
 def check_combination(config: RunConfig) -> None:
     """(Run by ``RunConfig.__post_init__``; the recipes' claims are in :mod:`dpcore.recipes`.)
 
