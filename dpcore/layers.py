@@ -142,6 +142,7 @@ class Layer:
 def _layer_type(cls: type) -> type[Layer]:
     """Refuse a class that cannot be a layer type (what :data:`LAYER_TYPES` stores)."""
     if not (isinstance(cls, type) and issubclass(cls, Layer) and dataclasses.is_dataclass(cls)
+            and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
             and dataclasses.fields(cls)[0].name == "name"):
         raise TypeError(f"{cls!r} is not a layer type; valid: a frozen dataclass subclassing "
                         "dpcore.layers.Layer whose first field is name")

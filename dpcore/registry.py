@@ -52,8 +52,9 @@ class Registry(Mapping[K, V], Generic[K, V]):
             a mechanism class's ``name``; None: every registration names its keys.
         make: what is stored for a registered value (default: the value itself), called
             once per registration (one stored object for all its keys), e.g. one instance
-            of a registered class; it may raise :class:`~dpcore.errors.ConfigError` to
-            refuse a registration. The decorator returns the value it was given either way.
+            of a registered class; it raises (:class:`~dpcore.errors.ConfigError`, or
+            TypeError for a value of the wrong kind) to refuse a registration. The decorator
+            returns the value it was given either way.
 
     A later registration of a key replaces the earlier one in place (as Opacus's registries
     do).

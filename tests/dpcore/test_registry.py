@@ -88,3 +88,23 @@ def test_key_of_and_make_register_a_class_once_under_its_own_name() -> None:
     assert both["x"] is both["y"]  # one stored object for all the keys of a registration
     with pytest.raises(TypeError, match="needs at least one thing"):
         both.register()
+
+
+def test_a_layer_type_must_be_a_frozen_dataclass_of_layer_named_first() -> None:
+    from dataclasses import dataclass
+
+    from dpcore.layers import LAYER_TYPES, Layer
+
+    @dataclass  # not frozen
+    class Loose(Layer):
+        name: str
+
+    @dataclass(frozen=True)
+    class Unnamed(Layer):
+        size: int
+        name: str
+
+    for cls in (Loose, Unnamed, int):
+        with pytest.raises(TypeError, match="is not a layer type; valid: a frozen dataclass"):
+            LAYER_TYPES.register()(cls)
+        assert getattr(cls, "__name__", "") not in LAYER_TYPES
