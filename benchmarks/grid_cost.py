@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from benchmarks.variants import CHANNELS_LAST, TIERS
 from dpcore.backend import choose_engine
 from dpcore.config import PerfSpec, RunConfig
-from dpcore.data.registry import get_info
+from dpcore.datasets import get_info
 from dpcore.errors import DpCompareError
 from dpcore.mechanisms import get_mechanism
 

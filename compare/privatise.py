@@ -2,10 +2,11 @@
 :func:`compare.api.privatise`).
 
 Every image of the chosen splits is perturbed once with a local-DP mechanism and saved as an
-npz that training reuses (:func:`dpcore.ldp.privatize_dataset`); the summary states the epsilon
-of releasing one image (per pixel value and per image), how visible the images still are (PSNR,
-SSIM against the originals) and where the files are, and is written as ``summary.json`` beside
-them, with a montage PNG of a few images at one or several noise levels.
+npz that training reuses (:func:`dpcore.ldp.privatize.privatize_dataset`); the summary states
+the epsilon of releasing one image (per pixel value and per image), how visible the images
+still are (PSNR, SSIM against the originals) and where the files are, and is written as
+``summary.json`` beside them, with a montage PNG of a few images at one or several noise
+levels.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ import numpy as np
 from compare.cli.common import check_output_folder
 from dpcore.config import DataSpec, default_delta
 from dpcore.errors import ConfigError
-from dpcore.ldp import SPLITS, LdpMechanism, cache_path_for, privatize_dataset
+from dpcore.ldp import LdpMechanism
 from dpcore.ldp.cache import safe_name
+from dpcore.ldp.privatize import SPLITS, cache_path_for, privatize_dataset
 
 #: How each checked parameter is spelled in error messages by default (Python names; the CLI
 #: passes its option names).

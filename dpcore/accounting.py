@@ -390,8 +390,9 @@ def _calibrate_dp_accounting(
 @CALIBRATORS.register("rdp")
 def _rdp_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
                     delta: float, *, tolerance: float) -> float:
-    """dp_accounting's RDP accountant as a :class:`Calibrator` (for the mechanisms that list
-    ``rdp`` among their accountants: not Laplace, whose subsampled event it does not know)."""
+    """dp_accounting's RDP accountant as a :class:`Calibrator` (for the mechanisms it
+    supports, :attr:`~dpcore.mechanisms.DpSgdMechanism.accountants`: not Laplace, whose
+    subsampled event it does not know)."""
     known = get_mechanism(mechanism)
     if "rdp" not in known.accountants:
         raise ConfigError(f"calibration accountant='rdp' does not know {mechanism} "

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from dpcore.architectures import CUSTOM_MODEL, model_names
-from dpcore.data.registry import DATASETS, PATH_PREFIXES
+from dpcore.datasets import DATASETS, PATH_PREFIXES
 from dpcore.errors import ConfigError
 from dpcore.suggest import did_you_mean
 

@@ -7,7 +7,7 @@ canary and fault combinations (run by ``RunConfig.__post_init__`` through
 from __future__ import annotations
 
 from dpcore.config.specs import COMBINATION_RULES, RunConfig
-from dpcore.data.registry import DATASETS
+from dpcore.datasets import DATASETS
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import dpsgd_names, get_mechanism, mechanism_names
 

@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from dpcore.config import DataSpec
 from dpcore.data.cache import (
     cache_dir,
     cache_file,
@@ -41,12 +42,9 @@ from dpcore.data.loaders import get_loader
 from dpcore.data.loaders.base import Decoded, DecodeRequest
 from dpcore.data.loaders.groups import resolve_groups_csv
 from dpcore.data.paths import resolve_data_root, resolve_source
-from dpcore.data.registry import DatasetInfo, get_info
 from dpcore.data.splits import subset_indices
+from dpcore.datasets import DatasetInfo, get_info
 from dpcore.errors import ConfigError, DataError
-
-if TYPE_CHECKING:  # the data layer sits above the configs: it reads a DataSpec's fields only
-    from dpcore.config import DataSpec
 
 
 def load_dataset(

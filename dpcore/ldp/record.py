@@ -1,14 +1,13 @@
 """The typed record of a locally privatised data set: what was done to it and what it costs.
 
-:func:`dpcore.ldp.privatize_dataset` returns its Dataset with an :class:`LdpRecord` in
+:func:`dpcore.ldp.privatize.privatize_dataset` returns its Dataset with an :class:`LdpRecord` in
 ``Dataset.ldp`` (typed, beside the arrays, never as text in ``Dataset.extra``);
 :func:`dpcore.pipeline.prepare_dataset` adds the epsilons at the run's delta and the image
 quality. The record's :attr:`LdpRecord.dp_event` (releasing one image: the neighbour level
 that protects a person) is the event the run's privacy plan carries, so a local-DP run's
 epsilon comes from the same ledger (dp_accounting) as a DP-SGD run's.
 
-This module imports neither :mod:`dpcore.data`, the mechanisms nor the accounting (the
-configs import the local-DP mechanisms' registry, and the accounting imports the configs).
+This module imports neither :mod:`dpcore.data` nor the mechanisms (no import cycle).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from typing import Any
 
 import dp_accounting
 
-from dpcore.io import json_safe
+from dpcore.accounting import event_to_dict
 
 
 @dataclass(frozen=True)
@@ -87,8 +86,7 @@ class LdpRecord:
             "ldp_cache_file": self.cache_file,
             "source_fingerprint": self.source_fingerprint,
             "privatised_fingerprint": self.privatised_fingerprint,
-            # dp_accounting's named-tuple form, as dpcore.accounting.event_to_dict gives it
-            "dp_event": json_safe(self.dp_event.to_named_tuple()),
+            "dp_event": event_to_dict(self.dp_event),
         }
         if eps:
             out.update({

@@ -24,7 +24,7 @@ from dpcore.backend import load_backend  # noqa: E402
 from dpcore.config import ModelSpec, RunConfig  # noqa: E402
 from dpcore.data import load_dataset  # noqa: E402
 from dpcore.data.loaders.base import Decoded, DecodeRequest  # noqa: E402
-from dpcore.data.registry import DATASETS, DatasetInfo  # noqa: E402
+from dpcore.datasets import DATASETS, DatasetInfo  # noqa: E402
 from dpcore.layers import LAYER_TYPES  # noqa: E402
 from tfpipe import models as tfm  # noqa: E402
 from torchpipe import models as ptm  # noqa: E402

@@ -41,8 +41,8 @@ from dpcore.data.loaders.folders import (
     decode_labelled_files,
     image_files,
 )
-from dpcore.data.registry import DatasetInfo
 from dpcore.data.splits import split_counts, stratified_split
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 SPLIT_DIRS = ("train", "test")

@@ -1,7 +1,11 @@
 """The registry of data sets: names -> what they are, where they are looked for, how to get them.
 
-Importing this module is cheap: each entry names its loader module, imported only when the
-data set is loaded (``dpcompare datasets`` must start fast).
+Importing this module is cheap: each entry names its loader module
+(:mod:`dpcore.data.loaders`), imported only when the data set is loaded (``dpcompare
+datasets`` must start fast). A leaf module (it imports nothing of the bench but
+:mod:`dpcore.errors` and :mod:`dpcore.registry`), outside the :mod:`dpcore.data` package
+whose loading reads the configs: the configs and :mod:`dpcore.names` check data set names
+against it.
 
 Data root layout (the same as the bundled ``shared/data``)::
 
