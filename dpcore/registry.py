@@ -18,7 +18,9 @@ something else); a registry reads as a read-only mapping (``name in REG``, ``REG
 ``REG.get(name)``, iteration in registration order). A missing key is one
 :class:`~dpcore.errors.ConfigError` naming the key, the registry's job, the valid keys and
 the closest one. Pure Python: it imports nothing of the bench but :mod:`dpcore.errors` and
-:mod:`dpcore.suggest`, so any module may hold a registry.
+:mod:`dpcore.suggest`, so any module may hold a registry. Hand-written: the pinned stack has no
+registry library (Opacus's and Keras's registries are module-level dicts), and one
+(``catalogue``, ``class-registry``) would be a new dependency for some sixty lines.
 """
 
 from __future__ import annotations

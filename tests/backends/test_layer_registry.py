@@ -5,6 +5,7 @@ builders' lookups."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -16,7 +17,7 @@ torch = pytest.importorskip("torch")
 from dpcore import architectures as A  # noqa: E402
 from dpcore.config import ModelSpec, RunConfig  # noqa: E402
 from dpcore.errors import ConfigError  # noqa: E402
-from dpcore.layers import LAYER_TYPES, Layer  # noqa: E402
+from dpcore.layers import LAYER_TYPES, Layer, Tracer  # noqa: E402
 from tfpipe import fast as tf_fast  # noqa: E402
 from tfpipe import models as tfm  # noqa: E402
 from torchpipe import fast as pt_fast  # noqa: E402
@@ -88,15 +89,24 @@ def test_every_trainable_layer_has_a_fast_rule_or_a_declared_fallback(case: str)
         assert set(declared) <= set(problems), (registry.job, declared)
 
 
+@dataclass(frozen=True)
+class Unbuilt(Layer):
+    """A layer type no backend builds."""
+
+    name: str
+
+    def output_shape(self, shape: A.Shape, t: Tracer) -> A.Shape:
+        return shape
+
+
 def test_a_layer_type_without_a_builder_is_named_with_the_registered_ones() -> None:
     arch = A.Architecture("m", (4,), 2, _architecture("cnn4").activation,
-                          (A.Dense("fc", 2),))
-    dense = tfm.LAYER_BUILDERS[A.Dense]
-    tfm.LAYER_BUILDERS.unregister(A.Dense)
-    try:
-        with pytest.raises(ConfigError, match=r"^layer type Dense is not known to the Keras "
-                                              r"builders; valid: Conv2D, Conv1D, GroupNorm"):
-            tfm.from_architecture(arch)
-    finally:
-        tfm.LAYER_BUILDERS.register(A.Dense)(dense)
-    assert tfm.from_architecture(arch).output_shape == (None, 2)
+                          (Unbuilt("odd"), A.Dense("fc", 2)))
+    valid = ", ".join(t.__name__ for t in tfm.LAYER_BUILDERS)
+    with pytest.raises(ConfigError, match=rf"^layer type Unbuilt is not known to the Keras "
+                                          rf"builders; valid: {valid}$"):
+        tfm.from_architecture(arch)
+    with pytest.raises(ConfigError, match="layer type Unbuilt is not known to the torch "
+                                          "builders; valid: Conv2D, Conv1D, GroupNorm"):
+        ptm.from_architecture(arch)
+    assert Unbuilt not in tfm.LAYER_BUILDERS and A.Dense in tfm.LAYER_BUILDERS
