@@ -24,14 +24,14 @@ expands the presets (:data:`PRICED_PRESETS`) and stores the estimates in the res
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from benchmarks.variants import CHANNELS_LAST, TIERS
 from dpcore.backend import choose_engine
 from dpcore.config import PerfSpec, RunConfig
-from dpcore.data.registry import get_info
+from dpcore.datasets import get_info
 from dpcore.errors import DpCompareError
 from dpcore.mechanisms import get_mechanism
 
@@ -77,7 +77,8 @@ class RunCost:
 
     Attributes:
         model, data, backend: the run's model, data set and backend.
-        mechanism: the mechanism's report label (:attr:`DpSgdMechanism.label`).
+        mechanism: the mechanism as the report names it (the ``label`` of
+            :func:`preset_cost`; by default its ``privacy.mechanism`` name).
         tier: the bench tier that times its step, None if none does.
         epochs: passes over the training set.
         n_train: training-set size N (examples).
@@ -138,9 +139,10 @@ def _seconds_per_example(results: Mapping[str, Any], model: str, tier: str
     return figures["seconds_per_step"] / case["batch_size"], None
 
 
-def run_cost(results: Mapping[str, Any], config: RunConfig, backend: str, perf: PerfSpec
-             ) -> RunCost:
-    """The estimate of one run (``config`` on ``backend`` with the grid's ``perf``)."""
+def run_cost(results: Mapping[str, Any], config: RunConfig, backend: str, perf: PerfSpec,
+             label: Callable[[str], str] = str) -> RunCost:
+    """The estimate of one run (``config`` on ``backend`` with the grid's ``perf``); its
+    mechanism named by ``label`` (of the ``privacy.mechanism`` name)."""
     n_train = get_info(config.data.name).documented_sizes[0]
     if config.data.train_limit is not None:
         n_train = min(n_train, config.data.train_limit)
@@ -155,7 +157,7 @@ def run_cost(results: Mapping[str, Any], config: RunConfig, backend: str, perf: 
         per_example, why = None, f"the training-set size of {config.data.name} is not known"
     return RunCost(
         model=config.model.name, data=config.data.name,
-        mechanism=get_mechanism(config.privacy.mechanism).label, backend=backend, tier=tier,
+        mechanism=label(config.privacy.mechanism), backend=backend, tier=tier,
         epochs=examples / n_train if n_train else 0.0, n_train=n_train,
         seconds=None if per_example is None else per_example * examples,
         seconds_per_epoch=None if per_example is None else per_example * n_train, why=why)
@@ -168,15 +170,18 @@ def _hours(costs: Sequence[RunCost]) -> float | None:
     return sum(c.seconds for c in costs if c.seconds is not None) / SECONDS_PER_HOUR
 
 
-def preset_cost(results: Mapping[str, Any], grid: ExpandedGrid) -> dict[str, Any]:
+def preset_cost(results: Mapping[str, Any], grid: ExpandedGrid,
+                label: Callable[[str], str] = str) -> dict[str, Any]:
     """The estimate of a whole expanded grid, JSON-ready: ``preset``, ``runs``, the grid's
     ``engine`` and ``memory_format``, ``groups`` (one per model x mechanism x backend x tier,
     in grid order: runs, epochs, seconds per epoch by data set, hours or None and why),
     ``hours_by_backend`` and ``hours`` (of the estimated runs), ``estimated_runs``, and
     ``torch_channels_last_hours`` (the torch runs in channels-last memory format, when the
-    grid runs them in the default one and the bench measured it; else None)."""
+    grid runs them in the default one and the bench measured it; else None). ``label``
+    names a mechanism in the groups (the report layer's legend label; by default the
+    ``privacy.mechanism`` name)."""
     runs = [(cell.config, backend) for cell, backend in grid.runs()]
-    costs = [run_cost(results, config, backend, grid.perf) for config, backend in runs]
+    costs = [run_cost(results, config, backend, grid.perf, label) for config, backend in runs]
     groups: dict[tuple[Any, ...], list[RunCost]] = {}
     for cost in costs:
         groups.setdefault((cost.model, cost.mechanism, cost.backend, cost.tier), []).append(cost)

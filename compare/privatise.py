@@ -2,10 +2,11 @@
 :func:`compare.api.privatise` is :func:`privatise`).
 
 Every image of the chosen splits is perturbed once with a local-DP mechanism and saved as an
-npz that training reuses (:func:`dpcore.ldp.privatize_dataset`); the summary states the epsilon
-of releasing one image (per pixel value and per image), how visible the images still are (PSNR,
-SSIM against the originals) and where the files are, and is written as ``summary.json`` beside
-them, with a montage PNG of a few images at one or several noise levels.
+npz that training reuses (:func:`dpcore.ldp.privatize.privatize_dataset`); the summary states
+the epsilon of releasing one image (per pixel value and per image), how visible the images
+still are (PSNR, SSIM against the originals) and where the files are, and is written as
+``summary.json`` beside them, with a montage PNG of a few images at one or several noise
+levels.
 """
 
 from __future__ import annotations
@@ -22,15 +23,10 @@ from dpcore.data import as_float01, load_dataset, resolve_data_root
 from dpcore.defaults import fill_defaults
 from dpcore.errors import ConfigError
 from dpcore.io import atomic_write_json
-from dpcore.ldp import (
-    SPLITS,
-    LdpMechanism,
-    build_mechanism,
-    cache_path_for,
-    privatize_dataset,
-)
+from dpcore.ldp import LdpMechanism, build_mechanism
 from dpcore.ldp.cache import safe_name
 from dpcore.ldp.montage import column_header, level_columns, save_montage
+from dpcore.ldp.privatize import SPLITS, cache_path_for, privatize_dataset
 from dpcore.ldp.quality import image_quality
 
 #: How each checked parameter is spelled in error messages by default (Python names; the CLI

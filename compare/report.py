@@ -4,7 +4,7 @@ Every number in a report comes from a stored :class:`~dpcore.results.RunResult`.
 states the exact command, the library versions, the data used and the wall time; then come
 the headline (generated sentences), the published figures beside ours, and the sections. A
 report is a pipeline (:mod:`compare.reporting.pipeline`): the report data built once from the
-runs, each section of :data:`~compare.reporting.pipeline.SECTIONS` a pure function of it
+runs, each section of :func:`~compare.reporting.pipeline.report_sections` a pure function of it
 (:mod:`compare.reporting.section`), and one writer (:mod:`compare.reporting.writer`). This
 module keeps the entry points other code calls (:class:`ReportContext`, :func:`write_report`,
 :func:`rebuild_report`, :func:`render_report`, :func:`command_line`, and the table helpers

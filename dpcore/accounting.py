@@ -26,9 +26,11 @@ from dp_accounting import dp_event as dpe
 from dp_accounting.pld import pld_privacy_accountant
 from dp_accounting.rdp import rdp_privacy_accountant
 
+from dpcore.accountants import ACCOUNTANTS
 from dpcore.config import PrivacySpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import DP_MECHANISMS, dpsgd_names, get_mechanism
+from dpcore.registry import Registry
 from dpcore.sampling import BatchPlan, plan_batches
 
 SHUFFLE_NOTE = (
@@ -280,35 +282,35 @@ class Calibrator(Protocol):
                  steps: int, delta: float, *, tolerance: float) -> float: ...
 
 
-#: Registered calibration accountants: name -> :class:`Calibrator`. ``rdp`` and ``pld``
-#: (dp_accounting) are registered here; a backend registers its library's own (the torch
-#: backend's ``torchpipe.accounting`` registers Opacus's ``prv``) when it is imported.
-CALIBRATORS: dict[str, Calibrator] = {}
+#: Registered calibrators: ``factors.calibration_accountant`` name -> :class:`Calibrator`.
+#: ``rdp`` and ``pld`` (dp_accounting) are registered here; a backend registers its library's
+#: own (the torch backend's ``torchpipe.accounting`` registers Opacus's ``prv``) when it is
+#: imported. Each name is one of :data:`dpcore.accountants.ACCOUNTANTS`, which states what it
+#: supports.
+CALIBRATORS: Registry[str, Calibrator] = Registry("calibrators",
+                                                  key="factors.calibration_accountant")
 
 #: Calibration accountants a backend provides: name -> the backend (a name of
-#: :data:`dpcore.backend.BACKEND_PACKAGES`) whose import registers it. The compare layer
-#: loads that backend (:func:`dpcore.backend.load_backend`) before it calibrates with one.
-CALIBRATOR_BACKENDS: dict[str, str] = {"prv": "torch"}
-
-
-def register_calibrator(name: str, calibrator: Calibrator) -> None:
-    """Register ``calibrator`` under ``name`` (a later registration of a name replaces it)."""
-    CALIBRATORS[name] = calibrator
+#: :data:`dpcore.backend.BACKEND_PACKAGES`) whose import registers it (the ``provider`` of
+#: its :data:`dpcore.accountants.ACCOUNTANTS` entry). The compare layer loads that backend
+#: (:func:`dpcore.backend.load_backend`) before it calibrates with one.
+CALIBRATOR_BACKENDS: dict[str, str] = {
+    name: accountant.provider for name, accountant in ACCOUNTANTS.items()
+    if accountant.provider is not None}
 
 
 def get_calibrator(name: str) -> Calibrator:
     """The calibrator registered as ``name``.
 
     Raises:
-        ConfigError: ``name`` is not registered (one line listing the registered ones, and
-            which backend provides it when a backend does).
+        ConfigError: ``name`` is not registered (:meth:`dpcore.registry.Registry.missing`,
+            and which backend provides it when a backend does).
     """
     if name not in CALIBRATORS:
         provider = CALIBRATOR_BACKENDS.get(name)
         hint = (f" ({name!r} is registered by the {provider} backend, which is not loaded: "
                 f"dpcore.backend.load_backend({provider!r}) registers it)") if provider else ""
-        raise ConfigError(f"calibration accountant={name!r} is not known; valid: "
-                          f"{', '.join(sorted(CALIBRATORS))}{hint}")
+        raise ConfigError(f"{CALIBRATORS.missing(name)}{hint}")
     return CALIBRATORS[name]
 
 
@@ -385,10 +387,12 @@ def _calibrate_dp_accounting(
         ) from exc
 
 
+@CALIBRATORS.register("rdp")
 def _rdp_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
                     delta: float, *, tolerance: float) -> float:
-    """dp_accounting's RDP accountant as a :class:`Calibrator` (for the mechanisms that list
-    ``rdp`` among their accountants: not Laplace, whose subsampled event it does not know)."""
+    """dp_accounting's RDP accountant as a :class:`Calibrator` (for the mechanisms it
+    supports, :attr:`~dpcore.mechanisms.DpSgdMechanism.accountants`: not Laplace, whose
+    subsampled event it does not know)."""
     known = get_mechanism(mechanism)
     if "rdp" not in known.accountants:
         raise ConfigError(f"calibration accountant='rdp' does not know {mechanism} "
@@ -398,15 +402,12 @@ def _rdp_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float,
                                     delta, tolerance=tolerance)
 
 
+@CALIBRATORS.register("pld")
 def _pld_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
                     delta: float, *, tolerance: float) -> float:
     """dp_accounting's PLD accountant (bounded grid) as a :class:`Calibrator`."""
     return _calibrate_dp_accounting("pld", mechanism, target_epsilon, sampling_rate, steps,
                                     delta, tolerance=tolerance)
-
-
-register_calibrator("rdp", _rdp_calibrator)
-register_calibrator("pld", _pld_calibrator)
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,9 @@ from the config's ``model.layers`` (:func:`dpcore.layers.parse_layers`). ``tfpip
 and ``torchpipe.models`` each interpret this one description, so the two frameworks cannot
 drift apart: same layers, same names, same padding, same weight shapes.
 
-Each layer type's shape rule and weight shapes are registered per type
-(:func:`register_shape_rule`, :func:`register_weight_shapes`; :mod:`dpcore.layer_registry`),
-as each backend registers one builder per type (``register_layer_builder``).
+Each layer type states its own shape rule and weights (:class:`dpcore.layers.Layer`); each
+backend registers one builder per type (``LAYER_BUILDERS.register``). An architecture is one
+function registered in :data:`IMAGE_ARCHITECTURES` (or :data:`TEXT_ARCHITECTURES`).
 
 Conventions (the contract of both backends):
 
@@ -33,12 +33,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from dpcore.activations import ActivationSpec
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
-from dpcore.layer_registry import LayerRegistry
 from dpcore.layers import (
     GROUPNORM_EPSILON,
     LAYER_TYPES,
@@ -55,29 +53,24 @@ from dpcore.layers import (
     MaxPool2D,
     Residual,
     Scattering2D,
+    Shape,
+    Tracer,
+    conv_output_size,
     parse_layers,
     resolve_layers,
+    scattering_channels,
 )
+from dpcore.registry import Registry
+from dpcore.suggest import did_you_mean
 
 MAX_GROUPS = 32
 
 CUSTOM_MODEL = "custom"
 """``model.name`` of a model declared in the config (``model.layers``)."""
 
-Shape = tuple[int, ...]
-
 
 CONV_TYPES = (Conv2D, Conv1D)
 """Layer types Grad-CAM may target (the last one is the default target)."""
-
-WEIGHT_KINDS: dict[type, str] = {
-    Conv2D: "conv2d",
-    Conv1D: "conv1d",
-    Dense: "dense",
-    GroupNorm: "groupnorm",
-    Embedding: "embedding",
-}
-"""Layer type -> weight kind used by :mod:`dpcore.weights` for layout conversions."""
 
 
 @dataclass(frozen=True)
@@ -108,14 +101,16 @@ class Architecture:
         yield from _walk(self.layers)
 
     def trace(self) -> dict[str, tuple[Shape, Shape]]:
-        """Layer name -> (input shape, output shape), per example. Raises on an empty map.
+        """Layer name -> (input shape, output shape), per example (each layer's
+        :meth:`~dpcore.layers.Layer.output_shape`).
 
         Raises:
             ConfigError: if the input is too small for the architecture (a map size < 1),
                 or layer names are not unique.
         """
         shapes: dict[str, tuple[Shape, Shape]] = {}
-        out = Tracer(self, shapes).trace(self.layers, tuple(self.input_shape))
+        out = Tracer(self.name, tuple(self.input_shape), shapes).trace(
+            self.layers, tuple(self.input_shape))
         if out != (self.n_classes,):
             raise ConfigError(
                 f"model {self.name!r} ends with shape {out}, expected ({self.n_classes},)"
@@ -127,20 +122,14 @@ class Architecture:
         shapes = self.trace()
         out: dict[str, Shape] = {}
         for layer in self.walk():
-            rule = WEIGHT_SHAPE_RULES.get(type(layer))
-            if rule is not None:
-                in_shape = shapes[layer.name][0]
-                out.update((f"{layer.name}.{param}", shape)
-                           for param, shape in rule(layer, in_shape).items())
+            out.update((f"{layer.name}.{param}", shape)
+                       for param, shape in layer.weight_shapes(shapes[layer.name][0]).items())
         return out
 
     def weight_kinds(self) -> dict[str, str]:
         """Layer name -> weight kind (``conv2d``, ``conv1d``, ``dense``, ...), param layers only."""
-        return {
-            layer.name: WEIGHT_KINDS[type(layer)]
-            for layer in self.walk()
-            if type(layer) in WEIGHT_KINDS and getattr(layer, "affine", True)
-        }
+        return {layer.name: kind for layer in self.walk()
+                if (kind := layer.weight_kind()) is not None}
 
     def last_conv(self) -> str:
         """Name of the last convolution in forward order (the default Grad-CAM target)."""
@@ -193,21 +182,6 @@ def same_padding(size: int, kernel: int, stride: int) -> tuple[int, int]:
     return total // 2, total - total // 2
 
 
-def conv_output_size(size: int, kernel: int, stride: int, padding: str) -> int:
-    """Output length of a convolution/pooling along one axis (TF semantics)."""
-    if padding == "same":
-        return math.ceil(size / stride)
-    if padding == "valid":
-        return (size - kernel) // stride + 1
-    raise ConfigError(f"padding={padding!r} is not known; valid: same, valid")
-
-
-def scattering_channels(J: int, L: int) -> int:
-    """Scattering coefficients per input channel of a 2nd-order 2-D scattering:
-    ``1 + J L + L**2 J (J - 1) / 2`` (81 for J=2, L=8; kymatio's count)."""
-    return 1 + J * L + L * L * J * (J - 1) // 2
-
-
 def group_count(channels: int) -> int:
     """GroupNorm groups for ``channels``: the largest divisor of it that is <= 32.
 
@@ -217,191 +191,26 @@ def group_count(channels: int) -> int:
     return max(g for g in range(1, min(MAX_GROUPS, channels) + 1) if channels % g == 0)
 
 
-def _too_small(arch: Architecture, layer: Layer, in_shape: Shape) -> ConfigError:
-    return ConfigError(
-        f"input_shape={tuple(arch.input_shape)} is too small for model {arch.name!r}: layer "
-        f"{layer.name!r} receives a map of shape {in_shape}; use a larger image size "
-        "(data.image_size, e.g. --set data.image_size=16)"
-    )
-
-
-@dataclass(frozen=True)
-class Tracer:
-    """What a shape rule may use besides its layer: the architecture (for messages) and the
-    traced shapes so far (a :class:`Residual` traces its branches with :meth:`trace`)."""
-
-    arch: Architecture
-    shapes: dict[str, tuple[Shape, Shape]]
-
-    def trace(self, layers: tuple[Layer, ...], shape: Shape) -> Shape:
-        """The output shape of ``layers`` applied to ``shape``; records every layer's shapes.
-
-        Raises:
-            ConfigError: a layer name used twice, or a shape a layer's rule refuses.
-        """
-        for layer in layers:
-            if layer.name in self.shapes:
-                raise ConfigError(f"model {self.arch.name!r}: layer name {layer.name!r} is "
-                                  "used twice")
-            out = SHAPE_RULES[type(layer)](layer, shape, self)
-            self.shapes[layer.name] = (shape, out)
-            shape = out
-        return shape
-
-
-#: Per-example output shape of a layer: ``rule(layer, input shape, tracer) -> output shape``;
-#: raises ConfigError (:func:`_too_small`, :func:`_need_rank`) for an input it cannot take.
-ShapeRule = Callable[[Any, Shape, Tracer], Shape]
-#: Weights of a layer: ``rule(layer, input shape) -> {parameter: shape}`` in the neutral
-#: layout (:mod:`dpcore.weights`), in a fixed order; layer types without one have no weights.
-WeightShapeRule = Callable[[Any, Shape], dict[str, Shape]]
-
-SHAPE_RULES: LayerRegistry[ShapeRule] = LayerRegistry("shape rule")
-WEIGHT_SHAPE_RULES: LayerRegistry[WeightShapeRule] = LayerRegistry("weight-shape rule")
-register_shape_rule = SHAPE_RULES.register
-register_weight_shapes = WEIGHT_SHAPE_RULES.register
-
-
-@register_shape_rule(Conv2D)
-def _conv2d_shape(layer: Conv2D, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 3)
-    h, w = (conv_output_size(n, layer.kernel, layer.stride, layer.padding) for n in shape[:2])
-    if h < 1 or w < 1:
-        raise _too_small(t.arch, layer, shape)
-    return (h, w, layer.filters)
-
-
-@register_shape_rule(MaxPool2D)
-def _maxpool2d_shape(layer: MaxPool2D, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 3)
-    h, w = (conv_output_size(n, layer.pool, layer.stride, "valid") for n in shape[:2])
-    if h < 1 or w < 1:
-        raise _too_small(t.arch, layer, shape)
-    return (h, w, shape[2])
-
-
-@register_shape_rule(Conv1D)
-def _conv1d_shape(layer: Conv1D, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 2)
-    n = conv_output_size(shape[0], layer.kernel, layer.stride, layer.padding)
-    if n < 1:
-        raise _too_small(t.arch, layer, shape)
-    return (n, layer.filters)
-
-
-@register_shape_rule(Scattering2D)
-def _scattering2d_shape(layer: Scattering2D, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 3)
-    if min(shape[:2]) < 2 ** (layer.J + 1):
-        # kymatio reflect-pads by up to 2**J px per side, which needs a larger map
-        raise ConfigError(
-            f"input_shape={tuple(t.arch.input_shape)} is too small for model "
-            f"{t.arch.name!r}: its scattering (J={layer.J}) needs images of at least "
-            f"{2 ** (layer.J + 1)}x{2 ** (layer.J + 1)} px (e.g. --set "
-            "data.image_size=16)"
-        )
-    return (shape[0] // 2 ** layer.J, shape[1] // 2 ** layer.J,
-            shape[2] * scattering_channels(layer.J, layer.L))
-
-
-@register_shape_rule(GroupNorm)
-def _groupnorm_shape(layer: GroupNorm, shape: Shape, t: Tracer) -> Shape:
-    if shape[-1] % layer.groups:
-        raise ConfigError(
-            f"model {t.arch.name!r}: layer {layer.name!r} has {layer.groups} groups, "
-            f"which do not divide its {shape[-1]} channels"
-        )
-    return shape
-
-
-@register_shape_rule(Activation)
-def _same_shape(layer: Layer, shape: Shape, t: Tracer) -> Shape:
-    return shape
-
-
-@register_shape_rule(Flatten)
-def _flatten_shape(layer: Flatten, shape: Shape, t: Tracer) -> Shape:
-    return (math.prod(shape),)
-
-
-@register_shape_rule(GlobalAvgPool2D)
-def _global_avg_pool2d_shape(layer: GlobalAvgPool2D, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 3)
-    return (shape[2],)
-
-
-@register_shape_rule(GlobalMaxPool1D)
-def _global_max_pool1d_shape(layer: GlobalMaxPool1D, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 2)
-    return (shape[1],)
-
-
-@register_shape_rule(Dense)
-def _dense_shape(layer: Dense, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 1)
-    return (layer.units,)
-
-
-@register_shape_rule(Embedding)
-def _embedding_shape(layer: Embedding, shape: Shape, t: Tracer) -> Shape:
-    _need_rank(t.arch, layer, shape, 1)
-    return (shape[0], layer.dim)
-
-
-@register_shape_rule(Residual)
-def _residual_shape(layer: Residual, shape: Shape, t: Tracer) -> Shape:
-    body = t.trace(layer.body, shape)
-    short = t.trace(layer.shortcut, shape)
-    if body != short:
-        raise ConfigError(
-            f"model {t.arch.name!r}: residual {layer.name!r} adds shapes {body} and {short}"
-        )
-    return body
-
-
-@register_weight_shapes(Conv2D)
-def _conv2d_weights(layer: Conv2D, in_shape: Shape) -> dict[str, Shape]:
-    out: dict[str, Shape] = {"kernel": (layer.kernel, layer.kernel, in_shape[-1], layer.filters)}
-    if layer.use_bias:
-        out["bias"] = (layer.filters,)
-    return out
-
-
-@register_weight_shapes(Conv1D)
-def _conv1d_weights(layer: Conv1D, in_shape: Shape) -> dict[str, Shape]:
-    out: dict[str, Shape] = {"kernel": (layer.kernel, in_shape[-1], layer.filters)}
-    if layer.use_bias:
-        out["bias"] = (layer.filters,)
-    return out
-
-
-@register_weight_shapes(Dense)
-def _dense_weights(layer: Dense, in_shape: Shape) -> dict[str, Shape]:
-    out: dict[str, Shape] = {"kernel": (in_shape[-1], layer.units)}
-    if layer.use_bias:
-        out["bias"] = (layer.units,)
-    return out
-
-
-@register_weight_shapes(GroupNorm)
-def _groupnorm_weights(layer: GroupNorm, in_shape: Shape) -> dict[str, Shape]:
-    return {"gamma": (in_shape[-1],), "beta": (in_shape[-1],)} if layer.affine else {}
-
-
-@register_weight_shapes(Embedding)
-def _embedding_weights(layer: Embedding, in_shape: Shape) -> dict[str, Shape]:
-    return {"embeddings": (layer.vocab_size, layer.dim)}
-
-
-def _need_rank(arch: Architecture, layer: Layer, shape: Shape, rank: int) -> None:
-    if len(shape) != rank:
-        raise ConfigError(
-            f"model {arch.name!r}: layer {layer.name!r} needs a rank-{rank} input per example, "
-            f"got shape {shape} (input_shape={tuple(arch.input_shape)})"
-        )
-
-
 # --------------------------------------------------------------------------- the zoo
+#: Builds an image model's layer graph: ``(spec, input shape (H, W, C), n_classes)``.
+ImageArchitecture = Callable[[ModelSpec, Shape, int], tuple[Layer, ...]]
+#: Builds a text model's layer graph: ``(spec, input shape (L,), n_classes, vocab_size)``.
+TextArchitecture = Callable[[ModelSpec, Shape, int, int], tuple[Layer, ...]]
+
+#: ``model.name`` -> the layer graph of an image model, in registration order.
+IMAGE_ARCHITECTURES: Registry[str, ImageArchitecture] = Registry(
+    "image architectures", key="model.name")
+#: ``model.name`` -> the layer graph of a text model (token ids in), in registration order.
+TEXT_ARCHITECTURES: Registry[str, TextArchitecture] = Registry(
+    "text architectures", key="model.name")
+
+
+def model_names() -> tuple[str, ...]:
+    """Every registered ``model.name`` (image architectures, then text ones), in
+    registration order; ``custom`` (:data:`CUSTOM_MODEL`) is not one of them."""
+    return (*IMAGE_ARCHITECTURES, *TEXT_ARCHITECTURES)
+
+
 def _scaled(base: int, width: float) -> int:
     """A channel (or unit) count scaled by the width multiplier, at least 1."""
     return max(1, int(round(base * width)))
@@ -416,6 +225,7 @@ def _conv_gn_act(name: str, filters: int, kernel: int = 3, stride: int = 1) -> l
     ]
 
 
+@IMAGE_ARCHITECTURES.register("cnn4")
 def cnn4(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
     """The MNIST convnet of the TF Privacy and Opacus tutorials.
 
@@ -438,6 +248,7 @@ def cnn4(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ..
     )
 
 
+@IMAGE_ARCHITECTURES.register("resnet18")
 def resnet18(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
     """ResNet-18 (BasicBlock x [2, 2, 2, 2]) with GroupNorm and a small-image stem.
 
@@ -519,6 +330,11 @@ def _vgg(config: str) -> Callable[[ModelSpec, Shape, int], tuple[Layer, ...]]:
     return build
 
 
+IMAGE_ARCHITECTURES.register("vgg11")(_vgg("vgg11"))
+IMAGE_ARCHITECTURES.register("vgg16")(_vgg("vgg16"))
+
+
+@IMAGE_ARCHITECTURES.register("alexnet")
 def alexnet(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
     """AlexNet for small images: 5 convs (64-192-384-256-256, GroupNorm) and 3 dense layers.
 
@@ -578,6 +394,7 @@ def _scatter_front() -> list[Layer]:
     ]
 
 
+@IMAGE_ARCHITECTURES.register("scatter-linear")
 def scatter_linear(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
     """ScatterNet + linear (Tramer & Boneh, ICLR 2021, "Differentially Private Learning Needs
     Better Features", Section 3 and their ``ScatterLinear``).
@@ -591,6 +408,7 @@ def scatter_linear(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple
     return (*_scatter_front(), Flatten("flatten"), Dense("fc", n_classes))
 
 
+@IMAGE_ARCHITECTURES.register("scatter-cnn")
 def scatter_cnn(spec: ModelSpec, input_shape: Shape, n_classes: int) -> tuple[Layer, ...]:
     """ScatterNet + small CNN (Tramer & Boneh, ICLR 2021; their ``MNIST_CNN`` and
     ``CIFAR10_CNN`` built on scattered inputs, the ``--use_scattering`` rows of their tables).
@@ -633,6 +451,7 @@ TEXTCNN_KERNEL = 5
 TEXTCNN_HIDDEN = 64
 
 
+@TEXT_ARCHITECTURES.register("textcnn")
 def textcnn(
     spec: ModelSpec, input_shape: Shape, n_classes: int, vocab_size: int
 ) -> tuple[Layer, ...]:
@@ -653,28 +472,13 @@ def textcnn(
     )
 
 
-IMAGE_ARCHITECTURES: dict[str, Callable[[ModelSpec, Shape, int], tuple[Layer, ...]]] = {
-    "cnn4": cnn4,
-    "resnet18": resnet18,
-    "vgg11": _vgg("vgg11"),
-    "vgg16": _vgg("vgg16"),
-    "alexnet": alexnet,
-    "scatter-linear": scatter_linear,
-    "scatter-cnn": scatter_cnn,
-}
-TEXT_ARCHITECTURES = {"textcnn": textcnn}
-MODEL_NAMES: tuple[str, ...] = (*IMAGE_ARCHITECTURES, *TEXT_ARCHITECTURES)
-"""The registry names both backends' ``MODELS`` must expose, in this order."""
-
-
 __all__ = [
     "CONV_TYPES", "CUSTOM_MODEL", "GROUPNORM_EPSILON", "IMAGE_ARCHITECTURES", "LAYER_TYPES",
-    "MODEL_NAMES", "SHAPE_RULES", "TEXT_ARCHITECTURES", "WEIGHT_SHAPE_RULES", "Activation",
-    "Architecture", "Conv1D", "Conv2D", "Dense", "Embedding", "Flatten", "GlobalAvgPool2D",
-    "GlobalMaxPool1D", "GroupNorm", "Layer", "MaxPool2D", "Residual", "Scattering2D", "Tracer",
-    "architecture", "check_layer_names", "conv_output_size", "custom_layers", "explainable",
-    "group_count", "parse_layers", "register_shape_rule", "register_weight_shapes",
-    "same_padding", "scattering_channels",
+    "TEXT_ARCHITECTURES", "Activation", "Architecture", "Conv1D", "Conv2D", "Dense",
+    "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool1D", "GroupNorm", "Layer",
+    "MaxPool2D", "Residual", "Scattering2D", "Shape", "Tracer", "architecture",
+    "check_layer_names", "conv_output_size", "custom_layers", "explainable", "group_count",
+    "model_names", "parse_layers", "same_padding", "scattering_channels",
 ]
 
 
@@ -712,9 +516,10 @@ def architecture(
             ``vocab_size`` for ``textcnn``, or an input too small for the network.
     """
     name = spec.name
-    if name not in MODEL_NAMES and name != CUSTOM_MODEL:
-        raise ConfigError(f"model.name={name!r} is not known; valid: {', '.join(MODEL_NAMES)}, "
-                          f"or {CUSTOM_MODEL} with model.layers")
+    if name not in model_names() and name != CUSTOM_MODEL:
+        raise ConfigError(f"model.name={name!r} is not known"
+                          f"{did_you_mean(name, (*model_names(), CUSTOM_MODEL))}; valid: "
+                          f"{', '.join(model_names())}, or {CUSTOM_MODEL} with model.layers")
     shape = tuple(input_shape)
     if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in shape):
         raise ConfigError(f"input_shape={shape!r} must be positive integers")

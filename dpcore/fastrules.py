@@ -1,5 +1,5 @@
-"""What the two fast DP engines (:mod:`tfpipe.fast`, :mod:`torchpipe.fast`) share: the
-registry of per-layer rules and Book-Keeping's per-layer cost rule. Framework-neutral.
+"""What the two fast DP engines (:mod:`tfpipe.fast`, :mod:`torchpipe.fast`) share:
+Book-Keeping's per-layer cost rule. Framework-neutral.
 
 **Book-Keeping clipping** (Bu, Wang, Zha, Karypis, "Differentially private optimization on
 large model at small cost", ICML 2023; the ``fastDP`` code): one forward and one backward
@@ -20,16 +20,12 @@ are its unfolded patches). From them, per layer,
   pass: no gradient flows through any other layer again, only the layer's own weight
   gradient is formed from the kept ``a`` and ``g`` (the op the plain backward runs for it).
 
-A layer type's rule is one class per backend registered with its registry's decorator
-(``@register_fast_rule(nn.Conv2d)``); :class:`RuleRegistry` looks rules up by exact type.
+Each backend files its rules in its own :class:`dpcore.registry.Registry`, keyed by the exact
+framework class a rule handles (``@FAST_RULES.register(nn.Conv2d)``; one rule may handle
+several classes).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
-
-R = TypeVar("R")
 
 #: The cost rule's name as recorded in a run's ``perf`` entry.
 COST_RULE = "Book-Keeping (Bu et al. 2023): ghost norm where 2 T^2 < p d, else per-example"
@@ -49,39 +45,3 @@ def use_ghost_norm(positions: int, fan_in: int, fan_out: int, kind: str = "l2") 
         ``2 T^2 < p d`` for L2 (Bu et al. 2023, ICML, Book-Keeping's hybrid rule).
     """
     return kind == "l2" and 2 * positions * positions < fan_in * fan_out
-
-
-class RuleRegistry(Generic[R]):
-    """One backend's fast rules by exact layer type (an Opacus-style registry).
-
-    ``register(*types)`` is a class decorator that instantiates the rule class once and files
-    it under each type; :meth:`get` returns None for an unregistered type (the engine then
-    names the layer as unsupported).
-    """
-
-    def __init__(self, backend: str) -> None:
-        self.backend = backend
-        self._rules: dict[type, R] = {}
-
-    def register(self, *layer_types: type) -> Callable[[type[R]], type[R]]:
-        """Class decorator: one instance of the decorated rule handles ``layer_types``."""
-        def decorate(rule_class: type[R]) -> type[R]:
-            rule = rule_class()
-            for layer_type in layer_types:
-                self._rules[layer_type] = rule
-            return rule_class
-        return decorate
-
-    def get(self, layer_type: type) -> R | None:
-        """The rule of exactly ``layer_type`` (no subclass lookup: a subclass may compute
-        something else), or None."""
-        return self._rules.get(layer_type)
-
-    def __contains__(self, layer_type: object) -> bool:
-        return layer_type in self._rules
-
-    def __iter__(self) -> Iterator[type]:
-        return iter(self._rules)
-
-    def __len__(self) -> int:
-        return len(self._rules)

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
+from dpcore.architectures import CUSTOM_MODEL, model_names
+from dpcore.datasets import DATASETS, PATH_PREFIXES
 from dpcore.errors import ConfigError
 from dpcore.suggest import did_you_mean
 
@@ -49,10 +51,7 @@ def check_names(config: object) -> None:
     Raises:
         ConfigError: naming the key, the bad value, a suggestion and the valid names.
     """
-    from dpcore.architectures import CUSTOM_MODEL, MODEL_NAMES
-    from dpcore.data.registry import DATASETS, PATH_PREFIXES
-
-    model_names = (*MODEL_NAMES, CUSTOM_MODEL)
+    models = (*model_names(), CUSTOM_MODEL)
     data_name = str(config.data.name)  # type: ignore[attr-defined]
     if data_name not in DATASETS and not data_name.startswith(tuple(PATH_PREFIXES)):
         raise ConfigError(
@@ -60,7 +59,7 @@ def check_names(config: object) -> None:
             f"valid: {', '.join(DATASETS)}, or "
             f"{', or '.join(prefix + 'PATH' for prefix in PATH_PREFIXES)}")
     model_name = str(config.model.name)  # type: ignore[attr-defined]
-    if model_name not in model_names:
+    if model_name not in models:
         raise ConfigError(
-            f"model.name={model_name!r} is not known{did_you_mean(model_name, model_names)}; "
-            f"valid: {', '.join(model_names)}")
+            f"model.name={model_name!r} is not known{did_you_mean(model_name, models)}; "
+            f"valid: {', '.join(models)}")

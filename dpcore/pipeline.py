@@ -83,7 +83,8 @@ def prepare_dataset(config: RunConfig, data_dir: str | Path | None = None) -> Da
     if config.data.ldp_mechanism is None:
         return dataset
     from dpcore.data.cache import cache_dir
-    from dpcore.ldp import build_mechanism, privatize_dataset
+    from dpcore.ldp import build_mechanism
+    from dpcore.ldp.privatize import privatize_dataset
 
     mechanism = build_mechanism(config.data.ldp_mechanism, config.data.ldp_params)
     noisy = privatize_dataset(dataset, mechanism, config.seed, cache_dir(root) / "ldp")

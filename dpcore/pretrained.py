@@ -41,6 +41,7 @@ import numpy as np
 
 from dpcore.architectures import Architecture
 from dpcore.errors import ConfigError
+from dpcore.registry import Registry
 from dpcore.torchfile import read_state_dict
 from dpcore.weights import TORCH_PARAM_NAMES, Weights, check_weights, from_torch_layout
 
@@ -77,11 +78,15 @@ def _is_torchvision_resnet(keys: Mapping[str, object]) -> bool:
     return any(k.startswith("layer1.0.") for k in keys)
 
 
-#: Architecture name -> (does this state_dict use the foreign names?, key translator).
-STATE_DICT_NAMES: dict[str, tuple[Callable[[Mapping[str, object]], bool],
-                                  Callable[[str], tuple[str, str] | None]]] = {
-    "resnet18": (_is_torchvision_resnet, torchvision_resnet18_key),
-}
+#: A foreign naming scheme of an architecture's ``state_dict``: (does this state_dict use
+#: the foreign names?, key translator).
+ForeignNames = tuple[Callable[[Mapping[str, object]], bool],
+                     Callable[[str], tuple[str, str] | None]]
+
+#: Architecture name -> its foreign naming scheme (``STATE_DICT_NAMES.register(name)``).
+STATE_DICT_NAMES: Registry[str, ForeignNames] = Registry("foreign state_dict namings",
+                                                         key="model.name")
+STATE_DICT_NAMES.register("resnet18")((_is_torchvision_resnet, torchvision_resnet18_key))
 
 
 def zoo_key(key: str) -> tuple[str, str] | None:

@@ -53,6 +53,7 @@ from dpcore.mechanisms import (
     privatises_images,
 )
 from dpcore.recipes import effective_factors
+from dpcore.registry import Registry
 
 ADD_REMOVE = "add-or-remove-one example"
 REPLACE_ONE = "replace-one example (the data set's size is public)"
@@ -114,6 +115,13 @@ class StepFacts:
 
 
 # -- settings no bound covers: each returns the reason, or None ----------------------------
+#: Registered checks, by name, in registration order: any reason they give makes the proved
+#: epsilon ``None`` (``@UNPROVABLE.register()`` on ``check(facts) -> reason or None``).
+UNPROVABLE: Registry[str, Callable[[StepFacts], str | None]] = Registry(
+    "unprovable-setting checks", key="check", key_of=lambda check: check.__name__)
+
+
+@UNPROVABLE.register()
 def _data_dependent_divisor(f: StepFacts) -> str | None:
     if f.divisor in DATA_DEPENDENT_DIVISORS:
         return (f"the noised sum is divided by the {f.divisor}, which depends on who is in the "
@@ -121,6 +129,7 @@ def _data_dependent_divisor(f: StepFacts) -> str | None:
     return None
 
 
+@UNPROVABLE.register()
 def _standardised(f: StepFacts) -> str | None:
     if f.input_scaling == "standardised":
         return ("the pixel mean and std of the private training set are released without "
@@ -128,17 +137,12 @@ def _standardised(f: StepFacts) -> str | None:
     return None
 
 
+@UNPROVABLE.register()
 def _train_accuracy(f: StepFacts) -> str | None:
     if f.eval_split == "train":
         return ("the reported accuracy is measured on the private training set and released "
                 "without noise (eval_split=train); no bound covers it")
     return None
-
-
-#: Registered checks: any reason they give makes the proved epsilon ``None``.
-UNPROVABLE: tuple[Callable[[StepFacts], str | None], ...] = (
-    _data_dependent_divisor, _standardised, _train_accuracy,
-)
 
 
 def _base_event(mechanism: str, noise_multiplier: float) -> dpe.DpEvent:
@@ -160,7 +164,7 @@ def _epsilon(event: dpe.DpEvent, mechanism: str, delta: float) -> tuple[float | 
 
 def proved_dpsgd(f: StepFacts) -> ProvedEpsilon:
     """The proved epsilon of a DP-SGD run described by ``f`` (see the module docstring)."""
-    reasons = [r for check in UNPROVABLE if (r := check(f)) is not None]
+    reasons = [r for check in UNPROVABLE.values() if (r := check(f)) is not None]
     if reasons:
         return ProvedEpsilon(None, "", "; ".join(reasons))
     if f.noise_multiplier <= 0:

@@ -7,7 +7,10 @@ benchmarks, which import the backends, only by loading their entry module by nam
 
 The graph is read from the source with ``ast`` (nothing is imported), over every import
 statement, including the lazy ones inside functions: a lazy import hides a cycle from Python's
-import machinery, not from the design.
+import machinery, not from the design. Two graphs must be acyclic: the modules' own imports,
+and the same with the ``__init__`` of every package Python initialises on the way to an
+imported module (importing ``dpcore.ldp.mechanisms`` runs ``dpcore/ldp/__init__.py`` first).
+A lazy import that closes a cycle through a package's ``__init__`` fails the second.
 """
 
 from __future__ import annotations
@@ -78,15 +81,40 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]
                     yield base, alias.name, node.lineno
 
 
+def _module_of(target: str, modules: dict[str, Path]) -> str:
+    """The bench's module an imported name lives in (``a.b.c`` of a package path -> the
+    longest prefix that is a module), or "" for a module outside the bench."""
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target
+
+
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
     """Module -> the bench's modules it imports."""
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, path in modules.items():
         for target, _, _ in imports_of(name, path, modules):
-            while target and target not in modules:  # `import a.b.c` of a package path
-                target = target.rpartition(".")[0]
+            target = _module_of(target, modules)
             if target and target != name:
                 graph[name].add(target)
+    return graph
+
+
+def package_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the bench's modules its imports run (every statement, lazy and type-only
+    ones too): each imported module with every package whose ``__init__`` Python runs on the
+    way there (the packages that hold the importer itself are already initialised when it
+    runs)."""
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        own = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+        for target, _, _ in imports_of(name, path, modules):
+            target = _module_of(target, modules)
+            if not target:
+                continue
+            parts = target.split(".")
+            runs = {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
+            graph[name] |= {m for m in runs if m in modules and m not in own and m != name}
     return graph
 
 
@@ -149,6 +177,50 @@ def test_the_graph_sees_lazy_and_relative_imports(tmp_path: Path) -> None:
 def test_no_import_cycle() -> None:
     cycles = find_cycles(import_graph(module_files()))
     assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_no_import_cycle_through_a_package_init() -> None:
+    """No module, by a lazy import or through a package's ``__init__``, runs an import that
+    leads back to itself (dpcore's layers point one way: the configs read the registries'
+    names from leaf modules, never from the layers above them)."""
+    cycles = find_cycles(package_graph(module_files()))
+    assert not cycles, "import cycles: " + "; ".join(" <-> ".join(c) for c in cycles)
+
+
+def test_the_package_graph_sees_a_cycle_a_lazy_import_hides_in_a_package(tmp_path: Path
+                                                                         ) -> None:
+    """``choices`` imports a leaf module lazily, but the leaf's package ``__init__`` imports
+    a module that imports ``choices``: a cycle only the package graph shows (each file's own
+    imports form none)."""
+    root = tmp_path / "dpcore"
+    (root / "ldp").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "choices.py").write_text(
+        "def names():\n    from dpcore.ldp.leaf import NAMES\n    return NAMES\n")
+    (root / "ldp" / "__init__.py").write_text("from dpcore.ldp.heavy import run\n")
+    (root / "ldp" / "leaf.py").write_text("NAMES = ('a',)\n")
+    (root / "ldp" / "heavy.py").write_text("from dpcore.choices import names\nrun = 1\n")
+    modules = module_files(tmp_path)
+    assert find_cycles(import_graph(modules)) == []
+    graph = package_graph(modules)
+    assert graph["dpcore.choices"] == {"dpcore.ldp", "dpcore.ldp.leaf"}
+    assert graph["dpcore.ldp.heavy"] == {"dpcore.choices"}  # dpcore.ldp is its own package
+    assert find_cycles(graph) == [["dpcore.choices", "dpcore.ldp", "dpcore.ldp.heavy"]]
+
+
+def test_the_configs_import_only_leaf_modules() -> None:
+    """What importing :mod:`dpcore.config` runs holds no module that imports the configs
+    back, even for types only: the allowed names come from the registries' leaf modules."""
+    modules = module_files()
+    graph, full = package_graph(modules), import_graph(modules)
+    reached, todo = set(), ["dpcore.config"]
+    while todo:
+        for nxt in graph[todo.pop()] - reached:
+            reached.add(nxt)
+            todo.append(nxt)
+    config = {m for m in modules if m == "dpcore.config" or m.startswith("dpcore.config.")}
+    back = sorted(m for m in reached - config if full[m] & config)
+    assert not back, "modules the configs import that import the configs: " + ", ".join(back)
 
 
 def test_no_private_name_is_imported_across_packages() -> None:

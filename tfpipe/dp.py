@@ -36,7 +36,13 @@ from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras
 from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import NOISE_SAMPLERS
+from dpcore.registry import Registry
 from dpcore.trainloop import StepMechanism
+
+#: The DP query of each noise sampler of :data:`dpcore.mechanisms.NOISE_SAMPLERS`, by name
+#: (``StepMechanism.noise_kind``); built as ``cls(clip_norm, noise_scale, seed)``.
+QUERIES: Registry[str, type[dp_query.SumAggregationDPQuery]] = Registry(
+    "TF Privacy DP queries", key="noise sampler")
 
 #: Adam's epsilon in both backends (Keras's default; torchpipe.dp.KerasAdam applies it where
 #: Keras does, so the two update rules are identical).
@@ -94,6 +100,7 @@ def _laplace_noise(generator: tf.random.Generator, shape: tf.Tensor, scale: tf.T
 
 
 # ------------------------------------------------------------------------------ DP queries
+@QUERIES.register("gaussian")
 class SeededGaussianSumQuery(gaussian_query.GaussianSumQuery):
     """``GaussianSumQuery`` whose noise comes from a seeded generator, with chunk clipping.
 
@@ -122,6 +129,7 @@ class SeededGaussianSumQuery(gaussian_query.GaussianSumQuery):
         return result, global_state, event
 
 
+@QUERIES.register("laplace")
 class LaplaceSumQuery(dp_query.SumAggregationDPQuery):
     """Sum query with per-record L1 clipping and Laplace noise (Laplace DP-SGD).
 
@@ -175,13 +183,6 @@ class PlainSumQuery(no_privacy_query.NoPrivacySumQuery):
     def preprocess_batch(self, params: Any, records: Sequence[tf.Tensor]) -> Records:
         """Identity (nothing is clipped)."""
         return list(records)
-
-
-#: The DP query of each noise sampler of :data:`dpcore.mechanisms.NOISE_SAMPLERS`, by name
-#: (``StepMechanism.noise_kind``); built as ``cls(clip_norm, noise_scale, seed)``.
-QUERIES: dict[str, type[dp_query.SumAggregationDPQuery]] = {
-    "gaussian": SeededGaussianSumQuery, "laplace": LaplaceSumQuery,
-}
 
 
 def make_query(mechanism: StepMechanism, seed: int) -> dp_query.SumAggregationDPQuery:

@@ -14,9 +14,9 @@ LayerNorm, not Conv1D/Conv2D/GroupNorm, and no L1 norms at all, which Laplace DP
    input ``a`` and output ``z``;
 2. one backward pass gives ``g = dL/dz`` for each of them (``L`` = summed loss; examples are
    independent, so ``g[i]`` is example i's own output gradient);
-3. each layer's :class:`FastRule` (one class per layer type, registered with
-   :func:`register_fast_rule`) turns ``(a, g)`` into per-example norms of its parameter
-   gradients, by the ghost norm or from per-example gradients as BK's cost rule
+3. each layer's :class:`FastRule` (registered in :data:`FAST_RULES` for its exact Keras
+   class; one rule may cover several classes) turns ``(a, g)`` into per-example norms of its
+   parameter gradients, by the ghost norm or from per-example gradients as BK's cost rule
    (:func:`dpcore.fastrules.use_ghost_norm`, ``2 T^2 < p d``) picks; summed over layers they
    give each example's flat norm and its clip factor ``C / max(norm, C)`` (the reference's
    factor, :func:`tfpipe.dp.clip_per_example`);
@@ -48,7 +48,8 @@ import tensorflow as tf
 from tensorflow_privacy.privacy.fast_gradient_clipping import gradient_clipping_utils
 
 from dpcore.errors import ConfigError
-from dpcore.fastrules import RuleRegistry, use_ghost_norm
+from dpcore.fastrules import use_ghost_norm
+from dpcore.registry import Registry
 from tfpipe.engine import TfStepEngine
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
@@ -129,13 +130,13 @@ class FastRule:
         return self.weight_gradients(layer, a, _scaled(g, factors))
 
 
-#: The TF fast rules by exact layer type.
-FAST_RULES: RuleRegistry[FastRule] = RuleRegistry("tf")
-#: Class decorator: ``@register_fast_rule(tf.keras.layers.Conv2D)`` files a rule for a type.
-register_fast_rule = FAST_RULES.register
+#: Keras layer class -> its rule (exact classes). ``@FAST_RULES.register(keras.layers.Conv2D)``
+#: on a :class:`FastRule` subclass files one instance of it under each class given.
+FAST_RULES: Registry[type, FastRule] = Registry(
+    "TF fast rules", key="Keras layer class", make=lambda rule_class: rule_class())
 
 
-@register_fast_rule(tf.keras.layers.Dense)
+@FAST_RULES.register(tf.keras.layers.Dense)
 class DenseRule(FastRule):
     """``Dense`` on rank-2 inputs (T = 1, so BK's rule always gives the ghost norm): the
     per-example kernel gradient is the outer product ``a[i] g[i]^T``, so both its L2 and its
@@ -162,7 +163,7 @@ class DenseRule(FastRule):
         return out
 
 
-@register_fast_rule(tf.keras.layers.Conv2D)
+@FAST_RULES.register(tf.keras.layers.Conv2D)
 class Conv2DRule(FastRule):
     """``Conv2D`` (channels last, groups 1): with ``P[i]`` the [T, K] input patches of example
     i (T output positions, K = kh kw c_in, ``tf.image.extract_patches`` order = the kernel's)
@@ -234,7 +235,7 @@ class Conv2DRule(FastRule):
         return out
 
 
-@register_fast_rule(tf.keras.layers.Conv1D)
+@FAST_RULES.register(tf.keras.layers.Conv1D)
 class Conv1DRule(Conv2DRule):
     """``Conv1D`` (channels last, groups 1, ``valid`` or ``same`` padding): the 2-D rule on
     a height-1 image (``[n, L, C]`` -> ``[n, 1, L, C]``, kernel ``(1, k)``); the [1, k, c_in,
@@ -252,7 +253,7 @@ class Conv1DRule(Conv2DRule):
                 [1, 1, layer.strides[0], 1], [1, 1, layer.dilation_rate[0], 1])
 
 
-@register_fast_rule(tf.keras.layers.Embedding)
+@FAST_RULES.register(tf.keras.layers.Embedding)
 class EmbeddingRule(FastRule):
     """``Embedding`` (always a ghost norm: nothing of size V D per example): example i's
     gradient of the [V, D] table is zero except in the rows of the tokens it holds, row v
@@ -285,7 +286,7 @@ class EmbeddingRule(FastRule):
         return [(layer.embeddings, tf.math.unsorted_segment_sum(rows, ids, layer.input_dim))]
 
 
-@register_fast_rule(tf.keras.layers.GroupNormalization, tf.keras.layers.LayerNormalization)
+@FAST_RULES.register(tf.keras.layers.GroupNormalization, tf.keras.layers.LayerNormalization)
 class NormalizationRule(FastRule):
     """``GroupNormalization`` on the channel axis and ``LayerNormalization``: gamma's
     per-example gradient is ``sum g[i] xhat[i]`` over the axes it is shared along (``xhat`` =

@@ -9,7 +9,7 @@ Only standard layers are used (Conv2D, MaxPool2D, Dense, GroupNormalization, Emb
 Conv1D, GlobalAveragePooling2D, GlobalMaxPooling1D, Flatten, Add) plus two parameter-free
 layers, :class:`TemperedSigmoid` and :class:`Scattering` (kymatio's scattering transform),
 so TF Privacy's vectorised per-example gradients work. Each layer description type has one
-builder, registered with ``@register_layer_builder(LayerType)`` in :data:`LAYER_BUILDERS`.
+builder, registered with ``@LAYER_BUILDERS.register(LayerType)`` in :data:`LAYER_BUILDERS`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dpcore import architectures as A
 from dpcore.activations import ActivationSpec
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
-from dpcore.layer_registry import LayerRegistry
+from dpcore.registry import Registry
 from dpcore.weights import Weights, check_weights, init_weights
 
 keras = tf.keras
@@ -144,73 +144,76 @@ class KerasContext:
 #: Builds one described layer on the symbolic tensor ``x``: ``builder(layer, x, ctx) -> y``.
 KerasBuilder = Callable[[Any, tf.Tensor, KerasContext], tf.Tensor]
 
-#: Layer description type -> its Keras builder (exact types; see :mod:`dpcore.layer_registry`).
-LAYER_BUILDERS: LayerRegistry[KerasBuilder] = LayerRegistry("Keras builder")
-register_layer_builder = LAYER_BUILDERS.register
+#: Layer type (:data:`dpcore.layers.LAYER_TYPES`) -> its Keras builder (exact types).
+LAYER_BUILDERS: Registry[type, KerasBuilder] = Registry("Keras builders", key="layer type")
+#: Layer type -> why the fast DP engine (:mod:`tfpipe.fast`) has no per-example rule
+#: for what its builder makes: a declaration that runs of a model with it use the reference
+#: engine (:func:`dpcore.backend.choose_engine` finds the module itself and records it).
+FAST_FALLBACKS: Registry[type, str] = Registry("Keras fast-engine fallbacks", key="layer type")
 
 
-@register_layer_builder(A.Conv2D)
+@LAYER_BUILDERS.register(A.Conv2D)
 def _conv2d(layer: A.Conv2D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return keras.layers.Conv2D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
                                use_bias=layer.use_bias, name=layer.name)(x)
 
 
-@register_layer_builder(A.Conv1D)
+@LAYER_BUILDERS.register(A.Conv1D)
 def _conv1d(layer: A.Conv1D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return keras.layers.Conv1D(layer.filters, layer.kernel, layer.stride, padding=layer.padding,
                                use_bias=layer.use_bias, name=layer.name)(x)
 
 
-@register_layer_builder(A.GroupNorm)
+@LAYER_BUILDERS.register(A.GroupNorm)
 def _group_norm(layer: A.GroupNorm, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return keras.layers.GroupNormalization(groups=layer.groups, axis=-1, epsilon=layer.epsilon,
                                            center=layer.affine, scale=layer.affine,
                                            name=layer.name)(x)
 
 
-@register_layer_builder(A.Scattering2D)
+@LAYER_BUILDERS.register(A.Scattering2D)
 def _scattering(layer: A.Scattering2D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return Scattering(layer.J, layer.L, name=layer.name)(x)
 
 
-@register_layer_builder(A.Activation)
+@LAYER_BUILDERS.register(A.Activation)
 def _activation(layer: A.Activation, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return activation_layer(ctx.activation, layer.name)(x)
 
 
-@register_layer_builder(A.MaxPool2D)
+@LAYER_BUILDERS.register(A.MaxPool2D)
 def _max_pool2d(layer: A.MaxPool2D, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return keras.layers.MaxPool2D(layer.pool, layer.stride, padding="valid", name=layer.name)(x)
 
 
-@register_layer_builder(A.Flatten)
+@LAYER_BUILDERS.register(A.Flatten)
 def _flatten(layer: A.Flatten, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return keras.layers.Flatten(name=layer.name)(x)
 
 
-@register_layer_builder(A.GlobalAvgPool2D)
+@LAYER_BUILDERS.register(A.GlobalAvgPool2D)
 def _global_avg_pool2d(layer: A.GlobalAvgPool2D, x: tf.Tensor, ctx: KerasContext
                        ) -> tf.Tensor:
     return keras.layers.GlobalAveragePooling2D(name=layer.name)(x)
 
 
-@register_layer_builder(A.GlobalMaxPool1D)
+@LAYER_BUILDERS.register(A.GlobalMaxPool1D)
 def _global_max_pool1d(layer: A.GlobalMaxPool1D, x: tf.Tensor, ctx: KerasContext
                        ) -> tf.Tensor:
     return keras.layers.GlobalMaxPooling1D(name=layer.name)(x)
 
 
-@register_layer_builder(A.Dense)
+@LAYER_BUILDERS.register(A.Dense)
 def _dense(layer: A.Dense, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return keras.layers.Dense(layer.units, use_bias=layer.use_bias, name=layer.name)(x)
 
 
-@register_layer_builder(A.Embedding)
+@LAYER_BUILDERS.register(A.Embedding)
 def _embedding(layer: A.Embedding, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     return keras.layers.Embedding(layer.vocab_size, layer.dim, name=layer.name)(x)
 
 
-@register_layer_builder(A.Residual)
+@LAYER_BUILDERS.register(A.Residual)
 def _residual(layer: A.Residual, x: tf.Tensor, ctx: KerasContext) -> tf.Tensor:
     body = ctx.apply(layer.body, x)
     short = ctx.apply(layer.shortcut, x) if layer.shortcut else x
@@ -277,8 +280,10 @@ def _builder(name: str) -> Callable[..., keras.Model]:
     return build
 
 
-MODELS: dict[str, Callable[..., keras.Model]] = {name: _builder(name) for name in A.MODEL_NAMES}
-"""Registry: model name -> builder with :func:`build_model`'s signature."""
+MODELS: dict[str, Callable[..., keras.Model]] = {name: _builder(name) for name in A.model_names()}
+"""Model name -> builder with :func:`build_model`'s signature, for the architectures
+registered when this module is imported (a derived table: :func:`build_model` builds any
+architecture registered later too)."""
 
 
 # ------------------------------------------------------------------------------ weights
@@ -389,7 +394,7 @@ def get_layer(model: keras.Model, name: str) -> keras.layers.Layer:
 
 
 __all__ = [
-    "LAYER_BUILDERS", "MODELS", "KerasContext", "Scattering", "TemperedSigmoid",
-    "activation_layer", "build_model", "freeze_layers", "from_architecture", "get_layer",
-    "get_weights", "gradcam_layer_name", "register_layer_builder", "set_weights",
+    "FAST_FALLBACKS", "LAYER_BUILDERS", "MODELS", "KerasContext", "Scattering",
+    "TemperedSigmoid", "activation_layer", "build_model", "freeze_layers", "from_architecture",
+    "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
 ]

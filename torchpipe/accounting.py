@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dpcore.accounting import register_calibrator
+from dpcore.accounting import CALIBRATORS
 from dpcore.mechanisms import get_mechanism
 
 #: Most points of Opacus's PRV grid computed (8 bytes each, a few arrays: about 100 MB).
@@ -122,6 +122,7 @@ def opacus_calibrate(target_epsilon: float, sampling_rate: float, steps: int, de
     return high
 
 
+@CALIBRATORS.register("prv")
 def prv_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, steps: int,
                    delta: float, *, tolerance: float = 1e-4) -> float:
     """Opacus's PRV accountant as a :class:`dpcore.accounting.Calibrator` (registered as
@@ -135,8 +136,6 @@ def prv_calibrator(mechanism: str, target_epsilon: float, sampling_rate: float, 
                           f"{', '.join(accountants)}")
     return opacus_calibrate(target_epsilon, sampling_rate, steps, delta, tolerance=tolerance)
 
-
-register_calibrator("prv", prv_calibrator)
 
 
 def accountant_epsilons(

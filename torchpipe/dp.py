@@ -41,7 +41,13 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import NOISE_SAMPLERS
+from dpcore.registry import Registry
 from dpcore.trainloop import StepMechanism
+
+#: The Opacus optimizer class of each noise sampler of
+#: :data:`dpcore.mechanisms.NOISE_SAMPLERS`, by name (``StepMechanism.noise_kind``).
+OPTIMIZERS: Registry[str, type[DPOptimizer]] = Registry("Opacus DP optimizers",
+                                                       key="noise sampler")
 
 #: Adam settings shared with the TF backend (Keras' defaults).
 ADAM_EPSILON = 1e-7
@@ -72,6 +78,7 @@ def laplace_noise(scale: float, reference: torch.Tensor,
     return scale * (e1 - e2)
 
 
+@OPTIMIZERS.register("gaussian")
 class SharedStepDPOptimizer(DPOptimizer):
     """Opacus ``DPOptimizer`` whose clipped sum takes one more, already-clipped record given
     by dpcore (the audit's canary gradient) just before the noise: the canary hook.
@@ -104,6 +111,7 @@ class SharedStepDPOptimizer(DPOptimizer):
         super().add_noise()
 
 
+@OPTIMIZERS.register("laplace")
 class LaplaceDPOptimizer(SharedStepDPOptimizer):
     """Opacus DPOptimizer with per-example L1 clipping and Laplace noise (Laplace DP-SGD).
 
@@ -189,13 +197,6 @@ def make_base_optimizer(train: TrainSpec, params: Iterable[torch.nn.Parameter]
     if train.optimizer == "adam":
         return KerasAdam(params, lr=train.lr, betas=ADAM_BETAS, eps=ADAM_EPSILON)
     raise ConfigError(f"train.optimizer={train.optimizer!r} is not known; valid: sgd, adam")
-
-
-#: The Opacus optimizer class of each noise sampler of :data:`dpcore.mechanisms.NOISE_SAMPLERS`,
-#: by name (``StepMechanism.noise_kind``).
-OPTIMIZERS: dict[str, type[DPOptimizer]] = {
-    "gaussian": SharedStepDPOptimizer, "laplace": LaplaceDPOptimizer,
-}
 
 
 def make_dp_optimizer(base: torch.optim.Optimizer, mechanism: StepMechanism,

@@ -10,11 +10,11 @@ which states the rule): the same clipped sum from one ordinary forward and one b
    memory format: a ``perf.memory_format: channels_last`` model gives channels-last ``a``);
 2. one backward pass (``torch.autograd.grad`` of the summed loss with respect to the ``z``)
    gives ``g = dL/dz``; examples are independent, so ``g[i]`` is example i's own;
-3. each layer's rule (one :class:`FastRule` class per module type, registered with
-   :func:`register_fast_rule`) turns ``(a, g)`` into per-example sums of squares (L2) or of
-   absolute values (L1) of its parameter gradients, by the ghost norm or from per-example
-   gradients as BK's cost rule (:func:`dpcore.fastrules.use_ghost_norm`) picks; summed over
-   layers they give each example's flat norm and its clip factor, Opacus's
+3. each layer's rule (a :class:`FastRule` registered in :data:`FAST_RULES` for its exact
+   module class; one rule may cover several classes) turns ``(a, g)`` into per-example sums
+   of squares (L2) or of absolute values (L1) of its parameter gradients, by the ghost norm
+   or from per-example gradients as BK's cost rule (:func:`dpcore.fastrules.use_ghost_norm`)
+   picks; summed over layers they give each example's flat norm and its clip factor, Opacus's
    ``min(1, C / (norm + 1e-6))`` (the reference's);
 4. each layer's clip-weighted sum ``sum_i c_i grad_i`` from the same pass: where the rule
    made per-example gradients, ``sum_i c_i G_i`` of those it kept (one contraction); else one
@@ -54,7 +54,8 @@ from opacus.grad_sample.utils import register_norm_sampler
 from torch import nn
 
 from dpcore.errors import ConfigError
-from dpcore.fastrules import RuleRegistry, use_ghost_norm
+from dpcore.fastrules import use_ghost_norm
+from dpcore.registry import Registry
 from dpcore.trainloop import Chunk
 from torchpipe import dp
 from torchpipe.device import model_device
@@ -142,13 +143,13 @@ class FastRule:
         return self.weight_gradients(layer, a, g * factors.reshape(-1, *([1] * (g.dim() - 1))))
 
 
-#: The torch fast rules by exact module type.
-FAST_RULES: RuleRegistry[FastRule] = RuleRegistry("torch")
-#: Class decorator: ``@register_fast_rule(nn.Conv2d)`` files a :class:`FastRule` for a type.
-register_fast_rule = FAST_RULES.register
+#: torch module class -> its rule (exact classes). ``@FAST_RULES.register(nn.Conv2d)`` on a
+#: :class:`FastRule` subclass files one instance of it under each class given.
+FAST_RULES: Registry[type, FastRule] = Registry(
+    "torch fast rules", key="torch module class", make=lambda rule_class: rule_class())
 
 
-@register_fast_rule(nn.Linear)
+@FAST_RULES.register(nn.Linear)
 class LinearRule(FastRule):
     """``nn.Linear`` on [n, ..., p] inputs, T = the positions between the example and the
     feature axis (1 for a vector). Ghost norm where BK's rule picks it (L2: Opacus's norm
@@ -185,7 +186,7 @@ class LinearRule(FastRule):
         return out
 
 
-@register_fast_rule(nn.Embedding)
+@FAST_RULES.register(nn.Embedding)
 class EmbeddingRule(FastRule):
     """``nn.Embedding``: always a ghost norm (example i's gradient of the [V, D] table is
     nonzero only in the rows of its T tokens, so it is never worth materialising). L2:
@@ -262,7 +263,7 @@ def conv_ghost_sq_norms(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor, g: torch.
     return total
 
 
-@register_fast_rule(nn.Conv1d, nn.Conv2d)
+@FAST_RULES.register(nn.Conv1d, nn.Conv2d)
 class ConvRule(FastRule):
     """``Conv1d`` / ``Conv2d`` (zero padding): T = output positions, p = C_in k (k_h k_w),
     d = C_out. A groups-1 convolution whose BK rule picks the ghost norm gets
@@ -303,7 +304,7 @@ class ConvRule(FastRule):
         return out
 
 
-@register_fast_rule(nn.GroupNorm, nn.LayerNorm)
+@FAST_RULES.register(nn.GroupNorm, nn.LayerNorm)
 class NormalizationRule(FastRule):
     """``GroupNorm`` / ``LayerNorm``: their parameters are C-vectors, so the per-example
     gradients ([n, C] each, Opacus's grad samplers) are always made and kept (BK's rule with

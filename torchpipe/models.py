@@ -15,7 +15,7 @@ activations are separate, non-inplace modules, so hooks and Captum work. Each
 module built from a described layer carries that layer's neutral name in ``dp_name``; that is
 how :func:`get_weights`, :func:`set_weights` and :func:`get_layer` find it, also inside an
 Opacus ``GradSampleModule``. Each layer description type has one builder, registered with
-``@register_layer_builder(LayerType)`` in :data:`LAYER_BUILDERS`.
+``@LAYER_BUILDERS.register(LayerType)`` in :data:`LAYER_BUILDERS`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dpcore import architectures as A
 from dpcore.activations import ActivationSpec
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
-from dpcore.layer_registry import LayerRegistry
+from dpcore.registry import Registry
 from dpcore.weights import (
     TORCH_PARAM_NAMES,
     Weights,
@@ -192,9 +192,12 @@ class TorchContext:
 #: an asymmetric padding, in forward order).
 TorchBuilder = Callable[[Any, A.Shape, TorchContext], list[tuple[str, nn.Module]]]
 
-#: Layer description type -> its torch builder (exact types; see :mod:`dpcore.layer_registry`).
-LAYER_BUILDERS: LayerRegistry[TorchBuilder] = LayerRegistry("torch builder")
-register_layer_builder = LAYER_BUILDERS.register
+#: Layer type (:data:`dpcore.layers.LAYER_TYPES`) -> its torch builder (exact types).
+LAYER_BUILDERS: Registry[type, TorchBuilder] = Registry("torch builders", key="layer type")
+#: Layer type -> why the fast DP engine (:mod:`torchpipe.fast`) has no per-example rule
+#: for what its builder makes: a declaration that runs of a model with it use the reference
+#: engine (:func:`dpcore.backend.choose_engine` finds the module itself and records it).
+FAST_FALLBACKS: Registry[type, str] = Registry("torch fast-engine fallbacks", key="layer type")
 
 
 def tagged(layer: A.Layer, module: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -211,7 +214,7 @@ _CONVS: dict[int, tuple[type[nn.Module], Callable[[tuple[int, ...]], nn.Module]]
 }
 
 
-@register_layer_builder(A.Conv2D, A.Conv1D)
+@LAYER_BUILDERS.register(A.Conv2D, A.Conv1D)
 def _conv(layer: A.Conv2D | A.Conv1D, in_shape: A.Shape, ctx: TorchContext
           ) -> list[tuple[str, nn.Module]]:
     """TF padding: ``same`` pads by :func:`dpcore.architectures.same_padding` per spatial
@@ -230,26 +233,26 @@ def _conv(layer: A.Conv2D | A.Conv1D, in_shape: A.Shape, ctx: TorchContext
     return out + tagged(layer, conv)
 
 
-@register_layer_builder(A.GroupNorm)
+@LAYER_BUILDERS.register(A.GroupNorm)
 def _group_norm(layer: A.GroupNorm, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
     return tagged(layer, nn.GroupNorm(layer.groups, in_shape[-1], eps=layer.epsilon,
                                        affine=layer.affine))
 
 
-@register_layer_builder(A.Scattering2D)
+@LAYER_BUILDERS.register(A.Scattering2D)
 def _scattering(layer: A.Scattering2D, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
     return tagged(layer, Scattering(layer.J, layer.L, (in_shape[0], in_shape[1])))
 
 
-@register_layer_builder(A.Activation)
+@LAYER_BUILDERS.register(A.Activation)
 def _activation(layer: A.Activation, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
     return tagged(layer, activation_module(ctx.activation))
 
 
-@register_layer_builder(A.MaxPool2D)
+@LAYER_BUILDERS.register(A.MaxPool2D)
 def _max_pool2d(layer: A.MaxPool2D, in_shape: A.Shape, ctx: TorchContext
                 ) -> list[tuple[str, nn.Module]]:
     return tagged(layer, nn.MaxPool2d(layer.pool, layer.stride))
@@ -262,26 +265,26 @@ _RESHAPES: dict[type, type[nn.Module]] = {
 }
 
 
-@register_layer_builder(*_RESHAPES)
+@LAYER_BUILDERS.register(*_RESHAPES)
 def _reshape(layer: A.Flatten | A.GlobalAvgPool2D | A.GlobalMaxPool1D, in_shape: A.Shape,
              ctx: TorchContext) -> list[tuple[str, nn.Module]]:
     return tagged(layer, _RESHAPES[type(layer)]())
 
 
-@register_layer_builder(A.Dense)
+@LAYER_BUILDERS.register(A.Dense)
 def _dense(layer: A.Dense, in_shape: A.Shape, ctx: TorchContext
            ) -> list[tuple[str, nn.Module]]:
     return tagged(layer, nn.Linear(in_shape[-1], layer.units, bias=layer.use_bias))
 
 
-@register_layer_builder(A.Embedding)
+@LAYER_BUILDERS.register(A.Embedding)
 def _embedding(layer: A.Embedding, in_shape: A.Shape, ctx: TorchContext
                ) -> list[tuple[str, nn.Module]]:
     return [*tagged(layer, nn.Embedding(layer.vocab_size, layer.dim)),
             (f"{layer.name}_ncl", ChannelsFirst1d())]
 
 
-@register_layer_builder(A.Residual)
+@LAYER_BUILDERS.register(A.Residual)
 def _residual(layer: A.Residual, in_shape: A.Shape, ctx: TorchContext
               ) -> list[tuple[str, nn.Module]]:
     body = Sequence(ctx.modules(layer.body))
@@ -347,8 +350,10 @@ def _builder(name: str) -> Callable[..., ZooModel]:
     return build
 
 
-MODELS: dict[str, Callable[..., ZooModel]] = {name: _builder(name) for name in A.MODEL_NAMES}
-"""Registry: model name -> builder with :func:`build_model`'s signature."""
+MODELS: dict[str, Callable[..., ZooModel]] = {name: _builder(name) for name in A.model_names()}
+"""Model name -> builder with :func:`build_model`'s signature, for the architectures
+registered when this module is imported (a derived table: :func:`build_model` builds any
+architecture registered later too)."""
 
 
 # ------------------------------------------------------------------------------ weights
@@ -477,7 +482,8 @@ def get_layer(model: nn.Module, name: str) -> nn.Module:
 
 
 __all__ = [
-    "LAYER_BUILDERS", "MODELS", "Scattering", "TemperedSigmoid", "TorchContext", "ZooModel",
-    "activation_module", "build_model", "freeze_layers", "from_architecture", "get_layer",
-    "get_weights", "gradcam_layer_name", "register_layer_builder", "set_weights", "tagged",
+    "FAST_FALLBACKS", "LAYER_BUILDERS", "MODELS", "Scattering", "TemperedSigmoid",
+    "TorchContext", "ZooModel", "activation_module", "build_model", "freeze_layers",
+    "from_architecture", "get_layer", "get_weights", "gradcam_layer_name", "set_weights",
+    "tagged",
 ]

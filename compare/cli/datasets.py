@@ -39,7 +39,7 @@ def dry_run(args: argparse.Namespace) -> int:
     """``--dry-run``: the data root checked; nothing is opened or decoded."""
     from compare import api
     from dpcore.data import resolve_data_root
-    from dpcore.data.registry import DATASETS
+    from dpcore.datasets import DATASETS
 
     if getattr(args, "download", None):
         root = api.download(args.download, args.data_dir, dry_run=True)[0]

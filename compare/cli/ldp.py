@@ -14,7 +14,8 @@ from typing import Any
 
 from compare.cli.common import add_data_dir_option, print_json
 from dpcore.errors import ConfigError
-from dpcore.ldp import LDP_MECHANISMS, SPLITS
+from dpcore.ldp import LDP_MECHANISMS
+from dpcore.ldp.privatize import SPLITS
 
 #: Which command-line option sets which mechanism parameter.
 _OPTION_PARAMS: dict[str, tuple[str, str]] = {

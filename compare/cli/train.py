@@ -31,7 +31,7 @@ from typing import Any
 
 from compare import api
 from compare.cli.common import add_data_dir_option, add_engine_option, print_json, table
-from dpcore.architectures import MODEL_NAMES
+from dpcore.architectures import model_names
 from dpcore.backend import BACKENDS
 from dpcore.config import (
     MEMORY_FORMATS,
@@ -64,7 +64,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "torch (PyTorch + Opacus; also opacus, pytorch)")
     parser.add_argument("--config", metavar="FILE", help="YAML/JSON run config to start from")
     parser.add_argument("--dataset", help="data set name (see `dpcompare datasets`)")
-    parser.add_argument("--model", help=f"model name: {', '.join(MODEL_NAMES)}")
+    parser.add_argument("--model", help=f"model name: {', '.join(model_names())}")
     length = parser.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=float, help="expected passes over the training set "
                         f"(default {TRAIN_DEFAULTS['train.epochs']:g})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compare.reporting.section import ReportData, SectionOutput, section
 from compare.reporting.tables import markdown_table
-from dpcore.mechanisms import in_epsilon_table
+from dpcore.mechanisms import noises_gradients
 
 
 @section("epsilon")
@@ -22,7 +22,7 @@ def epsilon(data: ReportData) -> SectionOutput:
                 "epsilon_rdp", "epsilon_pld", "epsilon_opacus_rdp", "epsilon_opacus_prv",
                 "epsilon_tf_privacy", "epsilon_proved"]
     first_seed = frame.sort_values("seed", kind="stable").drop_duplicates(["setting", "backend"])
-    dp_rows = first_seed[first_seed["mechanism"].map(in_epsilon_table).astype(bool)]
+    dp_rows = first_seed[first_seed["mechanism"].map(noises_gradients).astype(bool)]
     planned_differs = (dp_rows["steps"] != dp_rows["steps_planned"]) & \
         dp_rows["steps_planned"].notna()
     if planned_differs.any():  # a library's loader ran other steps than planned: both shown

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from compare.report_context import ReportContext
-from compare.reporting.section import ReportData, SectionOutput, section
+from compare.reporting.section import FunctionSection, ReportData, SectionOutput
 from dpcore.mechanisms import noises_gradients
 from dpcore.results import RunResult, utc_now
 
@@ -116,10 +116,13 @@ def data_sources(results: Sequence[RunResult]) -> dict[str, str]:
     return out
 
 
-@section("header")
-def header(data: ReportData) -> SectionOutput:
+def _header(data: ReportData) -> SectionOutput:
     """The title and header lines (:func:`header_lines`)."""
     return SectionOutput(header_lines(data.context, data.results, data.frame))
+
+
+#: The report's header: not a registered section (every report starts with it, runs or not).
+header = FunctionSection("header", _header)
 
 
 __all__ = ["data_sources", "engines_used", "header", "header_lines"]

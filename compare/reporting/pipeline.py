@@ -1,11 +1,13 @@
-"""A report as a pipeline: the report data built once, then every section of :data:`SECTIONS`.
+"""A report as a pipeline: the report data built once, then every registered section.
 
 :func:`report_data` builds the one run table (:func:`compare.reporting.frames.results_frame`)
 and what is aggregated from it (summary, backends paired by seed) once from the run records;
-:func:`render_sections` applies the header and the sections to it, in order. Each section is a
-:class:`~compare.reporting.section.Section` (a pure function of the data returning markdown,
-tables and figures); :func:`compare.reporting.writer.write_report_files` writes them. To add a
-section, write it in its own module and list it here.
+:func:`render_sections` applies the header and the sections (:func:`report_sections`: those
+of :data:`~compare.reporting.section.SECTIONS` in :data:`READING_ORDER`) to it. Each section
+is a :class:`~compare.reporting.section.Section` (a pure function of the data returning
+markdown, tables and figures); :func:`compare.reporting.writer.write_report_files` writes
+them. To add a section, write it in its own module (``@section(name)``) and give it its place
+in :data:`READING_ORDER`.
 """
 
 from __future__ import annotations
@@ -34,18 +36,28 @@ from compare.reporting.ldp_audit_section import local_dp_and_audit
 from compare.reporting.per_class_section import per_class
 from compare.reporting.privacy_section import privacy
 from compare.reporting.published_section import published
-from compare.reporting.section import ReportData, Section, SectionOutput
+from compare.reporting.section import SECTIONS, ReportData, Section, SectionOutput
 from compare.reporting.stats import paired_backend_table, summary_table
 from compare.reporting.tables import markdown_table
 from compare.reporting.time_section import time_and_memory
 from dpcore.results import RunResult
 
-#: The sections of a report with finished runs, in reading order (the header leads them).
-SECTIONS: tuple[Section, ...] = (
+#: The registered sections of a report with finished runs, in reading order (the header
+#: leads them; a registered section not listed here follows them, in registration order).
+READING_ORDER: tuple[Section, ...] = (
     headline_section, published, findings, privacy, attribution, accuracy, backends,
     framework_equivalence, learning_curves, epsilon, faithfulness, time_and_memory, per_class,
     local_dp_and_audit, notes, unfinished_runs, all_runs,
 )
+
+
+def report_sections() -> tuple[Section, ...]:
+    """The sections registered in :data:`~compare.reporting.section.SECTIONS` now, in
+    reading order: those of :data:`READING_ORDER` (as registered now, so a replaced section
+    takes its place), then the others in registration order."""
+    ordered = [SECTIONS[s.name] for s in READING_ORDER if s.name in SECTIONS]
+    listed = {s.name for s in READING_ORDER}
+    return (*ordered, *(s for name, s in SECTIONS.items() if name not in listed))
 
 
 def report_data(results: Sequence[RunResult], context: ReportContext,
@@ -77,8 +89,8 @@ def render_sections(data: ReportData, sections: Sequence[Section] | None = None
                     ) -> list[SectionOutput]:
     """The header and, by what the runs hold, "No runs found.", "No run finished." with the
     runs that did not, or ``runs.csv``, ``summary.csv`` and every one of ``sections``
-    (default: :data:`SECTIONS` as it is when called)."""
-    sections = SECTIONS if sections is None else sections
+    (default: :func:`report_sections` when called)."""
+    sections = report_sections() if sections is None else sections
     head = header.render(data)
     frame = data.frame
     if frame.empty:
@@ -92,15 +104,14 @@ def render_sections(data: ReportData, sections: Sequence[Section] | None = None
     return [head, SectionOutput((), tables), *(s.render(data) for s in sections)]
 
 
-def section_named(name: str, sections: Sequence[Section] | None = None) -> Section:
-    """The section of ``sections`` (default :data:`SECTIONS`) called ``name`` (KeyError
-    naming the valid ones)."""
-    sections = SECTIONS if sections is None else sections
-    for candidate in sections:
-        if candidate.name == name:
-            return candidate
-    raise KeyError(f"no report section {name!r}; valid: "
-                   + ", ".join(s.name for s in sections))
+def section_named(name: str) -> Section:
+    """The registered section called ``name``.
+
+    Raises:
+        ConfigError: none is (:meth:`dpcore.registry.Registry.missing`).
+    """
+    return SECTIONS[name]
 
 
-__all__ = ["SECTIONS", "render_sections", "report_data", "section_named"]
+__all__ = ["READING_ORDER", "render_sections", "report_data", "report_sections",
+           "section_named"]

@@ -39,8 +39,9 @@ from compare.reporting.stats import (
     mean_interval,
     seed_pairs,
 )
+from compare.reporting.styles import label_of, marker_of
 from dpcore.io import atomic_path
-from dpcore.mechanisms import is_non_private, label_of, marker_of, noises_gradients
+from dpcore.mechanisms import is_non_private, noises_gradients
 
 PANEL_INCHES = (4.6, 3.4)
 DPI = 110

@@ -1,11 +1,12 @@
 """A report section: what it reads, what it returns, and the protocol every section follows.
 
-A report is a list of sections (:data:`compare.reporting.pipeline.SECTIONS`) applied to one
-:class:`ReportData`, built once from the run records (the run table, the summary, the paired
-table); each section returns a :class:`SectionOutput` (its markdown lines, its CSV tables and
-its figures, drawn but not saved) and writes nothing. One writer
-(:func:`compare.reporting.writer.write_report_files`) saves every output. Adding a figure or a
-table to reports is one section in one file, and one entry in the list.
+A report is the registered sections (:data:`SECTIONS`, in the reading order of
+:data:`compare.reporting.pipeline.READING_ORDER`) applied to one :class:`ReportData`, built
+once from the run records (the run table, the summary, the paired table); each section
+returns a :class:`SectionOutput` (its markdown lines, its CSV tables and its figures, drawn
+but not saved) and writes nothing. One writer (:func:`compare.reporting.writer.write_report_files`)
+saves every output. Adding a figure or a table to reports is one section in one file
+(``@section(name)``), and its place in the reading order.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from matplotlib.figure import Figure
 from compare.final_weights import FinalWeights
 from compare.montage_data import MontageData
 from compare.report_context import ReportContext
+from dpcore.registry import Registry
 from dpcore.results import RunResult
 
 
@@ -95,11 +97,16 @@ class FunctionSection:
     render: Callable[[ReportData], SectionOutput]
 
 
+#: Report section name -> the section, in registration order (:func:`section` registers).
+SECTIONS: Registry[str, Section] = Registry("report sections", key="report section")
+
+
 def section(name: str) -> Callable[[Callable[[ReportData], SectionOutput]], FunctionSection]:
-    """Decorator: the function becomes the :class:`Section` called ``name``."""
+    """Decorator: the function becomes the :class:`Section` called ``name``, registered in
+    :data:`SECTIONS` (``SECTIONS.register(name)(FunctionSection(name, render))``)."""
 
     def wrap(render: Callable[[ReportData], SectionOutput]) -> FunctionSection:
-        return FunctionSection(name, render)
+        return SECTIONS.register(name)(FunctionSection(name, render))
 
     return wrap
 
@@ -141,5 +148,5 @@ def drawn_figure(name: str, draw: Callable[[Path], Any]) -> ReportFigure:
     return ReportFigure(name, draw)
 
 
-__all__ = ["FunctionSection", "ReportData", "ReportFigure", "Section", "SectionOutput", "add",
-           "drawn_figure", "saved_figure", "section"]
+__all__ = ["SECTIONS", "FunctionSection", "ReportData", "ReportFigure", "Section",
+           "SectionOutput", "add", "drawn_figure", "saved_figure", "section"]

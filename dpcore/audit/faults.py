@@ -13,6 +13,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+from dpcore.registry import Registry
+
 
 class _Mechanism(Protocol):
     """The fields of :class:`dpcore.trainloop.StepMechanism` a fault rewrites (typed here as a
@@ -37,28 +39,33 @@ NO_CLIP_NORM = 1e30
 BROKEN_LABEL = "deliberately broken"
 
 
+#: ``factors.fault`` -> how it breaks the step (``none``: the honest step), in registration
+#: order; ``@FAULTS.register(name)`` on a function ``StepMechanism -> StepMechanism``.
+FAULTS: Registry[str, Callable[[StepMechanism], StepMechanism]] = Registry(
+    "audit faults", key="factors.fault")
+
+
+@FAULTS.register("none")
+def _honest(m: StepMechanism) -> StepMechanism:
+    return m
+
+
+@FAULTS.register("no_noise")
 def _no_noise(m: StepMechanism) -> StepMechanism:
     return dataclasses.replace(m, noise_scale=0.0, noise_multiplier=0.0)
 
 
+@FAULTS.register("no_clip")
 def _no_clip(m: StepMechanism) -> StepMechanism:
     # the noise std stays sigma * C: Opacus draws noise_multiplier * max_grad_norm
     return dataclasses.replace(m, clip_norm=NO_CLIP_NORM,
                                noise_multiplier=m.noise_scale / NO_CLIP_NORM)
 
 
+@FAULTS.register("noise_div10")
 def _noise_div10(m: StepMechanism) -> StepMechanism:
     return dataclasses.replace(m, noise_scale=m.noise_scale / 10,
                                noise_multiplier=m.noise_multiplier / 10)
-
-
-#: ``factors.fault`` -> how it breaks the step (``none``: the honest step).
-FAULTS: dict[str, Callable[[StepMechanism], StepMechanism]] = {
-    "none": lambda m: m,
-    "no_noise": _no_noise,
-    "no_clip": _no_clip,
-    "noise_div10": _noise_div10,
-}
 
 
 def apply_fault(mechanism: StepMechanism, fault: str) -> StepMechanism:

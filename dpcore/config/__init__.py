@@ -32,7 +32,6 @@ from dpcore.config.choices import (
     CONFIG_VERSION,
     ENGINES,
     EVAL_SPLITS,
-    FAULTS,
     INITIALISATIONS,
     INPUT_SCALINGS,
     LDP_TEST_INPUTS,
@@ -43,6 +42,7 @@ from dpcore.config.choices import (
     RECIPES,
     SAMPLING_MODES,
     calibration_accountants,
+    fault_names,
     ldp_mechanism_names,
     privacy_mechanisms,
 )
@@ -66,7 +66,6 @@ from dpcore.config.specs import (
     RunConfig,
     TrainSpec,
     file_sha256,
-    register_rule,
 )
 from dpcore.config.validation import (
     REFUSED_KEYS,
@@ -85,12 +84,13 @@ _DERIVED = {
     "PRIVACY_MECHANISMS": privacy_mechanisms,
     "LDP_MECHANISM_NAMES": ldp_mechanism_names,
     "CALIBRATION_ACCOUNTANTS": calibration_accountants,
+    "FAULTS": fault_names,
 }
 
 
 def __getattr__(name: str) -> Any:
-    """``PRIVACY_MECHANISMS``, ``LDP_MECHANISM_NAMES`` and ``CALIBRATION_ACCOUNTANTS``: the
-    registries' current names (PEP 562), as the tuples these constants used to be."""
+    """``PRIVACY_MECHANISMS``, ``LDP_MECHANISM_NAMES``, ``CALIBRATION_ACCOUNTANTS`` and
+    ``FAULTS``: the registries' current names (PEP 562), as tuples."""
     if name in _DERIVED:
         return _DERIVED[name]()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -98,7 +98,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ACTIVATIONS", "CANARY_KINDS", "COMBINATION_RULES", "CONFIG_VERSION", "ENGINES",
-    "EVAL_SPLITS", "FAULTS", "INITIALISATIONS", "INPUT_SCALINGS", "LDP_TEST_INPUTS",
+    "EVAL_SPLITS", "INITIALISATIONS", "INPUT_SCALINGS", "LDP_TEST_INPUTS",
     "MEMORY_FORMATS", "NOISE_SOURCES", "NORMALISATIONS", "OPTIMIZERS", "RECIPES",
     "REFUSED_KEYS",
     "REFUSED_SAMPLING_MODES",
@@ -106,7 +106,7 @@ __all__ = [
     "PerfSpec", "PrivacySpec", "RunConfig", "TrainSpec", "apply_overrides",
     "calibration_accountants", "check_audit_combination", "check_choice", "check_combination",
     "check_delta_below_one_over_n", "check_keys", "check_range", "coerce_numeric_strings",
-    "default_delta", "file_sha256", "float_fields", "integer_field", "ldp_mechanism_names",
+    "default_delta", "fault_names", "file_sha256", "float_fields", "integer_field",
+    "ldp_mechanism_names",
     "load_mapping_file", "normalise_mechanism", "privacy_mechanisms", "refused_key_error",
-    "register_rule",
 ]

@@ -1,15 +1,20 @@
 """The values each config field may take.
 
-Where a registry owns the names they are derived from it, never repeated: privacy mechanisms
-and their calibration accountants from :data:`dpcore.mechanisms.DP_MECHANISMS`, local-DP
-mechanisms from :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`, audit faults from
-:data:`dpcore.audit.faults.FAULTS`. The rest are the config's own vocabulary.
+Where a registry owns the names they are read from it when asked, never repeated: privacy
+mechanisms from :data:`dpcore.mechanisms.DP_MECHANISMS`, calibration accountants from
+:data:`dpcore.accountants.ACCOUNTANTS`, local-DP mechanisms from
+:data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`, audit faults from
+:data:`dpcore.audit.faults.FAULTS`. Each registry lives in a leaf module its implementations
+register into, so the configs import no layer above them. The rest are the config's own
+vocabulary.
 """
 
 from __future__ import annotations
 
+from dpcore.accountants import ACCOUNTANTS
 from dpcore.audit.faults import FAULTS as _FAULT_STEPS
-from dpcore.mechanisms import DP_MECHANISMS, mechanism_names
+from dpcore.ldp.mechanisms import LDP_MECHANISMS
+from dpcore.mechanisms import mechanism_names
 
 CONFIG_VERSION = 1
 
@@ -30,8 +35,6 @@ NORMALISATIONS = ("expected", "actual", "microbatches")
 INITIALISATIONS = ("neutral", "torch")
 INPUT_SCALINGS = ("unit", "standardised")
 EVAL_SPLITS = ("test", "train")
-#: ``factors.fault``: deliberately broken DP steps, for audit checks only (issue 30).
-FAULTS = tuple(_FAULT_STEPS)
 #: ``audit_canaries.kind``: white-box gradient canaries or black-box mislabelled images.
 CANARY_KINDS = ("gradient", "input")
 #: Where a DP-SGD step's noise comes from: each library's own generator, or one vector per
@@ -45,16 +48,17 @@ def privacy_mechanisms() -> tuple[str, ...]:
 
 
 def calibration_accountants() -> tuple[str, ...]:
-    """``factors.calibration_accountant``: every accountant a registered mechanism lists, in
-    registration order (``rdp``, ``pld``, ``prv``)."""
-    return tuple(dict.fromkeys(a for m in DP_MECHANISMS.values() for a in m.accountants))
+    """``factors.calibration_accountant``: every declared accountant, in their order
+    (``rdp``, ``pld``, ``prv``)."""
+    return tuple(ACCOUNTANTS)
+
+
+def fault_names() -> tuple[str, ...]:
+    """``factors.fault``: deliberately broken DP steps, for audit checks only (the names of
+    :data:`dpcore.audit.faults.FAULTS`)."""
+    return tuple(_FAULT_STEPS)
 
 
 def ldp_mechanism_names() -> tuple[str, ...]:
-    """``data.ldp_mechanism``: the names of :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`.
-
-    Imported when called: :mod:`dpcore.ldp` loads the data layer, which imports the configs.
-    """
-    from dpcore.ldp.mechanisms import LDP_MECHANISMS
-
+    """``data.ldp_mechanism``: the names of :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`."""
     return tuple(LDP_MECHANISMS)

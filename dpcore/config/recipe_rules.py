@@ -6,12 +6,13 @@ canary and fault combinations (run by ``RunConfig.__post_init__`` through
 
 from __future__ import annotations
 
-from dpcore.config.specs import RunConfig, register_rule
+from dpcore.config.specs import COMBINATION_RULES, RunConfig
+from dpcore.datasets import DATASETS
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import dpsgd_names, get_mechanism, mechanism_names
 
 
-@register_rule
+@COMBINATION_RULES.register()
 def check_combination(config: RunConfig) -> None:
     """(Run by ``RunConfig.__post_init__``; the recipes' claims are in :mod:`dpcore.recipes`.)
 
@@ -111,8 +112,6 @@ def check_audit_combination(config: RunConfig) -> None:
             "--audit-canaries M)"
         )
     if canaries.active and canaries.kind == "input":
-        from dpcore.data.registry import DATASETS  # lazy: the registry is data, not config
-
         info = DATASETS.get(config.data.name)
         if info is not None and info.task != "image":
             raise ConfigError(

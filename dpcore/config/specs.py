@@ -25,7 +25,6 @@ from dpcore.config.choices import (
     CONFIG_VERSION,
     ENGINES,
     EVAL_SPLITS,
-    FAULTS,
     INITIALISATIONS,
     INPUT_SCALINGS,
     LDP_TEST_INPUTS,
@@ -36,6 +35,7 @@ from dpcore.config.choices import (
     RECIPES,
     SAMPLING_MODES,
     calibration_accountants,
+    fault_names,
     ldp_mechanism_names,
     privacy_mechanisms,
 )
@@ -58,6 +58,7 @@ from dpcore.config.validation import (
 from dpcore.errors import ConfigError, PrivacyConfigError
 from dpcore.layers import parse_layers
 from dpcore.mechanisms import dpsgd_names, get_mechanism
+from dpcore.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -414,7 +415,7 @@ class FactorSpec:
             check_choice("factors.calibration_accountant", self.calibration_accountant,
                           calibration_accountants())
         check_choice("factors.eval_split", self.eval_split, EVAL_SPLITS)
-        check_choice("factors.fault", self.fault, FAULTS)
+        check_choice("factors.fault", self.fault, fault_names())
 
     def non_default(self) -> dict[str, Any]:
         """The fields that differ from the harmonised defaults (what the config hash sees)."""
@@ -640,17 +641,12 @@ def file_sha256(path: str | Path) -> str:
 _FILE_HASHES: dict[tuple[str, int, int], str] = {}
 
 
-#: Rules across sections, run last by ``RunConfig.__post_init__`` in this order: each raises a
-#: one-line ConfigError for a combination no recipe can run. :mod:`dpcore.config.recipe_rules`
-#: registers its rules (:func:`register_rule`) when :mod:`dpcore.config` is imported.
-COMBINATION_RULES: list[Callable[[RunConfig], None]] = []
-
-
-def register_rule(rule: Callable[[RunConfig], None]) -> Callable[[RunConfig], None]:
-    """Add ``rule`` to :data:`COMBINATION_RULES` (once; usable as a decorator)."""
-    if rule not in COMBINATION_RULES:
-        COMBINATION_RULES.append(rule)
-    return rule
+#: Rules across sections, by function name, run last by ``RunConfig.__post_init__`` in
+#: registration order: each raises a one-line ConfigError for a combination no recipe can
+#: run. :mod:`dpcore.config.recipe_rules` registers its rules
+#: (``@COMBINATION_RULES.register()``) when :mod:`dpcore.config` is imported.
+COMBINATION_RULES: Registry[str, Callable[[RunConfig], None]] = Registry(
+    "config combination rules", key="rule", key_of=lambda rule: rule.__name__)
 
 
 @dataclass(frozen=True)
@@ -688,7 +684,7 @@ class RunConfig:
                 f"data.ldp_mechanism={self.data.ldp_mechanism!r} is set but "
                 f"privacy.mechanism={self.privacy.mechanism!r}; set privacy.mechanism='ldp'"
             )
-        for rule in COMBINATION_RULES:
+        for rule in COMBINATION_RULES.values():
             rule(self)
 
     # -- serialisation ---------------------------------------------------------------------

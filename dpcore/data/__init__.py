@@ -2,7 +2,8 @@
 
 Public API:
 
-* :data:`DATASETS` / :class:`DatasetInfo`: the registry (``dpcompare datasets`` prints it).
+* :data:`DATASETS` / :class:`DatasetInfo`: the registry (``dpcompare datasets`` prints it;
+  defined in the leaf module :mod:`dpcore.datasets`).
 * :func:`resolve_data_root`: ``--data-dir``, else ``$DPCOMPARE_DATA_DIR``, else
   ``~/.dpcompare/data``.
 * :func:`load_dataset`: ``DataSpec`` -> :class:`Dataset` (uint8 NHWC images, int64 labels).
@@ -17,7 +18,8 @@ from dpcore.data.dataset import Dataset
 from dpcore.data.images import as_float01
 from dpcore.data.loading import load_dataset
 from dpcore.data.paths import DATA_DIR_ENV, resolve_data_root
-from dpcore.data.registry import (
+from dpcore.data.table import dataset_table
+from dpcore.datasets import (
     DATASETS,
     MEDMNIST_PREFIX,
     DatasetInfo,
@@ -25,7 +27,6 @@ from dpcore.data.registry import (
     get_info,
     portable_location,
 )
-from dpcore.data.table import dataset_table
 
 __all__ = [
     "DATASETS",

@@ -42,8 +42,8 @@ from dpcore.data.loaders import get_loader
 from dpcore.data.loaders.base import Decoded, DecodeRequest
 from dpcore.data.loaders.groups import resolve_groups_csv
 from dpcore.data.paths import resolve_data_root, resolve_source
-from dpcore.data.registry import DatasetInfo, get_info
 from dpcore.data.splits import subset_indices
+from dpcore.datasets import DatasetInfo, get_info
 from dpcore.errors import ConfigError, DataError
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from dpcore.data.registry import DatasetInfo
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 DATA_DIR_ENV = "DPCOMPARE_DATA_DIR"

@@ -7,7 +7,7 @@ from typing import Any
 
 from dpcore.data.loaders import get_loader
 from dpcore.data.paths import locate, resolve_data_root
-from dpcore.data.registry import DATASETS
+from dpcore.datasets import DATASETS
 from dpcore.errors import DataError
 
 

@@ -14,8 +14,10 @@ has its dp_accounting :class:`~dp_accounting.DpEvent` (:meth:`LdpMechanism.dp_ev
 the one privacy ledger holds local DP too.
 
 Registry: :data:`LDP_MECHANISMS` maps ``laplace``, ``gaussian`` and ``dp_pix`` to frozen,
-validated dataclasses; :func:`build_mechanism` builds one from a name and a parameter mapping
-(e.g. ``DataSpec.ldp_mechanism`` / ``DataSpec.ldp_params``).
+validated dataclasses (each decorated ``@LDP_MECHANISMS.register()``, filed under its
+``name``); :func:`build_mechanism` builds one from a name and a parameter mapping (e.g.
+``DataSpec.ldp_mechanism`` / ``DataSpec.ldp_params``). A leaf module (numpy, dp_accounting,
+:mod:`dpcore.registry`): the configs read the registered names from it.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_mechanism
 
 from dpcore.errors import ConfigError, DataError, PrivacyError
+from dpcore.registry import Registry
 
 #: The sentence every epsilon report carries: which of the levels protects a person.
 PROTECTS = (
@@ -312,6 +315,13 @@ def _check_images(x01: np.ndarray) -> np.ndarray:
     return x01
 
 
+#: ``data.ldp_mechanism`` name -> its class, in registration order (the allowed values of
+#: ``data.ldp_mechanism``, :func:`dpcore.config.ldp_mechanism_names`).
+LDP_MECHANISMS: Registry[str, type[LdpMechanism]] = Registry(
+    "local-DP mechanisms", key="data.ldp_mechanism", key_of=lambda cls: cls.name)
+
+
+@LDP_MECHANISMS.register()
 @dataclass(frozen=True)
 class LaplaceMechanism(LdpMechanism):
     """Laplace noise of scale ``b`` added to every pixel value in [0, 1].
@@ -359,6 +369,7 @@ class LaplaceMechanism(LdpMechanism):
         }
 
 
+@LDP_MECHANISMS.register()
 @dataclass(frozen=True)
 class GaussianMechanism(LdpMechanism):
     """Gaussian noise of standard deviation ``sigma`` added to every pixel value in [0, 1].
@@ -411,6 +422,7 @@ class GaussianMechanism(LdpMechanism):
         return out
 
 
+@LDP_MECHANISMS.register()
 @dataclass(frozen=True)
 class DpPixMechanism(LdpMechanism):
     """DP-Pix (Fan 2018, "Image pixelization with differential privacy", DBSec).
@@ -525,12 +537,6 @@ class DpPixMechanism(LdpMechanism):
         }
 
 
-#: Registry: mechanism name -> class (names match ``dpcore.config.LDP_MECHANISM_NAMES``).
-LDP_MECHANISMS: dict[str, type[LdpMechanism]] = {
-    cls.name: cls for cls in (LaplaceMechanism, GaussianMechanism, DpPixMechanism)
-}
-
-
 def build_mechanism(name: str, params: Mapping[str, Any] | None = None) -> LdpMechanism:
     """Build a mechanism from its registry name and parameters (validated).
 
@@ -540,11 +546,9 @@ def build_mechanism(name: str, params: Mapping[str, Any] | None = None) -> LdpMe
             ``{"k": 4, "m": 1, "epsilon": 1.0}``; missing ones take the class defaults.
 
     Raises:
-        ConfigError: unknown name, unknown parameter key, or a value out of range.
+        ConfigError: unknown name (:meth:`dpcore.registry.Registry.missing`), unknown
+            parameter key, or a value out of range.
     """
-    if name not in LDP_MECHANISMS:
-        raise ConfigError(f"ldp mechanism {name!r} is not known; "
-                          f"valid: {', '.join(LDP_MECHANISMS)}")
     cls = LDP_MECHANISMS[name]
     params = dict(params or {})
     valid = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]

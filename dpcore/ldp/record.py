@@ -1,6 +1,6 @@
 """The typed record of a locally privatised data set: what was done to it and what it costs.
 
-:func:`dpcore.ldp.privatize_dataset` returns its Dataset with an :class:`LdpRecord` in
+:func:`dpcore.ldp.privatize.privatize_dataset` returns its Dataset with an :class:`LdpRecord` in
 ``Dataset.ldp`` (typed, beside the arrays, never as text in ``Dataset.extra``);
 :func:`dpcore.pipeline.prepare_dataset` adds the epsilons at the run's delta and the image
 quality. The record's :attr:`LdpRecord.dp_event` (releasing one image: the neighbour level
@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import dp_accounting
+
+from dpcore.accounting import event_to_dict
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,6 @@ class LdpRecord:
         ``epsilon_per_value``, ``epsilon_per_image``, ``psnr``, ``ssim``); ``dp_event`` is
         new (dp_accounting's named-tuple form).
         """
-        from dpcore.accounting import event_to_dict
-
         eps = self.epsilons
         per_value = eps.get("per_value") or {}
         per_image = eps.get("per_image") or {}

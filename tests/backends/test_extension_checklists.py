@@ -1,14 +1,15 @@
 """The "how to add" checklists of docs/ARCHITECTURE.md, each followed once with a toy entry:
-a layer type (used in a custom YAML model, trained one epoch on digits on both backends), a
-model architecture (built identically by both backends) and a data set (loaded, trained on).
-Every registration is undone afterwards, so the rest of the suite sees the real registries."""
+a layer type (registered from one module per checklist step, used in a custom YAML model,
+trained one epoch on digits on both backends), a model architecture (built identically by
+both backends) and a data set (loaded, trained on). Every registration is undone afterwards,
+so the rest of the suite sees the real registries."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,45 +24,56 @@ from dpcore.backend import load_backend  # noqa: E402
 from dpcore.config import ModelSpec, RunConfig  # noqa: E402
 from dpcore.data import load_dataset  # noqa: E402
 from dpcore.data.loaders.base import Decoded, DecodeRequest  # noqa: E402
-from dpcore.data.registry import DATASETS, DatasetInfo  # noqa: E402
-from dpcore.layers import LAYER_TYPES, register_layer_type  # noqa: E402
+from dpcore.datasets import DATASETS, DatasetInfo  # noqa: E402
+from dpcore.layers import LAYER_TYPES  # noqa: E402
 from tfpipe import models as tfm  # noqa: E402
 from torchpipe import models as ptm  # noqa: E402
 
-
 # ----------------------------------------------------------------------------- a layer type
-@dataclass(frozen=True)
-class ToyScale:
-    """Multiplies its input by ``factor`` (no weights, so no fast-engine rule is needed)."""
-
-    name: str
-    factor: float = 0.5
-
-
-class _TorchScale(torch.nn.Module):
-    def __init__(self, factor: float) -> None:
-        super().__init__()
-        self.factor = factor
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * self.factor
+#: The checklist's steps for a layer type without weights, one module each (a real one puts
+#: them in dpcore/layers.py, tfpipe/models.py and torchpipe/models.py).
+TOY_LAYER_MODULES = ("tests.backends.toy_layer.description",
+                     "tests.backends.toy_layer.keras_builder",
+                     "tests.backends.toy_layer.torch_builder")
+#: Every registry a layer type's rules are looked up in, by layer type (or its name).
+LAYER_REGISTRIES = (tfm.LAYER_BUILDERS, ptm.LAYER_BUILDERS, tfm.FAST_FALLBACKS,
+                    ptm.FAST_FALLBACKS)
 
 
 @pytest.fixture
 def toy_layer() -> Iterator[type]:
-    """Checklist "a layer type": the description, its shape rule, one builder per backend."""
-    register_layer_type(ToyScale)
-    A.register_shape_rule(ToyScale)(lambda layer, shape, tracer: shape)
-    tfm.register_layer_builder(ToyScale)(
-        lambda layer, x, ctx: tf.keras.layers.Rescaling(layer.factor, name=layer.name)(x))
-    ptm.register_layer_builder(ToyScale)(
-        lambda layer, in_shape, ctx: ptm.tagged(layer, _TorchScale(layer.factor)))
+    """Checklist "a layer type": its three modules imported afresh (importing one registers
+    what it holds); the toy's type is yielded, and unregistered afterwards."""
+    for name in TOY_LAYER_MODULES:
+        if name in sys.modules:
+            importlib.reload(sys.modules[name])
+        else:
+            importlib.import_module(name)
+    toy = LAYER_TYPES["ToyScale"]
     try:
-        yield ToyScale
+        yield toy
     finally:
-        LAYER_TYPES.pop(ToyScale.__name__)
-        for registry in (A.SHAPE_RULES, tfm.LAYER_BUILDERS, ptm.LAYER_BUILDERS):
-            registry.unregister(ToyScale)
+        LAYER_TYPES.unregister(toy.__name__)
+        for registry in LAYER_REGISTRIES:
+            registry.unregister(toy)
+        assert "ToyScale" not in LAYER_TYPES
+
+
+def registering_modules(layer_type: type) -> set[str]:
+    """The modules whose code registered ``layer_type`` and its rules."""
+    return {LAYER_TYPES.origin(layer_type.__name__)} | {
+        registry.origin(layer_type) for registry in LAYER_REGISTRIES if layer_type in registry}
+
+
+def test_a_layer_type_is_registered_from_at_most_four_modules(toy_layer: type) -> None:
+    """The toy needs exactly its three modules; every layer type of the zoo is registered
+    from its description's module and one builder module per backend."""
+    assert registering_modules(toy_layer) == set(TOY_LAYER_MODULES)
+    for layer_type in LAYER_TYPES.values():
+        assert len(registering_modules(layer_type)) <= 4, layer_type
+        if layer_type is not toy_layer:
+            assert registering_modules(layer_type) == {
+                "dpcore.layers", "tfpipe.models", "torchpipe.models"}, layer_type
 
 
 TOY_LAYER_YAML = """\
@@ -88,7 +100,7 @@ def test_a_toy_layer_type_trains_in_a_custom_model_on_both_backends(
     config = RunConfig.from_file(path)
     arch = A.architecture(config.model, (8, 8, 1), 10)
     assert [type(layer) for layer in arch.layers][1] is toy_layer
-    assert arch.layers[1] == ToyScale("toyscale1", 0.25)  # default name: type + count
+    assert arch.layers[1] == toy_layer("toyscale1", 0.25)  # default name: type + count
     data = load_dataset(config.data, cache=False)
     x = data.x_test[:8].astype(np.float32) / np.float32(255.0)
     trained = {}
@@ -116,11 +128,19 @@ def toy_mlp(spec: ModelSpec, input_shape: A.Shape, n_classes: int) -> tuple[A.La
             A.Activation("fc1_act"), A.Dense("fc2", n_classes))
 
 
-def test_a_toy_model_architecture_builds_the_same_model_in_both_backends(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def toy_model() -> Iterator[str]:
     """Checklist "a model": a layer-graph function registered in IMAGE_ARCHITECTURES."""
-    monkeypatch.setitem(A.IMAGE_ARCHITECTURES, "toy-mlp", toy_mlp)
-    monkeypatch.setattr(A, "MODEL_NAMES", (*A.MODEL_NAMES, "toy-mlp"))
+    A.IMAGE_ARCHITECTURES.register("toy-mlp")(toy_mlp)
+    try:
+        yield "toy-mlp"
+    finally:
+        A.IMAGE_ARCHITECTURES.unregister("toy-mlp")
+
+
+def test_a_toy_model_architecture_builds_the_same_model_in_both_backends(
+        toy_model: str) -> None:
+    assert toy_model in A.model_names()
     spec = RunConfig.from_dict({"data": {"name": "digits"},
                                 "model": {"name": "toy-mlp", "width": 0.5}}).model
     keras_model = tfm.build_model(spec, (8, 8, 1), 10, seed=3)
@@ -153,16 +173,24 @@ def _toy_loader() -> types.ModuleType:
     return module
 
 
-def test_a_toy_data_set_loads_and_trains(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def toy_data_set(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """Checklist "a data set": a loader module and one DATASETS entry."""
     monkeypatch.setitem(sys.modules, "dpcore.data.loaders.toy_blobs", _toy_loader())
-    monkeypatch.setitem(DATASETS, "toy-blobs", DatasetInfo(
+    DATASETS.register()(DatasetInfo(
         name="toy-blobs", task="image", class_names=("dark", "bright"),
         description="120 seeded 8x8 images, dark or bright (a test's toy).", candidates=(),
         how_to_get="built in: the test", documented_sizes=(80, 40), loader="toy_blobs",
         native_channels=1))
+    try:
+        yield "toy-blobs"
+    finally:
+        DATASETS.unregister("toy-blobs")
+
+
+def test_a_toy_data_set_loads_and_trains(toy_data_set: str) -> None:
     config = RunConfig.from_dict({
-        "data": {"name": "toy-blobs"},
+        "data": {"name": toy_data_set},
         "model": {"name": "custom", "layers": [{"type": "Flatten"}, {"type": "Dense"}]},
         "privacy": {"mechanism": "dpsgd-gaussian", "noise_multiplier": 0.5,
                     "max_grad_norm": 1.0},

@@ -1,10 +1,11 @@
-"""Every layer type has its rules: a shape rule in the core, a builder in both backends, and a
-fast-engine rule (or a declared fallback) in both backends, for every layer of every
-registered architecture and of the custom-YAML layer types; the registries' lookups."""
+"""Every layer type has its rules: its shape rule and weights on its description in the core, a
+builder in both backends, and a fast-engine rule (or a declared fallback) in both backends,
+for every layer of every registered architecture and of the custom-YAML layer types; the
+builders' lookups."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -16,15 +17,14 @@ torch = pytest.importorskip("torch")
 from dpcore import architectures as A  # noqa: E402
 from dpcore.config import ModelSpec, RunConfig  # noqa: E402
 from dpcore.errors import ConfigError  # noqa: E402
-from dpcore.layer_registry import LayerRegistry  # noqa: E402
-from dpcore.layers import LAYER_TYPES  # noqa: E402
+from dpcore.layers import LAYER_TYPES, Layer, Tracer  # noqa: E402
 from tfpipe import fast as tf_fast  # noqa: E402
 from tfpipe import models as tfm  # noqa: E402
 from torchpipe import fast as pt_fast  # noqa: E402
 from torchpipe import models as ptm  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "custom-model.yaml"
-CASES = (*A.MODEL_NAMES, "custom-example")
+CASES = (*A.model_names(), "custom-example")
 
 
 @cache
@@ -43,11 +43,19 @@ def test_every_layer_type_has_a_shape_rule_and_a_builder_in_both_backends() -> N
     yaml_types = set(LAYER_TYPES.values())
     # the zoo uses every type a custom model may declare, so building the zoo builds them all
     assert used == yaml_types
-    for registry in (A.SHAPE_RULES, tfm.LAYER_BUILDERS, ptm.LAYER_BUILDERS):
-        missing = sorted(t.__name__ for t in yaml_types - registry.types())
+    for registry in (tfm.LAYER_BUILDERS, ptm.LAYER_BUILDERS):
+        missing = sorted(t.__name__ for t in yaml_types - set(registry))
         assert not missing, (registry.job, missing)
-    with_weights = {t for t in yaml_types if t in A.WEIGHT_SHAPE_RULES}
-    assert with_weights == set(A.WEIGHT_KINDS)  # a weighted type has a neutral weight kind
+    for layer_type in yaml_types:  # a shape rule of its own; weights only with a weight kind
+        assert layer_type.output_shape is not Layer.output_shape, layer_type
+        has_weights = layer_type.weight_shapes is not Layer.weight_shapes
+        assert has_weights == (layer_type.weight_kind is not Layer.weight_kind), layer_type
+    kinds = set()
+    for case in CASES:  # a layer has weights exactly when it has a weight kind
+        arch = _architecture(case)
+        assert {key.split(".")[0] for key in arch.weight_shapes()} == set(arch.weight_kinds())
+        kinds |= set(arch.weight_kinds().values())
+    assert kinds == {"conv2d", "conv1d", "dense", "groupnorm", "embedding"}
 
 
 def _layer_types(arch: A.Architecture) -> dict[str, type]:
@@ -71,45 +79,34 @@ def test_every_trainable_layer_has_a_fast_rule_or_a_declared_fallback(case: str)
     arch = _architecture(case)
     types = _layer_types(arch)
     for registry, problems in (
-        (tfm.LAYER_BUILDERS, _tf_problem_layers(tfm.from_architecture(arch))),
-        (ptm.LAYER_BUILDERS, _torch_problem_layers(ptm.from_architecture(arch))),
+        (tfm.FAST_FALLBACKS, _tf_problem_layers(tfm.from_architecture(arch))),
+        (ptm.FAST_FALLBACKS, _torch_problem_layers(ptm.from_architecture(arch))),
     ):
-        undeclared = [name for name in problems if registry.fast_fallback(types[name]) is None]
+        undeclared = [name for name in problems if types[name] not in registry]
         assert not undeclared, (registry.job, undeclared)
         # a declared fallback is true: every weighted layer of that type is named
-        declared = [name for name in arch.weight_kinds()
-                    if registry.fast_fallback(types[name]) is not None]
+        declared = [name for name in arch.weight_kinds() if types[name] in registry]
         assert set(declared) <= set(problems), (registry.job, declared)
 
 
-def test_a_layer_type_without_a_rule_is_named_with_the_registered_ones() -> None:
-    class Unknown:
-        name = "odd"
+@dataclass(frozen=True)
+class Unbuilt(Layer):
+    """A layer type no backend builds."""
 
-    registry: LayerRegistry[Callable[..., object]] = LayerRegistry("Keras builder")
-    registry.register(A.Dense)(lambda layer, x, ctx: x)
-    with pytest.raises(ConfigError, match=r"^layer type Unknown has no Keras builder; "
-                                          r"valid: Dense$"):
-        registry[Unknown]
+    name: str
+
+    def output_shape(self, shape: A.Shape, t: Tracer) -> A.Shape:
+        return shape
+
+
+def test_a_layer_type_without_a_builder_is_named_with_the_registered_ones() -> None:
     arch = A.Architecture("m", (4,), 2, _architecture("cnn4").activation,
-                          (A.Dense("fc", 2),))
-    dense = tfm.LAYER_BUILDERS[A.Dense]
-    tfm.LAYER_BUILDERS.unregister(A.Dense)
-    try:
-        with pytest.raises(ConfigError, match="layer type Dense has no Keras builder"):
-            tfm.from_architecture(arch)
-    finally:
-        tfm.register_layer_builder(A.Dense)(dense)
-    assert tfm.from_architecture(arch).output_shape == (None, 2)
-
-
-def test_a_declared_fast_fallback_is_kept_until_replaced() -> None:
-    registry: LayerRegistry[Callable[..., object]] = LayerRegistry("torch builder")
-    registry.register(A.Dense, A.Conv2D, fast_fallback="no per-example rule")(print)
-    assert registry.fast_fallback(A.Dense) == registry.fast_fallback(A.Conv2D) \
-        == "no per-example rule"
-    registry.register(A.Dense)(print)  # a later registration replaces the declaration
-    assert registry.fast_fallback(A.Dense) is None
-    assert registry.types() == {A.Dense, A.Conv2D}
-    registry.unregister(A.Conv2D)
-    assert A.Conv2D not in registry and registry.fast_fallback(A.Conv2D) is None
+                          (Unbuilt("odd"), A.Dense("fc", 2)))
+    valid = ", ".join(t.__name__ for t in tfm.LAYER_BUILDERS)
+    with pytest.raises(ConfigError, match=rf"^layer type Unbuilt is not known to the Keras "
+                                          rf"builders; valid: {valid}$"):
+        tfm.from_architecture(arch)
+    with pytest.raises(ConfigError, match="layer type Unbuilt is not known to the torch "
+                                          "builders; valid: Conv2D, Conv1D, GroupNorm"):
+        ptm.from_architecture(arch)
+    assert Unbuilt not in tfm.LAYER_BUILDERS and A.Dense in tfm.LAYER_BUILDERS

@@ -14,7 +14,7 @@ from opacus import GradSampleModule  # noqa: E402
 from opacus.validators import ModuleValidator  # noqa: E402
 
 from dpcore.activations import ActivationSpec, reference, tempered_sigmoid  # noqa: E402
-from dpcore.architectures import MODEL_NAMES  # noqa: E402
+from dpcore.architectures import model_names  # noqa: E402
 from dpcore.config import ModelSpec  # noqa: E402
 from tfpipe import models as tfm  # noqa: E402
 from torchpipe import models as ptm  # noqa: E402
@@ -24,14 +24,14 @@ def _shape(name: str) -> tuple[int, ...]:
     return (16,) if name == "textcnn" else (28, 28, 1)
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", model_names())
 def test_opacus_validator_accepts_every_model(name: str) -> None:
     model = ptm.build_model(ModelSpec(name=name), _shape(name), 10, vocab_size=100)
     assert ModuleValidator.validate(model, strict=True) == []
     assert not any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules())
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", model_names())
 def test_opacus_per_example_gradients_match_a_loop(name: str) -> None:
     """Opacus' hook-based grad samplers give each example's own gradient (width 1/8: fast)."""
     shape = _shape(name)

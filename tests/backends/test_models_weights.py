@@ -8,7 +8,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 torch = pytest.importorskip("torch")
 
-from dpcore.architectures import MODEL_NAMES, architecture  # noqa: E402
+from dpcore.architectures import architecture, model_names  # noqa: E402
 from dpcore.config import ModelSpec  # noqa: E402
 from dpcore.errors import ConfigError  # noqa: E402
 from dpcore.weights import (  # noqa: E402
@@ -44,7 +44,7 @@ def test_round_trip_is_identity(backend: str) -> None:
         np.testing.assert_array_equal(again[key], weights[key])
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+@pytest.mark.parametrize("name", model_names())
 def test_keys_and_shapes_agree_with_the_description(name: str) -> None:
     spec = ModelSpec(name=name, width=0.25)
     expected = architecture(spec, _shape(name), 5, vocab_size=30).weight_shapes()

@@ -19,7 +19,7 @@ import pytest
 
 from compare import api
 from compare.cli.main import main
-from dpcore.data.registry import DATASETS
+from dpcore.datasets import DATASETS
 
 pytest.importorskip("torch")
 

@@ -10,7 +10,7 @@ import pytest
 
 from compare import api
 from compare.grid import _expanded_preset
-from dpcore.data.registry import get_info
+from dpcore.datasets import get_info
 
 PRESETS = ("imdb-library-benchmark", "imdb-library-benchmark-15")
 

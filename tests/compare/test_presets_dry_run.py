@@ -14,7 +14,7 @@ import pytest
 from compare.cli.main import main
 from compare.grid import expand_grid, load_preset, preset_names
 from dpcore.data.paths import locate
-from dpcore.data.registry import get_info
+from dpcore.datasets import get_info
 
 
 def _missing_data(preset: str) -> list[str]:

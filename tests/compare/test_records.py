@@ -132,18 +132,19 @@ def test_rebuild_from_records_alone_gives_the_same_folder(written: Path, tmp_pat
 
 def test_a_changed_report_section_fails_the_rebuild(written: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from compare.reporting import pipeline
-    from compare.reporting.section import FunctionSection, ReportData, SectionOutput
+    from compare.reporting.section import SECTIONS, FunctionSection, ReportData, SectionOutput
 
-    real = pipeline.section_named("time")
+    real = SECTIONS["time"]
 
     def longer(data: ReportData) -> SectionOutput:
         out = real.render(data)
         return dataclasses.replace(out, lines=[*out.lines, "One more sentence.", ""])
 
-    monkeypatch.setattr(pipeline, "SECTIONS", tuple(
-        FunctionSection("time", longer) if s is real else s for s in pipeline.SECTIONS))
-    rebuild_report(written, tmp_path / "rebuilt")
+    SECTIONS.register("time")(FunctionSection("time", longer))  # replaced in its place
+    try:
+        rebuild_report(written, tmp_path / "rebuilt")
+    finally:
+        SECTIONS.register("time")(real)
     problems = rec.report_differences(written, tmp_path / "rebuilt")
     assert len(problems) == 1 and problems[0].startswith("differs: report.md")
 

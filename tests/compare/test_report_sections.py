@@ -1,11 +1,12 @@
 """A report is a pipeline of sections: each a pure function of the report data (it writes
 nothing), one writer for every file, and a new section (with a table and a figure) is one
-entry in the list."""
+registered function."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -16,8 +17,9 @@ from matplotlib.figure import Figure
 from compare.report import render_report
 from compare.report_context import ReportContext
 from compare.reporting import pipeline
-from compare.reporting.section import ReportData, SectionOutput, add, section
+from compare.reporting.section import SECTIONS, ReportData, SectionOutput, add, section
 from compare.reporting.writer import write_report_files
+from dpcore.errors import ConfigError
 from tests.compare.report_fakes import fake_result
 
 
@@ -27,13 +29,18 @@ def _runs() -> list:
             for p, e, m in (("eps=1", 1.0, "dpsgd-gaussian"), ("none", float("inf"), "none"))]
 
 
-def test_every_section_follows_the_protocol_and_has_its_own_name() -> None:
-    names = [s.name for s in pipeline.SECTIONS]
+def test_every_section_follows_the_protocol_and_has_its_place_in_the_reading_order() -> None:
+    sections = pipeline.report_sections()
+    names = [s.name for s in sections]
     assert len(names) == len(set(names)) and all(names)
-    assert all(callable(s.render) for s in pipeline.SECTIONS)
-    assert pipeline.section_named("time").name == "time"
-    with pytest.raises(KeyError, match="no report section 'nope'; valid: headline, "):
-        pipeline.section_named("nope")
+    assert all(callable(s.render) for s in sections)
+    # every registered section has its place; the header is not one (it always comes first)
+    assert sections == pipeline.READING_ORDER and set(SECTIONS) == set(names)
+    assert names[:3] == ["headline", "published", "findings"] and names[-1] == "all runs"
+    assert pipeline.section_named("time").name == "time" and "header" not in SECTIONS
+    with pytest.raises(ConfigError, match=r"report section='tme' is not known to the report "
+                                          r"sections \(did you mean 'time'\?\); valid: "):
+        pipeline.section_named("tme")
 
 
 def test_sections_write_nothing_and_return_tables_and_drawn_figures(
@@ -52,12 +59,21 @@ def test_sections_write_nothing_and_return_tables_and_drawn_figures(
         assert f"]({name})" in text
 
 
-def test_a_new_section_is_one_entry_in_the_list(tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """A toy section with a table and a figure appears in report.md, its CSV and PNG are
-    written by the writer, and its figure's digest goes into the records."""
+@pytest.fixture
+def unregister_toy() -> Iterator[str]:
+    """The name of the toy section, unregistered after the test."""
+    try:
+        yield "toy"
+    finally:
+        SECTIONS.unregister("toy")
 
-    @section("toy")
+
+def test_a_new_section_is_one_registered_function(tmp_path: Path, unregister_toy: str) -> None:
+    """A toy section with a table and a figure, registered by ``@section``, appears in
+    report.md (after the sections of the reading order), its CSV and PNG are written by the
+    writer, and its figure's digest goes into the records."""
+
+    @section(unregister_toy)
     def toy(data: ReportData) -> SectionOutput:
         counts = data.frame.groupby("backend").size().rename("runs").reset_index()
         fig = Figure(figsize=(3, 2))
@@ -68,7 +84,7 @@ def test_a_new_section_is_one_entry_in_the_list(tmp_path: Path,
         return SectionOutput(["## Toy", "", "![toy](toy.png)", ""], {"toy.csv": counts},
                              figures)
 
-    monkeypatch.setattr(pipeline, "SECTIONS", (*pipeline.SECTIONS, toy))
+    assert pipeline.report_sections()[-1] is toy
     path = render_report(_runs(), ReportContext(command="test"), tmp_path / "r")
     assert path.read_text().rstrip().endswith("## Toy\n\n![toy](toy.png)")
     assert pd.read_csv(tmp_path / "r" / "toy.csv").to_dict("list") == {

@@ -1,7 +1,8 @@
-"""A DP-SGD mechanism added by registration only (issue 34): a toy Gaussian variant with its
-own name, label and marker trains on both backends and its runs appear in a report built by
-:mod:`compare.report`, with no change outside :mod:`dpcore.mechanisms` (the test's fixture
-registers it and unregisters it after)."""
+"""A DP-SGD mechanism added by registration only: a toy Gaussian variant with its own name
+(registered in :data:`dpcore.mechanisms.DP_MECHANISMS`) and its own label and marker
+(registered in the report layer's :data:`compare.reporting.styles.MECHANISM_STYLES`) trains on
+both backends and its runs appear in a report built by :mod:`compare.report`, with no other
+change (the test's fixture registers both and unregisters them after)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,12 @@ import pytest
 
 from compare import api
 from compare.reporting import section as report_section
+from compare.reporting.styles import MECHANISM_STYLES, MechanismStyle, label_of, marker_of
 from compare.tidy import load_results
 from dpcore.accounting import dpsgd_event, epsilon_rdp
 from dpcore.config import PrivacySpec, RunConfig
 from dpcore.errors import ConfigError
-from dpcore.mechanisms import (
-    DP_MECHANISMS,
-    GaussianDpSgd,
-    get_mechanism,
-    register_mechanism,
-    unregister_mechanism,
-)
+from dpcore.mechanisms import DP_MECHANISMS, GaussianDpSgd, get_mechanism
 from tests.compare.test_runner import TINY
 
 TOY = "dpsgd-toy"
@@ -33,25 +29,25 @@ TOY_LABEL = "toy Gaussian (test only)"
 
 
 class ToyGaussian(GaussianDpSgd):
-    """Gaussian DP-SGD under another name, label and marker; the libraries do not know it."""
+    """Gaussian DP-SGD under another name; the libraries do not know it."""
 
     name = TOY
     cli_name = "toy"
     aliases = ()
-    label = TOY_LABEL
-    marker = "D"
     library_recipe = False
     library_accountant = False
 
 
 @pytest.fixture
 def toy() -> Iterator[str]:
-    register_mechanism(ToyGaussian)
+    DP_MECHANISMS.register()(ToyGaussian)
+    MECHANISM_STYLES.register(TOY)(MechanismStyle(label=TOY_LABEL, marker="D"))
     try:
         yield TOY
     finally:
-        unregister_mechanism(TOY)
-    assert TOY not in DP_MECHANISMS
+        DP_MECHANISMS.unregister(TOY)
+        MECHANISM_STYLES.unregister(TOY)
+    assert TOY not in DP_MECHANISMS and TOY not in MECHANISM_STYLES
 
 
 #: test_runner's tiny grid (digits 16x16, 4 steps, both backends) with three settings: the toy
@@ -66,16 +62,19 @@ GRID: dict[str, Any] = {**TINY, "name": "toy-mechanism", "axes": {"privacy": [
 
 def test_the_toy_is_known_only_while_registered(toy: str) -> None:
     assert get_mechanism(toy).noises_gradients
+    assert get_mechanism(toy).accountants == ("rdp", "pld", "prv")  # they support its event
+    assert (label_of(toy), marker_of(toy)) == (TOY_LABEL, "D")
     assert RunConfig(privacy=PrivacySpec(mechanism=toy, noise_multiplier=1.0)).privacy.is_dpsgd
     with pytest.raises(ConfigError, match="no library recipe"):
         RunConfig(recipe="library", privacy=PrivacySpec(mechanism=toy, noise_multiplier=1.0))
     with pytest.raises(ConfigError, match="taken by"):
-        register_mechanism(type("Clash", (ToyGaussian,), {"name": "x", "cli_name": "toy"}))
+        DP_MECHANISMS.register()(type("Clash", (ToyGaussian,), {"name": "x", "cli_name": "toy"}))
 
 
-def test_unregistered_the_toy_is_refused() -> None:
+def test_unregistered_the_toy_is_refused_and_drawn_in_the_default_style() -> None:
     with pytest.raises(ConfigError, match=f"privacy.mechanism='{TOY}' is not known"):
         PrivacySpec(mechanism=TOY, noise_multiplier=1.0)
+    assert (label_of(TOY), marker_of(TOY)) == (TOY, "o")
 
 
 def test_a_registered_mechanism_trains_on_both_backends_and_is_reported(

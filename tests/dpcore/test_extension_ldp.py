@@ -5,6 +5,7 @@ reports its epsilons and privatises a data set whose record carries its DpEvent.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -47,9 +48,20 @@ class ToyLaplace(LdpMechanism):
         return {"image": entry}
 
 
-def test_a_toy_ldp_mechanism_privatises_a_data_set(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(LDP_MECHANISMS, ToyLaplace.name, ToyLaplace)
-    mechanism = build_mechanism("toy_laplace", {"scale": 2.0})
+@pytest.fixture
+def toy() -> Iterator[str]:
+    """The checklist's registration: ``@LDP_MECHANISMS.register()`` on the class, undone
+    afterwards."""
+    LDP_MECHANISMS.register()(ToyLaplace)
+    try:
+        yield ToyLaplace.name
+    finally:
+        LDP_MECHANISMS.unregister(ToyLaplace.name)
+
+
+def test_a_toy_ldp_mechanism_privatises_a_data_set(toy: str) -> None:
+    assert toy in DataSpec(name="digits", ldp_mechanism=toy).ldp_mechanism  # config accepts it
+    mechanism = build_mechanism(toy, {"scale": 2.0})
     assert mechanism.label() == "toy_laplace-scale2-clip"
     epsilons = mechanism.epsilons((8, 8, 1), delta=1e-5)
     assert epsilons["per_image"]["epsilon"] == 32.0 and "per_value" not in epsilons

@@ -1,10 +1,10 @@
-"""The fast engines' shared parts: Book-Keeping's cost rule and the rule registry."""
+"""The fast engines' shared part: Book-Keeping's cost rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from dpcore.fastrules import RuleRegistry, use_ghost_norm
+from dpcore.fastrules import use_ghost_norm
 
 
 @pytest.mark.parametrize(("t", "p", "d", "kind", "ghost"), [
@@ -18,21 +18,3 @@ from dpcore.fastrules import RuleRegistry, use_ghost_norm
 def test_the_ghost_norm_exactly_where_two_t_squared_is_below_p_d(
         t: int, p: int, d: int, kind: str, ghost: bool) -> None:
     assert use_ghost_norm(t, p, d, kind) is ghost
-
-
-def test_the_registry_files_one_rule_instance_per_type_exactly() -> None:
-    class Layer:
-        pass
-
-    class Special(Layer):
-        pass
-
-    rules: RuleRegistry[object] = RuleRegistry("toy")
-
-    @rules.register(Layer, int)
-    class Rule:
-        pass
-
-    assert isinstance(rules.get(Layer), Rule) and rules.get(Layer) is rules.get(int)
-    assert rules.get(Special) is None and Special not in rules  # exact types only
-    assert list(rules) == [Layer, int] and len(rules) == 2

@@ -10,14 +10,8 @@ import pytest
 
 from dpcore.data import Dataset, as_float01
 from dpcore.errors import ConfigError, DataError, PrivacyError
-from dpcore.ldp import (
-    DpPixMechanism,
-    GaussianMechanism,
-    LaplaceMechanism,
-    cache_path_for,
-    privatize_dataset,
-    privatize_images,
-)
+from dpcore.ldp import DpPixMechanism, GaussianMechanism, LaplaceMechanism
+from dpcore.ldp.privatize import cache_path_for, privatize_dataset, privatize_images
 
 
 def _dataset(channels: int = 1, n_train: int = 30, n_test: int = 10, seed: int = 0) -> Dataset:

@@ -10,8 +10,9 @@ import pytest
 from PIL import Image
 
 from dpcore.errors import DataError
-from dpcore.ldp import LaplaceMechanism, privatize_images
+from dpcore.ldp import LaplaceMechanism
 from dpcore.ldp.montage import level_columns, save_montage
+from dpcore.ldp.privatize import privatize_images
 from dpcore.ldp.quality import image_quality, psnr, ssim
 
 

@@ -18,8 +18,8 @@ import numpy as np
 from dpcore.data.loaders.base import Decoded, DecodeRequest, require_dir
 from dpcore.data.loaders.folders import decode_labelled_files
 from dpcore.data.loaders.groups import read_csv_rows
-from dpcore.data.registry import DatasetInfo
 from dpcore.data.splits import split_counts, stratified_split
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 CSV_NAME = "train.csv"

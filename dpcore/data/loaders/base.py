@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dpcore.data.registry import DatasetInfo
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 

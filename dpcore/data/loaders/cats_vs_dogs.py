@@ -21,8 +21,8 @@ from dpcore.data.images import ensure_nhwc, to_pixel_dtype
 from dpcore.data.loaders.base import Decoded, DecodeRequest, as_labels, check_split
 from dpcore.data.loaders.folders import decode_labelled_files
 from dpcore.data.loaders.npzfile import npz_shapes, read_npz
-from dpcore.data.registry import DatasetInfo
 from dpcore.data.splits import split_counts, stratified_split
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")

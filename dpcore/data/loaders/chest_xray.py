@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dpcore.data.loaders.base import Decoded, DecodeRequest, require_dir
 from dpcore.data.loaders.imagefolder import FolderLayout, decode_layout, scan
-from dpcore.data.registry import DatasetInfo
+from dpcore.datasets import DatasetInfo
 
 CLASS_DIRS = ("NORMAL", "PNEUMONIA")
 _LAYOUT = (

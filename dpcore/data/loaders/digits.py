@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from dpcore.data.loaders.base import Decoded, DecodeRequest, as_labels
-from dpcore.data.registry import DatasetInfo
 from dpcore.data.splits import split_counts, stratified_split
+from dpcore.datasets import DatasetInfo
 
 N_EXAMPLES = 1797
 

@@ -46,9 +46,9 @@ from dpcore.data.loaders.folders import (
     decode_labelled_files,
     image_files,
 )
-from dpcore.data.registry import DatasetInfo
 from dpcore.data.splits import split_counts, stratified_split
 from dpcore.data.survey import channel_note, size_note, survey_images
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 SPLIT_DIRS = ("train", "test")

@@ -23,8 +23,8 @@ import numpy as np
 
 from dpcore.data.images import one_line
 from dpcore.data.loaders.base import Decoded, DecodeRequest
-from dpcore.data.registry import DatasetInfo
 from dpcore.data.text import build_vocabulary, encode, tokenize
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 _SPLITS = ("train", "test")

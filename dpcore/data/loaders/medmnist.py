@@ -21,7 +21,7 @@ import numpy as np
 from dpcore.data.images import ensure_nhwc, to_pixel_dtype
 from dpcore.data.loaders.base import Decoded, DecodeRequest, as_labels, check_split
 from dpcore.data.loaders.npzfile import npz_shapes, read_npz
-from dpcore.data.registry import DatasetInfo
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 REQUIRED = ("train_images", "train_labels", "test_images", "test_labels")

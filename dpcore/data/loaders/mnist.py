@@ -18,7 +18,7 @@ import numpy as np
 from dpcore.data.images import ensure_nhwc, one_line, to_pixel_dtype
 from dpcore.data.loaders.base import Decoded, DecodeRequest, as_labels, check_split
 from dpcore.data.loaders.npzfile import npz_shapes, read_npz
-from dpcore.data.registry import DatasetInfo
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 #: Array name -> (IDX file stem, expected magic number).

@@ -16,8 +16,8 @@ import numpy as np
 
 from dpcore.data.images import one_line, to_pixel_dtype
 from dpcore.data.loaders.base import Decoded, DecodeRequest, as_labels
-from dpcore.data.registry import DatasetInfo
 from dpcore.data.splits import split_counts, stratified_split
+from dpcore.datasets import DatasetInfo
 from dpcore.errors import DataError
 
 N_EXAMPLES = 5000
