@@ -19,28 +19,31 @@ from benchmarks.grid_cost import PRICED_PRESETS, ExpandedGrid, preset_cost
 ExpandPreset = Callable[[str], ExpandedGrid]
 
 
-def run(out: str | Path, *, expand_preset: ExpandPreset, quick: bool = False,
+def run(out: str | Path, *, expand_preset: ExpandPreset,
+        label: Callable[[str], str] = str, quick: bool = False,
         cases: Sequence[str] | None = None, sweep: bool = True, data_dir: str | None = None,
         log: Callable[[str], None] = lambda _msg: None, command: str = "dpcompare bench"
         ) -> tuple[dict[str, Any], Path]:
     """Time DP and non-private training in both frameworks and write ``out/report.md``,
     ``out/results.json`` and ``out/sweep.png`` (see :func:`compare.api.bench`); an unknown
-    case name fails (ConfigError) before anything runs. Returns (every figure as one
+    case name fails (ConfigError) before anything runs. ``label`` names a mechanism in the
+    presets' cost groups (the report layer's legend label). Returns (every figure as one
     JSON-ready dict, the path of ``report.md``)."""
     names = list(cases) if cases else None
     bench.select_cases(quick, names)  # an unknown case name fails before anything runs
     figures = bench.run_benchmark(quick=quick, data_dir=data_dir, case_names=names,
                                   sweep=sweep, log=log)
-    figures["preset_costs"] = preset_costs(figures, expand_preset)
+    figures["preset_costs"] = preset_costs(figures, expand_preset, label)
     return figures, render.write_report(figures, out, command)
 
 
-def preset_costs(figures: Mapping[str, Any], expand_preset: ExpandPreset
-                 ) -> list[dict[str, Any]]:
+def preset_costs(figures: Mapping[str, Any], expand_preset: ExpandPreset,
+                 label: Callable[[str], str] = str) -> list[dict[str, Any]]:
     """What the medical presets' whole grids (:data:`benchmarks.grid_cost.PRICED_PRESETS`)
     would take to train here, estimated from the bench's step times
-    (:func:`benchmarks.grid_cost.preset_cost`), each preset expanded by ``expand_preset``."""
-    return [preset_cost(figures, expand_preset(name)) for name in PRICED_PRESETS]
+    (:func:`benchmarks.grid_cost.preset_cost`), each preset expanded by ``expand_preset``,
+    each mechanism named by ``label``."""
+    return [preset_cost(figures, expand_preset(name), label) for name in PRICED_PRESETS]
 
 
 def text_summary(figures: dict[str, Any]) -> str:

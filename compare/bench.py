@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import Any
 
 from compare.grid import Grid, expand_grid, load_preset
+from compare.reporting.styles import label_of
 
 #: The benchmarks' entry module (:mod:`benchmarks.command`).
 BENCHMARK_MODULE = "benchmarks.command"
@@ -53,7 +54,7 @@ def bench(out: str | Path, *, quick: bool = False, cases: Sequence[str] | None =
         ConfigError: an unknown case name (nothing run or written).
     """
     return load_benchmarks().run(
-        out, expand_preset=expand_preset, quick=quick, cases=cases, sweep=sweep,
+        out, expand_preset=expand_preset, label=label_of, quick=quick, cases=cases, sweep=sweep,
         data_dir=None if data_dir is None else str(data_dir),
         log=log or (lambda _msg: None), command=command)
 
