@@ -56,6 +56,7 @@ from dpcore.config.validation import (
     integer_field,
 )
 from dpcore.errors import ConfigError, PrivacyConfigError
+from dpcore.fastroutes import check_routes
 from dpcore.layers import parse_layers
 from dpcore.mechanisms import dpsgd_names, get_mechanism
 from dpcore.registry import Registry
@@ -562,6 +563,18 @@ class PerfSpec:
             PyTorch runs by default) or ``channels_last`` (model and inputs converted with
             ``torch.channels_last``, the layout PyTorch's CPU convolutions are fastest in);
             used by the plain, reference and fast steps. TF is always NHWC.
+        compile: compile the plain and fast chunk steps with the framework's compiler: TF
+            XLA (``jit_compile``, as ``xla``; needs ``deterministic: false``: XLA has no
+            deterministic MaxPool gradient), torch ``torch.compile`` (inductor; the plain
+            step whole, the fast step's per-layer norm and clipped-sum functions). Each
+            chunk is then padded to its size class (:func:`dpcore.fastroutes.size_class`)
+            with zero-weight rows, so that a few shapes are compiled, not one per Poisson
+            batch size; the result is the unpadded one to float rounding.
+        routes: the fast engines' per-layer routes to replay (chunk size class -> layer name
+            -> route of :data:`dpcore.fastrules.ROUTES`), as a run records them in its
+            ``perf.routes``; None (default): measured at warm-up
+            (:mod:`dpcore.fastroutes`). A route changes the order of float sums only, so a
+            reproduced run passes the recorded routes to get the same bits.
     """
 
     engine: str | None = None
@@ -572,8 +585,14 @@ class PerfSpec:
     library_jacobian_batch_size: int | None = 16
     cache_fixed_front: bool = True
     memory_format: str = "default"
+    compile: bool = False
+    routes: Mapping[str, Mapping[str, str]] | None = None
 
     def __post_init__(self) -> None:
+        check_routes(self.routes)
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"perf.compile={self.compile!r} is not valid; valid: true or "
+                              "false")
         if self.engine is not None:
             check_choice("perf.engine", self.engine, ENGINES)
         check_choice("perf.memory_format", self.memory_format, MEMORY_FORMATS)

@@ -5,6 +5,7 @@ engine."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -81,31 +82,67 @@ def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -
         assert rel_error(_as_weights(actual), _as_weights(expected)) < TOL, (name, kind)
 
 
-def _check_against_reference(model: Any, x: Any, y: Any, label: str) -> None:
+def _check_against_reference(model: Any, x: Any, y: Any, label: str,
+                             kinds: tuple[str, ...] = ("l2", "l1"),
+                             routes: Any = None) -> None:
+    """``routes(kind)``: layer name -> route forced for that norm kind (None: defaults)."""
     from tfpipe import dp, fast
 
     _, refs = dp.per_example_gradients(model, model.trainable_variables, x, y)
     records = [np.asarray(r, np.float64) for r in refs]
-    for kind in ("l2", "l1"):
+    for kind in kinds:
         clip = float(np.median(_norms(records, kind)))
         _, actual = fast.clipped_gradient_sum(model, model.trainable_variables, x, y, clip,
-                                              kind)
+                                              kind, routes(kind) if routes else None)
         assert rel_error(_as_weights(actual),
                          _as_weights(_numpy_clipped_sum(records, clip, kind))) < TOL, (
             label, kind)
 
 
-@pytest.mark.parametrize("name", ["cnn4", "resnet18", "textcnn"])
-@pytest.mark.parametrize("route", ["ghost", "per-example"])
-def test_either_route_of_every_layer_gives_the_same_clipped_sum(
-        name: str, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Book-Keeping's rule forced one way for every layer (all ghost norms where a layer has
-    one, or all per-example gradients kept for the sum): the reference's clipped sums."""
+def _norm_model() -> tuple[Any, Any, Any]:
+    """LayerNormalization over the last axis and over the last two, and GroupNormalization
+    (gamma and beta random, so their gradients matter), between convolutions; 7 examples."""
+    layers = tf.keras.layers
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input((6, 6, 2))
+    x = layers.Conv2D(4, 3, padding="same")(inputs)
+    x = layers.LayerNormalization(axis=-1, gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    x = layers.Activation("tanh")(x)
+    x = layers.LayerNormalization(axis=[2, 3], gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    x = layers.GroupNormalization(2, gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    model = tf.keras.Model(inputs, layers.Dense(3)(layers.Flatten()(x)))
+    rng = np.random.default_rng(0)
+    return (model, tf.constant(rng.normal(size=(7, 6, 6, 2)), tf.float32),
+            tf.constant(rng.integers(0, 3, 7), tf.int64))
+
+
+@pytest.mark.parametrize("route", ["ghost", "per_example", "unfold"])
+def test_each_route_forced_on_every_layer_type_it_applies_to_gives_the_reference_sum(
+        route: str) -> None:
+    """Every route of dpcore.fastrules.ROUTES, forced on every layer whose rule has it (for
+    the norm kind), on models that hold every registered layer type: the reference's clipped
+    sums, L2 and L1."""
+    from dpcore.fastrules import ROUTES
     from tfpipe import fast
 
-    monkeypatch.setattr(fast, "use_ghost_norm", lambda t, p, d, kind="l2": (
-        route == "ghost" and kind == "l2"))
-    _check_against_reference(*_model_and_batch(name), f"{name} {route}")
+    assert route in ROUTES
+    covered: set[str] = set()
+    for label, (model, x, y) in [*((n, _model_and_batch(n)) for n in
+                                   ("cnn4", "resnet18", "textcnn")), ("norms", _norm_model())]:
+        _, records = fast.record_layers(model, x, y)
+
+        def forced(kind: str, records: Any = records) -> dict[str, str]:
+            return {layer.name: route for layer, a, _ in records
+                    if route in fast.FAST_RULES.get(type(layer)).routes(layer, a, kind)}
+
+        covered |= {type(layer).__name__ for layer, _, _ in records
+                    if layer.name in forced("l2") | forced("l1")}
+        _check_against_reference(model, x, y, f"{label} {route}", routes=forced)
+    assert covered == {t.__name__ for t in fast.FAST_RULES
+                       if route in fast.FAST_RULES.get(t).ROUTES}, covered
 
 
 def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
@@ -122,7 +159,9 @@ def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
         a, g = tf.random.normal(shape), tf.random.normal(out)
         ghost = layer is wide  # narrow: 2 * 64^2 > 64 * 16; wide: 2 * 16^2 < 576 * 64
         assert (rule.norms(layer, a, g, "l2").kept is None) == ghost
+        assert rule.default_route(layer, a, g, "l2") == ("ghost" if ghost else "per_example")
         assert rule.norms(layer, a, g, "l1").kept is not None  # L1 has no ghost form
+        assert rule.routes(layer, a, "l1") == ("per_example", "unfold")
 
 
 def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
@@ -139,24 +178,11 @@ def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
 def test_layernorm_and_groupnorm_sums_equal_the_reference() -> None:
     """LayerNormalization over the last axis and over the last two, and GroupNormalization
     (gamma and beta random, so their gradients matter), between convolutions."""
-    layers = tf.keras.layers
-    tf.keras.utils.set_random_seed(0)
-    inputs = tf.keras.Input((6, 6, 2))
-    x = layers.Conv2D(4, 3, padding="same")(inputs)
-    x = layers.LayerNormalization(axis=-1, gamma_initializer="random_normal",
-                                  beta_initializer="random_normal")(x)
-    x = layers.Activation("tanh")(x)
-    x = layers.LayerNormalization(axis=[2, 3], gamma_initializer="random_normal",
-                                  beta_initializer="random_normal")(x)
-    x = layers.GroupNormalization(2, gamma_initializer="random_normal",
-                                  beta_initializer="random_normal")(x)
-    model = tf.keras.Model(inputs, layers.Dense(3)(layers.Flatten()(x)))
     from tfpipe import fast
 
+    model, x, y = _norm_model()
     assert fast.unsupported_layers(model) == []
-    rng = np.random.default_rng(0)
-    _check_against_reference(model, tf.constant(rng.normal(size=(7, 6, 6, 2)), tf.float32),
-                             tf.constant(rng.integers(0, 3, 7), tf.int64), "norms")
+    _check_against_reference(model, x, y, "norms")
 
 
 def _engine_step(engine_cls: Any, cfg: Any, mech: Any, start: dict[str, np.ndarray],
@@ -267,3 +293,86 @@ def test_the_default_engine_is_fast() -> None:
 
     trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(), progress=False)
     assert trained.extra["engine_used"] == "fast" and "fast_engine_fallback" not in trained.extra
+
+
+def _cnn4_step(engine_cls: Any, perf: PerfSpec, start: dict[str, np.ndarray], *,
+               private: bool = True, pad: bool = False) -> tuple[Any, dict[str, np.ndarray]]:
+    """One step of 35 examples in chunks of 16, 16 and 3 (noise 0, L2): the engine (its
+    step's loss as ``engine.last_loss``) and the weights after it; ``pad`` pads the chunks
+    to their size class as a compiled step."""
+    from tfpipe.models import build_model, get_weights, set_weights
+
+    cfg = config(mechanism="dpsgd-gaussian" if private else "none", noise=0.0, clip=2.0,
+                 lr=1.0)
+    mech = mechanism("l2", 2.0, 0.0, 40) if private else mechanism(None, float("inf"), 0.0,
+                                                                    40)
+    model = build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=0)
+    set_weights(model, start)
+    engine = engine_cls(model, cfg, mech, perf)
+    engine.pad_chunks = pad
+    engine.last_loss = engine.train_step(chunks_of(np.arange(40, 75), 16))
+    return engine, get_weights(model)
+
+
+def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray]) -> None:
+    """Routes are timed per chunk size class (16: the full chunks, 4: the last, 3 examples),
+    recorded with their timings; perf.routes replays them without timing (the same bits),
+    and a forced other route gives the same update to float rounding."""
+    from tfpipe.fast import FastTfStepEngine
+
+    perf = PerfSpec(engine="fast", physical_batch_size=16)
+    engine, measured = _cnn4_step(FastTfStepEngine, perf, start)
+    record = engine.perf_record()
+    layers = {"conv1", "conv2", "fc1", "fc2"}
+    assert set(record["routes"]) == {"16", "4"}
+    assert all(set(routes) == layers for routes in record["routes"].values())
+    choice = record["route_choice"]
+    assert choice["how"].startswith("measured") and choice["warmup_seconds"] > 0
+    # conv1 (T = 64, p d = 64 x 16): its ghost norm has ~6x the multiply-adds, not timed
+    assert set(choice["timings_ms"]["16"]["conv1"]) == {"per_example", "unfold"}
+    assert record["routes"]["16"]["fc1"] == "ghost"  # a dense layer's only route
+
+    replayed, again = _cnn4_step(FastTfStepEngine, dataclasses.replace(
+        perf, routes=record["routes"]), start)
+    assert replayed.perf_record()["routes"] == record["routes"]
+    assert replayed.perf_record()["route_choice"]["how"] == "replayed from perf.routes"
+    assert not replayed.perf_record()["route_choice"]["timings_ms"]
+    assert all(np.array_equal(again[k], measured[k]) for k in measured)
+
+    other = {size: {**routes, "conv1": "unfold", "conv2": "unfold"}
+             for size, routes in record["routes"].items()}
+    forced, weights = _cnn4_step(FastTfStepEngine, dataclasses.replace(perf, routes=other),
+                                 start)
+    assert forced.perf_record()["routes"] == other
+    assert rel_error(diff(weights, start), diff(measured, start)) < TOL
+
+
+def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
+        start: dict[str, np.ndarray]) -> None:
+    from dpcore.errors import ConfigError
+    from tfpipe.fast import FastTfStepEngine
+
+    perf = PerfSpec(engine="fast", physical_batch_size=16, routes={"16": {"fc1": "unfold"}})
+    with pytest.raises(ConfigError, match=r"perf.routes\['16'\]\['fc1'\]='unfold'.*valid: "
+                                          r"ghost"):
+        _cnn4_step(FastTfStepEngine, perf, start)
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_padded_chunks_give_the_unpadded_update(private: bool,
+                                                start: dict[str, np.ndarray]) -> None:
+    """Chunks padded to their size class with zero-weight rows (as compiled steps run them;
+    physical chunks of 256: 16, 16 and 3 examples all padded to 32) give the unpadded update
+    to float rounding (rel 1e-6: the padded rows change only the length of each batch-axis
+    sum) and the same loss."""
+    from tfpipe.fast import FastTfStepEngine
+    from tfpipe.train import TfStepEngine
+
+    cls = FastTfStepEngine if private else TfStepEngine
+    perf = PerfSpec(engine="fast")
+    engine, plain = _cnn4_step(cls, perf, start, private=private)
+    padded_engine, padded = _cnn4_step(cls, perf, start, private=private, pad=True)
+    assert rel_error(diff(padded, start), diff(plain, start)) < 1e-6
+    assert padded_engine.last_loss == pytest.approx(engine.last_loss, rel=1e-6)
+    if private:
+        assert set(padded_engine.perf_record()["routes"]) == {"32"}

@@ -313,25 +313,50 @@ def test_opacus_ghost_mode_gets_a_norm_for_every_layer_type() -> None:
     ghost._close()
 
 
-@pytest.mark.parametrize("name", ["cnn4", "resnet18", "textcnn"])
-@pytest.mark.parametrize("route", ["ghost", "per-example"])
-def test_either_route_of_every_layer_gives_the_same_clipped_sum(
-        name: str, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Book-Keeping's rule forced one way for every layer (all ghost norms where a layer has
-    one, or all per-example gradients kept for the sum): the same sums as the naive loop."""
+def _norm_model() -> tuple[Any, Any, Any]:
+    """LayerNorm (over the last axis and over the last two) and GroupNorm (random affine
+    parameters), with a rank-3 Linear (positions: it has routes) between them; 7 examples."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.LayerNorm(8),
+                                torch.nn.Tanh(), torch.nn.LayerNorm([5, 8]),
+                                torch.nn.Flatten(), torch.nn.Unflatten(1, (8, 5)),
+                                torch.nn.GroupNorm(2, 8), torch.nn.Flatten(),
+                                torch.nn.Linear(40, 3))
+    for m in model:
+        if isinstance(m, torch.nn.LayerNorm | torch.nn.GroupNorm):
+            torch.nn.init.normal_(m.weight)
+            torch.nn.init.normal_(m.bias)
+    return model, torch.randn(7, 5, 6), torch.tensor([0, 1, 2, 0, 1, 2, 0])
+
+
+@pytest.mark.parametrize("route", ["ghost", "per_example", "unfold"])
+def test_each_route_forced_on_every_layer_type_it_applies_to_gives_the_naive_sum(
+        route: str) -> None:
+    """Every route of dpcore.fastrules.ROUTES, forced on every module whose rule has it (for
+    the norm kind), on models that hold every registered module type: the naive loop's
+    clipped sums, L2 and L1."""
+    from dpcore.fastrules import ROUTES
     from torchpipe import fast
 
-    model, x, y = _model_and_batch(name)
-    model.train()
-    records = _per_example_gradients(model, x, y)
-    monkeypatch.setattr(fast, "use_ghost_norm", lambda t, p, d, kind="l2": (
-        route == "ghost" and kind == "l2"))
-    for kind in ("l2", "l1"):
-        clip = float(np.median(_norms(records, kind)))
-        expected = _clipped_sum(records, clip, kind)
-        _, actual = fast.clipped_gradient_sum(model, x, y, clip, kind)
-        assert rel_error(_as_weights([a.double().numpy() for a in actual]),
-                         _as_weights(expected)) < TOL, (name, kind)
+    assert route in ROUTES
+    covered: set[str] = set()
+    for label, (model, x, y) in [*((n, _model_and_batch(n)) for n in
+                                   ("cnn4", "resnet18", "textcnn")), ("norms", _norm_model())]:
+        model.train()
+        records = _per_example_gradients(model, x, y)
+        _, layers = fast.record_layers(model, x, y)
+        names = fast.module_names(model)
+        for kind in ("l2", "l1"):
+            forced = {names[id(m)]: route for m, a, _ in layers
+                      if route in fast.FAST_RULES.get(type(m)).routes(m, a, kind)}
+            covered |= {type(m).__name__ for m, _, _ in layers if names[id(m)] in forced}
+            clip = float(np.median(_norms(records, kind)))
+            _, actual = fast.clipped_gradient_sum(model, x, y, clip, kind, forced)
+            assert rel_error(_as_weights([a.double().numpy() for a in actual]),
+                             _as_weights(_clipped_sum(records, clip, kind))) < TOL, (
+                label, route, kind)
+    assert covered == {t.__name__ for t in fast.FAST_RULES
+                       if route in fast.FAST_RULES.get(t).ROUTES}, covered
 
 
 def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
@@ -363,17 +388,7 @@ def test_layernorm_and_groupnorm_sums_equal_the_naive_loop() -> None:
     with a rank-3 Linear (positions: the ghost/per-example rule applies) between them."""
     from torchpipe import fast
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.LayerNorm(8),
-                                torch.nn.Tanh(), torch.nn.LayerNorm([5, 8]),
-                                torch.nn.Flatten(), torch.nn.Unflatten(1, (8, 5)),
-                                torch.nn.GroupNorm(2, 8), torch.nn.Flatten(),
-                                torch.nn.Linear(40, 3))
-    for m in model:
-        if isinstance(m, torch.nn.LayerNorm | torch.nn.GroupNorm):
-            torch.nn.init.normal_(m.weight)
-            torch.nn.init.normal_(m.bias)
-    x, y = torch.randn(7, 5, 6), torch.tensor([0, 1, 2, 0, 1, 2, 0])
+    model, x, y = _norm_model()
     assert fast.unsupported_layers(model) == []
     records = _per_example_gradients(model, x, y)
     for kind in ("l2", "l1"):
@@ -406,10 +421,13 @@ def test_groupnorm_weighted_sums_survive_channels_last_inputs() -> None:
         x = to_tensor(rng.uniform(size=(6, 16, 16, 1)).astype(np.float32), False)
         assert x.is_contiguous(memory_format=torch.channels_last)
         y = torch.from_numpy(rng.integers(0, 2, 6))
-        fast.use_ghost_norm = lambda t, p, d, kind="l2": False
-        _, kept = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
-        fast.use_ghost_norm = lambda t, p, d, kind="l2": kind == "l2"
-        _, autograd = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
+        names = fast.module_names(model)
+        _, layers = fast.record_layers(model, x, y)
+        def forced(route):
+            return {names[id(m)]: route for m, a, _ in layers
+                    if route in fast.FAST_RULES.get(type(m)).routes(m, a, "l2")}
+        _, kept = fast.clipped_gradient_sum(model, x, y, 0.5, "l2", forced("unfold"))
+        _, autograd = fast.clipped_gradient_sum(model, x, y, 0.5, "l2", forced("ghost"))
         for a, b in zip(kept, autograd, strict=True):
             np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-6)
         print("same sums")
@@ -418,3 +436,84 @@ def test_groupnorm_weighted_sums_survive_channels_last_inputs() -> None:
                           timeout=300, check=False)
     assert done.returncode == 0 and "same sums" in done.stdout, (done.returncode,
                                                                  done.stderr[-2000:])
+
+
+def _cnn4_step(fast_engine: bool, perf: PerfSpec, start: dict[str, np.ndarray], *,
+               private: bool = True, pad: bool = False) -> tuple[Any, dict[str, np.ndarray]]:
+    """One step of 35 examples in chunks of 16, 16 and 3 (noise 0, L2): the engine (its
+    step's loss as ``engine.last_loss``) and the weights after it; ``pad`` pads the chunks
+    to their size class as a compiled step."""
+    from torchpipe.engine import TorchStepEngine
+    from torchpipe.fast import FastTorchStepEngine
+    from torchpipe.models import build_model, get_weights, set_weights
+
+    cfg = config(mechanism="dpsgd-gaussian" if private else "none", noise=0.0, clip=2.0,
+                 lr=1.0)
+    mech = mechanism("l2", 2.0, 0.0, 40) if private else mechanism(None, float("inf"), 0.0,
+                                                                    40)
+    model = build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=0)
+    set_weights(model, start)
+    engine = (FastTorchStepEngine if fast_engine else TorchStepEngine)(model, cfg, mech, perf)
+    engine.pad_chunks = pad
+    engine.last_loss = engine.train_step(chunks_of(np.arange(40, 75), 16))
+    engine.close()
+    return engine, get_weights(model)
+
+
+def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray]) -> None:
+    """Routes are timed per chunk size class (16: the full chunks, 4: the last, 3 examples),
+    recorded with their timings; perf.routes replays them without timing (the same bits),
+    and a forced other route gives the same update to float rounding."""
+    import dataclasses
+
+    perf = PerfSpec(engine="fast", physical_batch_size=16, memory_format="channels_last")
+    engine, measured = _cnn4_step(True, perf, start)
+    record = engine.perf_record()
+    layers = {"layers.conv1", "layers.conv2", "layers.fc1", "layers.fc2"}
+    assert set(record["routes"]) == {"16", "4"}
+    assert all(set(routes) == layers for routes in record["routes"].values())
+    choice = record["route_choice"]
+    assert choice["how"].startswith("measured") and choice["warmup_seconds"] > 0
+    # conv1 (T = 64, p d = 64 x 16): its ghost norm has ~6x the multiply-adds, not timed
+    assert set(choice["timings_ms"]["16"]["layers.conv1"]) == {"per_example", "unfold"}
+    assert record["routes"]["16"]["layers.fc1"] == "ghost"  # a vector's only route
+
+    replayed, again = _cnn4_step(True, dataclasses.replace(perf, routes=record["routes"]),
+                                 start)
+    assert replayed.perf_record()["routes"] == record["routes"]
+    assert replayed.perf_record()["route_choice"]["how"] == "replayed from perf.routes"
+    assert not replayed.perf_record()["route_choice"]["timings_ms"]
+    assert all(np.array_equal(again[k], measured[k]) for k in measured)
+
+    other = {size: {**routes, "layers.conv1": "unfold", "layers.conv2": "unfold"}
+             for size, routes in record["routes"].items()}
+    forced, weights = _cnn4_step(True, dataclasses.replace(perf, routes=other), start)
+    assert forced.perf_record()["routes"] == other
+    assert rel_error(diff(weights, start), diff(measured, start)) < TOL
+
+
+def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
+        start: dict[str, np.ndarray]) -> None:
+    from dpcore.errors import ConfigError
+
+    perf = PerfSpec(engine="fast", physical_batch_size=16,
+                    routes={"16": {"layers.fc1": "unfold"}})
+    with pytest.raises(ConfigError, match=r"perf.routes\['16'\]\['layers.fc1'\]='unfold'.*"
+                                          r"valid: ghost"):
+        _cnn4_step(True, perf, start)
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_padded_chunks_give_the_unpadded_update(private: bool,
+                                                start: dict[str, np.ndarray]) -> None:
+    """Chunks padded to their size class with zero-weight rows (as compiled steps run them;
+    physical chunks of 256: 16, 16 and 3 examples all padded to 32) give the unpadded update
+    to float rounding (rel 1e-6: the padded rows change only the length of each batch-axis
+    sum) and the same loss."""
+    perf = PerfSpec(engine="fast", memory_format="channels_last")
+    engine, plain = _cnn4_step(private, perf, start, private=private)
+    padded_engine, padded = _cnn4_step(private, perf, start, private=private, pad=True)
+    assert rel_error(diff(padded, start), diff(plain, start)) < 1e-6
+    assert padded_engine.last_loss == pytest.approx(engine.last_loss, rel=1e-6)
+    if private:
+        assert set(padded_engine.perf_record()["routes"]) == {"32"}
