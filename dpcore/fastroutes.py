@@ -55,16 +55,18 @@ class TimingPolicy:
         margin: a route replaces the rule's default only if faster by this fraction.
         prune_factor: routes with more than this many times the fewest multiply-adds of the
             layer's routes are not timed.
-        max_examples: time on at most this many examples of the chunk (None: all); the
-            routes' costs grow linearly with the examples, so a sub-chunk ranks them.
+        max_examples: time on at most this many examples of the chunk (None: all, the
+            default: the routes' costs are not linear in the examples, e.g. cnn4's conv2 on
+            a grouped convolution of 64 examples was timed faster than its unfold, of 256
+            examples 2.3x slower).
         budget_seconds: timing stops once it has taken this long for a model (the remaining
             layers take their default route, recorded as not measured).
     """
 
-    repeats: int = 3
+    repeats: int = 2
     margin: float = 0.1
     prune_factor: float = 4.0
-    max_examples: int | None = 64
+    max_examples: int | None = None
     budget_seconds: float = 1.0
 
 
@@ -128,9 +130,11 @@ class RouteBook:
         """Layer name -> route of size class ``size`` (settled by :meth:`settle`)."""
         return self.chosen[str(size)]
 
-    def settle(self, size: int, layers: Sequence[LayerRoutes]) -> dict[str, str]:
+    def settle(self, size: int, layers: Callable[[], Sequence[LayerRoutes]]
+               ) -> dict[str, str]:
         """The routes of size class ``size``: replayed if given, else measured layer by
-        layer (each layer's candidates timed by :func:`best_seconds`)."""
+        layer (each layer's candidates timed by :func:`best_seconds`). ``layers`` makes the
+        layers' routes (e.g. by a forward and backward pass: counted in the warm-up time)."""
         key = str(size)
         if key in self.chosen:
             return self.chosen[key]
@@ -138,7 +142,7 @@ class RouteBook:
         out: dict[str, str] = {}
         timings: dict[str, dict[str, float]] = {}
         notes: dict[str, str] = {}
-        for layer in layers:
+        for layer in layers():
             if self.given is not None:
                 out[layer.name] = self._replayed(key, layer, notes)
                 continue

@@ -529,7 +529,7 @@ class FastTfStepEngine(TfStepEngine):
         size = size_class(len(y), self.physical)
         if size not in self._by_size:
             m = self.book.policy.max_examples or len(y)
-            routes = self.book.settle(size, layer_routes(
+            routes = self.book.settle(size, lambda: layer_routes(
                 self.model, tf.constant(x[:m]), tf.constant(y[:m]), self.mechanism.clip_kind))
 
             def chunk(x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor, state: list[tf.Tensor]

@@ -376,3 +376,26 @@ def test_padded_chunks_give_the_unpadded_update(private: bool,
     assert padded_engine.last_loss == pytest.approx(engine.last_loss, rel=1e-6)
     if private:
         assert set(padded_engine.perf_record()["routes"]) == {"32"}
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_xla_compiled_steps_give_the_uncompiled_update(private: bool,
+                                                       start: dict[str, np.ndarray]) -> None:
+    """perf.compile (XLA; TF's op determinism off, as XLA needs: no deterministic MaxPool
+    gradient) on padded chunks: the uncompiled update to float rounding (rel 1e-6)."""
+    from tensorflow.python.framework import config as tf_config
+
+    from tfpipe.fast import FastTfStepEngine
+    from tfpipe.train import TfStepEngine
+
+    cls = FastTfStepEngine if private else TfStepEngine
+    _, eager = _cnn4_step(cls, PerfSpec(engine="fast"), start, private=private)
+    tf_config.disable_op_determinism()
+    try:
+        engine, compiled = _cnn4_step(cls, PerfSpec(engine="fast", compile=True,
+                                                    deterministic=False), start,
+                                      private=private, pad=True)
+    finally:
+        tf.config.experimental.enable_op_determinism()
+    assert engine.perf_record()["compiled"].startswith("XLA")
+    assert rel_error(diff(compiled, start), diff(eager, start)) < 1e-6

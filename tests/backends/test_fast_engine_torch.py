@@ -517,3 +517,21 @@ def test_padded_chunks_give_the_unpadded_update(private: bool,
     assert padded_engine.last_loss == pytest.approx(engine.last_loss, rel=1e-6)
     if private:
         assert set(padded_engine.perf_record()["routes"]) == {"32"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("private", [True, False])
+def test_compiled_steps_give_the_eager_update(private: bool,
+                                              start: dict[str, np.ndarray]) -> None:
+    """perf.compile (torch.compile: the plain step's loss, the fast step's clip_records) on
+    padded chunks: the eager update to float rounding (rel 1e-6), the same loss. About a
+    minute each: inductor compiles C++ kernels."""
+    perf = PerfSpec(engine="fast", memory_format="channels_last")
+    eager_engine, eager = _cnn4_step(private, perf, start, private=private)
+    import dataclasses
+
+    engine, compiled = _cnn4_step(private, dataclasses.replace(perf, compile=True), start,
+                                  private=private, pad=True)
+    assert engine.perf_record()["compiled"].startswith("torch.compile")
+    assert rel_error(diff(compiled, start), diff(eager, start)) < 1e-6
+    assert engine.last_loss == pytest.approx(eager_engine.last_loss, rel=1e-6)

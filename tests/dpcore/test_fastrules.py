@@ -87,7 +87,7 @@ def test_the_fastest_route_wins_only_by_the_margin_and_slow_routes_are_not_timed
     conv2 = (25, 256, 32)  # default ghost; per-example within 4x of the fewest MACs
     conv1 = (196, 64, 16)  # default per_example; ghost ~14x the MACs: never timed
     book = RouteBook(policy=TimingPolicy(margin=0.1))
-    routes = book.settle(256, [
+    routes = book.settle(256, lambda: [
         _layer("a", conv2, {"ghost": 1.0, "per_example": 0.95, "unfold": 2.0}, calls),
         _layer("b", conv2, {"ghost": 1.0, "per_example": 0.85, "unfold": 2.0}, calls),
         _layer("c", conv1, {"ghost": 0.1, "per_example": 1.0, "unfold": 0.5}, calls)])
@@ -106,13 +106,13 @@ def test_identical_layers_are_timed_once_and_the_budget_bounds_the_timing(
     calls: list[str] = []
     seconds = {"ghost": 1.0, "per_example": 0.5, "unfold": 2.0}
     book = RouteBook()
-    book.settle(64, [_layer(n, (25, 256, 32), seconds, calls, share="same")
+    book.settle(64, lambda: [_layer(n, (25, 256, 32), seconds, calls, share="same")
                      for n in ("a", "b", "c")])
     assert book.routes(64) == {"a": "per_example", "b": "per_example", "c": "per_example"}
     assert len(calls) == 3 and book.notes["64"] == {"b": "timed on an identical layer",
                                                    "c": "timed on an identical layer"}
     spent = RouteBook(policy=TimingPolicy(budget_seconds=0.0))
-    assert spent.settle(64, [_layer("a", (25, 256, 32), seconds, calls)]) == {"a": "ghost"}
+    assert spent.settle(64, lambda: [_layer("a", (25, 256, 32), seconds, calls)]) == {"a": "ghost"}
     assert "budget" in spent.notes["64"]["a"]
 
 
@@ -123,17 +123,17 @@ def test_given_routes_are_replayed_without_timing(fake_clock: None) -> None:
     calls: list[str] = []
     seconds = {"ghost": 1.0, "per_example": 0.5, "unfold": 2.0}
     book = RouteBook(given={"64": {"a": "unfold"}})
-    assert book.settle(64, [_layer("a", (25, 256, 32), seconds, calls),
+    assert book.settle(64, lambda: [_layer("a", (25, 256, 32), seconds, calls),
                             _layer("b", (25, 256, 32), seconds, calls)]) == {
         "a": "unfold", "b": "ghost"}  # b not given: the rule's default, noted
-    assert book.settle(32, [_layer("a", (25, 256, 32), seconds, calls)]) == {"a": "ghost"}
+    assert book.settle(32, lambda: [_layer("a", (25, 256, 32), seconds, calls)]) == {"a": "ghost"}
     assert calls == [] and book.record()["route_choice"]["how"] == "replayed from perf.routes"
     assert "not in perf.routes" in book.notes["64"]["b"]
     bad = RouteBook(given={"64": {"a": "unfold"}})
     layer = _layer("a", (25, 256, 32), seconds, calls)
     with pytest.raises(ConfigError, match=r"perf.routes\['64'\]\['a'\]='unfold' is not a "
                                           r"route of this layer for l2 norms; valid: ghost"):
-        bad.settle(64, [dataclasses.replace(layer, available=("ghost",))])
+        bad.settle(64, lambda: [dataclasses.replace(layer, available=("ghost",))])
 
 
 @pytest.mark.parametrize(("routes", "message"), [
