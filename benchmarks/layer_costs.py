@@ -27,7 +27,6 @@ tier). Times are wall clock on a shared machine: a reading of where the DP step'
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -36,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks import costmodel
+from benchmarks.roofline import fastest
 from benchmarks.variants import CHUNK, ModelCase
 from dpcore.config import ModelSpec
 from dpcore.fastroutes import LayerRoutes, RouteBook, TimingPolicy
@@ -49,13 +49,7 @@ KINDS = {"Embedding": "embedding", "GroupNorm": "norm", "LayerNorm": "norm",
 
 def _best_ms(run: Callable[[], Any], repeats: int = REPEATS) -> float:
     """Milliseconds of the fastest of ``repeats`` calls (after one untimed call)."""
-    run()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return 1000.0 * best
+    return 1000.0 * fastest(run, repeats)
 
 
 def _inputs(case: ModelCase, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

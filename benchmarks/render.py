@@ -48,8 +48,17 @@ def table_rows(case: dict[str, Any]) -> list[list[str]]:
                      _num(v.get("warmup_peak_increase_mb"), ".0f"),
                      _num(v.get("peak_increase_mb"), ".0f"),
                      f"{v['steps_timed']} steps timed, round spread "
-                     f"{100 * v['round_spread']:.0f}%" + compile_note(v)])
+                     f"{100 * v['round_spread']:.0f}%" + routes_note(v) + compile_note(v)])
     return rows
+
+
+def routes_note(v: dict[str, Any]) -> str:
+    """How long the tier's fast engine took to settle its routes (empty: not a fast tier)."""
+    choice = v.get("route_choice")
+    if not choice:
+        return ""
+    return (f"; routes settled at warm-up in {choice['warmup_seconds']:.2f} s (timing "
+            f"{choice.get('timing_seconds', 0.0):.2f} s)")
 
 
 def compile_note(v: dict[str, Any]) -> str:

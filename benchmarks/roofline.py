@@ -16,6 +16,7 @@ that an occasional preemption does not count).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 GEMM_SIZE = 2048
@@ -23,7 +24,9 @@ COPY_MB = 256
 REPEATS = 5
 
 
-def _fastest(run: Any, repeats: int = REPEATS) -> float:
+def fastest(run: Callable[[], Any], repeats: int = REPEATS) -> float:
+    """Wall-clock seconds of the fastest of ``repeats`` calls of ``run`` (after one untimed
+    call)."""
     run()
     best = float("inf")
     for _ in range(repeats):
@@ -39,11 +42,11 @@ def measure() -> dict[str, Any]:
 
     a = torch.randn(GEMM_SIZE, GEMM_SIZE)
     b = torch.randn(GEMM_SIZE, GEMM_SIZE)
-    gemm = _fastest(lambda: torch.mm(a, b))
+    gemm = fastest(lambda: torch.mm(a, b))
     elements = COPY_MB * 1024 * 1024 // 4
     src = torch.ones(elements)
     dst = torch.zeros(elements)
-    copy = _fastest(lambda: dst.copy_(src))
+    copy = fastest(lambda: dst.copy_(src))
     return {"peak_flops": 2.0 * GEMM_SIZE ** 3 / gemm,
             "bandwidth_bytes_per_s": 2.0 * 4 * elements / copy,
             "threads": torch.get_num_threads(),

@@ -60,22 +60,32 @@ class TimingPolicy:
             a grouped convolution of 64 examples was timed faster than its unfold, of 256
             examples 2.3x slower).
         budget_seconds: timing stops once it has taken this long for a model (the remaining
-            layers take their default route, recorded as not measured).
+            layers take their default route, recorded as not measured); the pass that
+            records the layers' inputs and output gradients is not counted.
     """
 
     repeats: int = 2
     margin: float = 0.1
     prune_factor: float = 4.0
     max_examples: int | None = None
-    budget_seconds: float = 1.0
+    budget_seconds: float = 2.0
+
+
+#: A route whose first run takes longer than this many seconds is timed once more only
+#: (its first run's allocations are small beside its work; timing it thrice would cost more
+#: than it tells).
+SLOW_ROUTE_SECONDS = 0.05
 
 
 def best_seconds(run: Callable[[], Any], repeats: int) -> float:
-    """Wall-clock seconds of the fastest of ``repeats`` calls of ``run`` (after one untimed
-    call). ``run`` must return only once its work is done (TF: a ``.numpy()``)."""
+    """Wall-clock seconds of the fastest of ``repeats`` calls of ``run`` after one untimed
+    call; a route slower than :data:`SLOW_ROUTE_SECONDS` the fastest of its first two calls.
+    ``run`` must return only once its work is done (TF: a ``.numpy()``)."""
+    start = time.perf_counter()
     run()
-    best = float("inf")
-    for _ in range(repeats):
+    first = time.perf_counter() - start
+    best = first if first > SLOW_ROUTE_SECONDS else float("inf")
+    for _ in range(1 if first > SLOW_ROUTE_SECONDS else repeats):
         start = time.perf_counter()
         run()
         best = min(best, time.perf_counter() - start)
@@ -120,6 +130,7 @@ class RouteBook:
     timings_ms: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     notes: dict[str, dict[str, str]] = field(default_factory=dict)
     seconds: float = 0.0
+    timing_seconds: float = 0.0
     _shared: dict[Hashable, tuple[str, dict[str, float]]] = field(default_factory=dict)
 
     def has(self, size: int) -> bool:
@@ -138,11 +149,13 @@ class RouteBook:
         key = str(size)
         if key in self.chosen:
             return self.chosen[key]
-        start = time.perf_counter()
+        began = time.perf_counter()
+        made = layers()
+        start = time.perf_counter()  # the timing budget counts the timing only
         out: dict[str, str] = {}
         timings: dict[str, dict[str, float]] = {}
         notes: dict[str, str] = {}
-        for layer in layers():
+        for layer in made:
             if self.given is not None:
                 out[layer.name] = self._replayed(key, layer, notes)
                 continue
@@ -155,7 +168,8 @@ class RouteBook:
         self.chosen[key] = out
         self.timings_ms[key] = timings
         self.notes[key] = notes
-        self.seconds += time.perf_counter() - start
+        self.timing_seconds += time.perf_counter() - start
+        self.seconds += time.perf_counter() - began
         return out
 
     def _replayed(self, key: str, layer: LayerRoutes, notes: dict[str, str]) -> str:
@@ -187,7 +201,7 @@ class RouteBook:
         if layer.share is not None and layer.share in self._shared:
             route, ms = self._shared[layer.share]
             return route, ms, "timed on an identical layer"
-        if time.perf_counter() - start + self.seconds > self.policy.budget_seconds:
+        if time.perf_counter() - start + self.timing_seconds > self.policy.budget_seconds:
             return default, {}, "not timed (timing budget spent): the rule's default"
         ms = {r: 1000.0 * best_seconds(layer.run(r), self.policy.repeats) for r in candidates}
         fastest = min(ms, key=ms.__getitem__)
@@ -199,7 +213,8 @@ class RouteBook:
 
     def record(self) -> dict[str, Any]:
         """The ``perf`` entries of the routes: ``routes`` (what ``perf.routes`` replays) and
-        ``route_choice`` (how: measured or replayed, the timings, the warm-up seconds)."""
+        ``route_choice`` (how: measured or replayed, the timings, notes, the warm-up seconds:
+        all of settling the routes, and of that the timing alone)."""
         policy = self.policy
         return {
             "routes": {k: dict(v) for k, v in self.chosen.items()},
@@ -212,6 +227,7 @@ class RouteBook:
                 "timings_ms": {k: v for k, v in self.timings_ms.items() if v},
                 "notes": {k: v for k, v in self.notes.items() if v},
                 "warmup_seconds": self.seconds,
+                "timing_seconds": self.timing_seconds,
             }}
 
 

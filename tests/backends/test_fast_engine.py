@@ -5,7 +5,6 @@ engine."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -15,7 +14,10 @@ tf = pytest.importorskip("tensorflow")
 
 from dpcore.config import ModelSpec, PerfSpec  # noqa: E402
 from tests.backends.train_helpers import (  # noqa: E402
+    check_padding_changes_nothing,
+    check_routes_measured_recorded_replayed,
     chunks_of,
+    cnn4_step,
     config,
     diff,
     digits16,
@@ -297,54 +299,16 @@ def test_the_default_engine_is_fast() -> None:
 
 def _cnn4_step(engine_cls: Any, perf: PerfSpec, start: dict[str, np.ndarray], *,
                private: bool = True, pad: bool = False) -> tuple[Any, dict[str, np.ndarray]]:
-    """One step of 35 examples in chunks of 16, 16 and 3 (noise 0, L2): the engine (its
-    step's loss as ``engine.last_loss``) and the weights after it; ``pad`` pads the chunks
-    to their size class as a compiled step."""
-    from tfpipe.models import build_model, get_weights, set_weights
-
-    cfg = config(mechanism="dpsgd-gaussian" if private else "none", noise=0.0, clip=2.0,
-                 lr=1.0)
-    mech = mechanism("l2", 2.0, 0.0, 40) if private else mechanism(None, float("inf"), 0.0,
-                                                                    40)
-    model = build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=0)
-    set_weights(model, start)
-    engine = engine_cls(model, cfg, mech, perf)
-    engine.pad_chunks = pad
-    engine.last_loss = engine.train_step(chunks_of(np.arange(40, 75), 16))
-    return engine, get_weights(model)
+    return cnn4_step("tf", engine_cls, perf, start, private=private, pad=pad)
 
 
 def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray]) -> None:
-    """Routes are timed per chunk size class (16: the full chunks, 4: the last, 3 examples),
-    recorded with their timings; perf.routes replays them without timing (the same bits),
-    and a forced other route gives the same update to float rounding."""
     from tfpipe.fast import FastTfStepEngine
 
-    perf = PerfSpec(engine="fast", physical_batch_size=16)
-    engine, measured = _cnn4_step(FastTfStepEngine, perf, start)
-    record = engine.perf_record()
-    layers = {"conv1", "conv2", "fc1", "fc2"}
-    assert set(record["routes"]) == {"16", "4"}
-    assert all(set(routes) == layers for routes in record["routes"].values())
-    choice = record["route_choice"]
-    assert choice["how"].startswith("measured") and choice["warmup_seconds"] > 0
-    # conv1 (T = 64, p d = 64 x 16): its ghost norm has ~6x the multiply-adds, not timed
-    assert set(choice["timings_ms"]["16"]["conv1"]) == {"per_example", "unfold"}
-    assert record["routes"]["16"]["fc1"] == "ghost"  # a dense layer's only route
-
-    replayed, again = _cnn4_step(FastTfStepEngine, dataclasses.replace(
-        perf, routes=record["routes"]), start)
-    assert replayed.perf_record()["routes"] == record["routes"]
-    assert replayed.perf_record()["route_choice"]["how"] == "replayed from perf.routes"
-    assert not replayed.perf_record()["route_choice"]["timings_ms"]
-    assert all(np.array_equal(again[k], measured[k]) for k in measured)
-
-    other = {size: {**routes, "conv1": "unfold", "conv2": "unfold"}
-             for size, routes in record["routes"].items()}
-    forced, weights = _cnn4_step(FastTfStepEngine, dataclasses.replace(perf, routes=other),
-                                 start)
-    assert forced.perf_record()["routes"] == other
-    assert rel_error(diff(weights, start), diff(measured, start)) < TOL
+    check_routes_measured_recorded_replayed(
+        lambda perf: _cnn4_step(FastTfStepEngine, perf, start),
+        PerfSpec(engine="fast", physical_batch_size=16), start,
+        ["conv1", "conv2", "fc1", "fc2"], TOL)
 
 
 def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
@@ -361,21 +325,15 @@ def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
 @pytest.mark.parametrize("private", [True, False])
 def test_padded_chunks_give_the_unpadded_update(private: bool,
                                                 start: dict[str, np.ndarray]) -> None:
-    """Chunks padded to their size class with zero-weight rows (as compiled steps run them;
-    physical chunks of 256: 16, 16 and 3 examples all padded to 32) give the unpadded update
-    to float rounding (rel 1e-6: the padded rows change only the length of each batch-axis
-    sum) and the same loss."""
+    """Chunks padded to their size class with zero-weight rows, as compiled steps run them,
+    change nothing but float rounding (:func:`check_padding_changes_nothing`)."""
     from tfpipe.fast import FastTfStepEngine
     from tfpipe.train import TfStepEngine
 
     cls = FastTfStepEngine if private else TfStepEngine
-    perf = PerfSpec(engine="fast")
-    engine, plain = _cnn4_step(cls, perf, start, private=private)
-    padded_engine, padded = _cnn4_step(cls, perf, start, private=private, pad=True)
-    assert rel_error(diff(padded, start), diff(plain, start)) < 1e-6
-    assert padded_engine.last_loss == pytest.approx(engine.last_loss, rel=1e-6)
-    if private:
-        assert set(padded_engine.perf_record()["routes"]) == {"32"}
+    check_padding_changes_nothing(
+        lambda pad: _cnn4_step(cls, PerfSpec(engine="fast"), start, private=private, pad=pad),
+        start, private)
 
 
 @pytest.mark.parametrize("private", [True, False])
