@@ -9,7 +9,8 @@ Each framework has four tiers (DP ones: Gaussian DP-SGD, C = 1, sigma = 1, SGD l
   ``GradSampleModule`` (grad-sample mode ``hooks``, Opacus's default) with Opacus's
   ``DPOptimizer``, chunked like training;
 * ``<fw>_dp_fast``: the backend's fast engine (the default): layer-wise norms from one
-  backward pass and the clip-weighted sum (:mod:`tfpipe.fast`, :mod:`torchpipe.fast`);
+  backward pass and the clip-weighted sum (:mod:`tfpipe.fast`, :mod:`torchpipe.fast`), each
+  layer's route timed at warm-up (``perf.route_choice: measure``: the engine at its fastest);
 * ``torch_plain_cl`` / ``torch_dp_fast_cl``: the torch plain and fast steps with
   ``perf.memory_format: channels_last`` (model and inputs ``torch.channels_last``, the layout
   PyTorch's CPU convolutions are fastest in): torch "at its best" (TF is NHWC already);
@@ -209,15 +210,16 @@ def tf_variants(case: ModelCase, names: Sequence[str], available: int | None,
             if cls is FastTfStepEngine and unsupported_layers(model):
                 variant.skipped = "unsupported layers: " + ", ".join(unsupported_layers(model))
             if variant.skipped is None:
+                perf = PerfSpec(route_choice="measure" if private else "rule")
                 engine = cls(model, config(case, private), mechanism(case.batch_size, private),
-                             PerfSpec())
+                             perf)
                 variant.run = engine_run(name, engine.train_step)
                 variant.close = getattr(engine, "close", lambda: None)
                 variant.engine = engine
                 if name in compile_tiers:
                     twin = cls(_tf_model(case), config(case, private),
                                mechanism(case.batch_size, private),
-                               PerfSpec(compile=True, deterministic=False))
+                               dataclasses.replace(perf, compile=True, deterministic=False))
                     variant.compiled = Variant(
                         name, "tf", private, _nondeterministic(engine_run(name, twin.train_step)),
                         close=getattr(twin, "close", lambda: None), engine=twin)
@@ -280,7 +282,8 @@ def torch_variants(case: ModelCase, names: Sequence[str], available: int | None,
         parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
         variant = Variant(name, "torch", name not in PLAIN_TIERS)
         base = name.removesuffix(CHANNELS_LAST)
-        perf = PerfSpec(memory_format="channels_last" if base != name else "default")
+        perf = PerfSpec(memory_format="channels_last" if base != name else "default",
+                        route_choice="measure" if base == "torch_dp_fast" else "rule")
         if name == "opacus_stock":
             variant.skipped = _per_example_limit(case, parameters, case.batch_size, available)
             if variant.skipped is None:

@@ -8,12 +8,15 @@ size and the CPU, not only on Book-Keeping's ``2 T^2 < p d``. At the first chunk
 
 * **replays** the routes given in ``perf.routes`` (a reproduced run takes the recorded routes:
   a route changes the order of float sums, so only the same route gives the same bits), or
-* **measures**: times each candidate route on the layer's real input and output gradient (wall
-  clock, the best of :attr:`TimingPolicy.repeats` runs after one untimed run, so that a
-  passing load on the machine does not decide) and keeps the fastest; a route displaces the
-  rule's default only when it is faster by :attr:`TimingPolicy.margin`. A route whose
-  multiply-adds (:func:`dpcore.fastrules.route_macs`) exceed :attr:`TimingPolicy.prune_factor`
-  times the fewest of the layer's routes is not timed (a ghost norm over 784 positions, ~14x a
+* takes **Book-Keeping's rule** (``perf.route_choice: rule``, the default: no timing, the
+  same routes in every run, so that the same config and seed give the same bits), or
+* **measures** (``perf.route_choice: measure``): times each candidate route on the layer's
+  real input and output gradient (wall clock, the best of :attr:`TimingPolicy.repeats` runs
+  after one untimed run, so that a passing load on the machine does not decide) and keeps
+  the fastest; a route displaces the rule's default only when it is faster by
+  :attr:`TimingPolicy.margin`. A route whose multiply-adds
+  (:func:`dpcore.fastrules.route_macs`) exceed :attr:`TimingPolicy.prune_factor` times the
+  fewest of the layer's routes is not timed (a ghost norm over 784 positions, ~14x a
   per-example gradient, would cost a second to time); layers of the same kind and shapes are
   timed once (a ResNet's repeated blocks).
 
@@ -119,12 +122,14 @@ class RouteBook:
     """The route of every (size class, layer): replayed from ``given`` or measured once.
 
     Args:
-        given: ``perf.routes`` (size class -> layer name -> route) to replay, or None to
-            measure.
+        given: ``perf.routes`` (size class -> layer name -> route) to replay, or None.
+        measure: without ``given``: time the routes (True) or take Book-Keeping's rule
+            (False: no timing, the same routes every run).
         policy: how to measure.
     """
 
     given: Mapping[str, Mapping[str, str]] | None = None
+    measure: bool = True
     policy: TimingPolicy = field(default_factory=TimingPolicy)
     chosen: dict[str, dict[str, str]] = field(default_factory=dict)
     timings_ms: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
@@ -158,6 +163,9 @@ class RouteBook:
         for layer in made:
             if self.given is not None:
                 out[layer.name] = self._replayed(key, layer, notes)
+                continue
+            if not self.measure:
+                out[layer.name] = layer.default
                 continue
             route, ms, note = self._measured(layer, start)
             out[layer.name] = route
@@ -220,6 +228,8 @@ class RouteBook:
             "routes": {k: dict(v) for k, v in self.chosen.items()},
             "route_choice": {
                 "how": "replayed from perf.routes" if self.given is not None else
+                "Book-Keeping's rule (perf.route_choice: rule), not timed"
+                if not self.measure else
                 f"measured: best of {policy.repeats} wall-clock runs per route on at most "
                 f"{policy.max_examples or 'all'} examples of the chunk, a route must be "
                 f"{100 * policy.margin:.0f}% faster to replace the rule's default, routes "

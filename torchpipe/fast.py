@@ -581,7 +581,7 @@ class FastTorchStepEngine(TorchStepEngine):
     def __init__(self, model: nn.Module, config: RunConfig, mechanism: StepMechanism,
                  perf: PerfSpec) -> None:
         super().__init__(model, config, mechanism, perf)
-        self.book = RouteBook(perf.routes)
+        self.book = RouteBook(perf.routes, measure=perf.route_choice == "measure")
         self._names = module_names(model)
         self._clip = torch.compile(clip_records, dynamic=False) if self.compiled \
             else clip_records

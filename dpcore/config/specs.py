@@ -33,6 +33,7 @@ from dpcore.config.choices import (
     NORMALISATIONS,
     OPTIMIZERS,
     RECIPES,
+    ROUTE_CHOICES,
     SAMPLING_MODES,
     calibration_accountants,
     fault_names,
@@ -570,11 +571,18 @@ class PerfSpec:
             chunk is then padded to its size class (:func:`dpcore.fastroutes.size_class`)
             with zero-weight rows, so that a few shapes are compiled, not one per Poisson
             batch size; the result is the unpadded one to float rounding.
+        route_choice: how the fast engines pick each layer's route
+            (:data:`dpcore.fastrules.ROUTES`, all exact): ``rule`` (default: Book-Keeping's
+            ``2 T^2 < p d``, the same routes in every run, so the same config and seed give
+            the same bits) or ``measure`` (the candidate routes timed on each layer's real
+            input at the first chunk of each size class, the fastest kept if it beats the
+            rule's by 10%: :mod:`dpcore.fastroutes`; faster, but two runs may take different
+            routes, which changes the order of float sums). Either way the result's
+            ``perf.routes`` records them.
         routes: the fast engines' per-layer routes to replay (chunk size class -> layer name
-            -> route of :data:`dpcore.fastrules.ROUTES`), as a run records them in its
-            ``perf.routes``; None (default): measured at warm-up
-            (:mod:`dpcore.fastroutes`). A route changes the order of float sums only, so a
-            reproduced run passes the recorded routes to get the same bits.
+            -> route), as a run records them in its ``perf.routes``: used as given, whatever
+            ``route_choice`` says (a reproduced measured run gets the same bits); None
+            (default): chosen by ``route_choice``.
     """
 
     engine: str | None = None
@@ -586,9 +594,11 @@ class PerfSpec:
     cache_fixed_front: bool = True
     memory_format: str = "default"
     compile: bool = False
+    route_choice: str = "rule"
     routes: Mapping[str, Mapping[str, str]] | None = None
 
     def __post_init__(self) -> None:
+        check_choice("perf.route_choice", self.route_choice, ROUTE_CHOICES)
         check_routes(self.routes)
         if not isinstance(self.compile, bool):
             raise ConfigError(f"perf.compile={self.compile!r} is not valid; valid: true or "

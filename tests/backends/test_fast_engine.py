@@ -307,7 +307,7 @@ def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray])
 
     check_routes_measured_recorded_replayed(
         lambda perf: _cnn4_step(FastTfStepEngine, perf, start),
-        PerfSpec(engine="fast", physical_batch_size=16), start,
+        PerfSpec(engine="fast", physical_batch_size=16, route_choice="measure"), start,
         ["conv1", "conv2", "fc1", "fc2"], TOL)
 
 

@@ -245,11 +245,11 @@ def cnn4_step(backend: str, engine_cls: Any, perf: Any, start: Weights, *,
 def check_routes_measured_recorded_replayed(
         step: Callable[[Any], tuple[Any, Weights]], perf: Any, start: Weights,
         layers: list[str], tol: float) -> None:
-    """``step(perf)`` (a fast engine's :func:`cnn4_step`, physical chunks of 16) times its
-    routes per chunk size class (16: the full chunks, 4: the last, 3 examples) and records
-    them with their timings; ``perf.routes`` replays them without timing (the same bits); a
-    forced other route gives the same update to ``tol``. ``layers``: cnn4's conv1, conv2,
-    fc1, fc2 as the backend names them."""
+    """``step(perf)`` (a fast engine's :func:`cnn4_step`, physical chunks of 16,
+    ``perf.route_choice: measure``) times its routes per chunk size class (16: the full
+    chunks, 4: the last, 3 examples) and records them with their timings; ``perf.routes``
+    replays them without timing (the same bits); a forced other route gives the same update
+    to ``tol``. ``layers``: cnn4's conv1, conv2, fc1, fc2 as the backend names them."""
     import dataclasses
 
     conv1, conv2, fc1, _ = layers

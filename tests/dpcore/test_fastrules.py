@@ -149,3 +149,27 @@ def test_a_bad_perf_routes_is_refused_naming_what_is_valid(routes: Any, message:
     with pytest.raises(ConfigError, match=message):
         PerfSpec(routes=routes)
     assert PerfSpec(routes={"64": {"a": "ghost"}}).routes == {"64": {"a": "ghost"}}
+
+
+def test_the_rule_takes_each_layers_default_without_timing(fake_clock: None) -> None:
+    from dpcore.fastroutes import RouteBook
+
+    calls: list[str] = []
+    seconds = {"ghost": 1.0, "per_example": 0.1, "unfold": 2.0}
+    book = RouteBook(measure=False)
+    assert book.settle(64, lambda: [_layer("a", (25, 256, 32), seconds, calls),
+                                    _layer("b", (196, 64, 16), seconds, calls)]) == {
+        "a": "ghost", "b": "per_example"}
+    assert calls == [] and book.record()["route_choice"]["how"].startswith(
+        "Book-Keeping's rule")
+
+
+def test_route_choice_is_rule_by_default_and_checked() -> None:
+    from dpcore.config import PerfSpec
+    from dpcore.errors import ConfigError
+
+    assert PerfSpec().route_choice == "rule"  # the same routes, the same bits, every run
+    assert PerfSpec(route_choice="measure").route_choice == "measure"
+    with pytest.raises(ConfigError, match=r"perf.route_choice='fastest'.*rule, measure"):
+        PerfSpec(route_choice="fastest")
+
