@@ -485,20 +485,18 @@ def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable]
     return losses, clip_records(records, variables, clip, kind, routes, weights)
 
 
-def layer_routes(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor, kind: str
-                 ) -> list[LayerRoutes]:
-    """Every trainable layer's routes on the chunk ``(x, y)`` for :class:`RouteBook`: one
-    eager forward and backward pass, then a thunk per route that runs its norm and clipped
-    sum on the layer's real ``a`` and ``g`` (results fetched, so that the time is the
-    work's)."""
-    _, records = record_layers(model, x, y)
-    factors = tf.fill([int(x.shape[0])], 0.5)
+def routes_of_records(records: Sequence[LayerRecord], kind: str) -> list[LayerRoutes]:
+    """Every recorded layer's routes for :class:`RouteBook`, with a thunk per route that runs
+    its norm and clipped sum on the layer's ``a`` and ``g`` (results fetched, so that the time
+    is the work's: eager records only; in a trace only the routes, dims and default count)."""
     out = []
     for layer, a, g in records:
         rule = FAST_RULES.get(type(layer))
 
         def run(route: str, rule: FastRule = rule, layer: Any = layer, a: tf.Tensor = a,
                 g: tf.Tensor = g) -> Callable[[], Any]:
+            factors = tf.fill([int(a.shape[0])], 0.5)
+
             def once() -> list[np.ndarray]:
                 norms = rule.norms(layer, a, g, kind, route)
                 sums = [t for _, t in rule.weighted_sum(layer, a, g, factors, norms.kept)]
@@ -510,15 +508,24 @@ def layer_routes(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor, kind: str
     return out
 
 
+def layer_routes(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor, kind: str
+                 ) -> list[LayerRoutes]:
+    """Every trainable layer's routes on the chunk ``(x, y)``, timeable: one eager forward
+    and backward pass (:func:`record_layers`), then :func:`routes_of_records`."""
+    return routes_of_records(record_layers(model, x, y)[1], kind)
+
+
 class FastTfStepEngine(TfStepEngine):
     """:class:`~tfpipe.engine.TfStepEngine` with layer-wise clipping.
 
     Noise, the division by B and the optimizer step are the reference engine's (TF Privacy
     query and optimizer); each chunk's clipped sum comes from :func:`clipped_gradient_sum`
-    and is added with the query's ``accumulate_preprocessed_record``. The layers' routes are
-    settled at the first chunk of each size class (:class:`dpcore.fastroutes.RouteBook`:
-    replayed from ``perf.routes`` or measured eagerly on that chunk), then one traced chunk
-    function per size class runs them.
+    and is added with the query's ``accumulate_preprocessed_record``. Routes
+    (:class:`dpcore.fastroutes.RouteBook`): by Book-Keeping's rule (the default), one traced
+    chunk function serves every chunk size (the routes read off the layers' static shapes
+    while it is traced); measured (``perf.route_choice: measure``: timed eagerly on the
+    first chunk of each size class) or replayed (``perf.routes``), one traced chunk function
+    per size class runs them.
     """
 
     def __init__(self, model: tf.keras.Model, config: RunConfig, mechanism: StepMechanism,
@@ -526,25 +533,42 @@ class FastTfStepEngine(TfStepEngine):
         super().__init__(model, config, mechanism, perf)
         self.book = RouteBook(perf.routes, measure=perf.route_choice == "measure")
         self._by_size: dict[int, Callable[..., Any]] = {}
+        self._rule_chunk: Callable[..., Any] | None = None
+        self._static_layers: list[LayerRoutes] = []
+
+    def _chunk_function(self, size: int, routes: Mapping[str, str] | None
+                        ) -> Callable[..., Any]:
+        """The traced chunk step with ``routes`` (None: settled by the rule while tracing,
+        for size class ``size``)."""
+        def chunk(x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor, state: list[tf.Tensor]
+                  ) -> tuple[list[tf.Tensor], tf.Tensor]:
+            losses, records = record_layers(self.model, x, y)
+            chosen = routes
+            if chosen is None:
+                self._static_layers = routes_of_records(records, self.mechanism.clip_kind)
+                chosen = self.book.settle(size, lambda: self._static_layers)
+            summed = clip_records(records, self.variables, self.mechanism.clip_norm,
+                                  self.mechanism.clip_kind, chosen, weights)
+            state = list(self.query.accumulate_preprocessed_record(state, summed))
+            return state, tf.reduce_sum(losses * weights)
+
+        return self._trace(chunk)
 
     def _accumulator(self, x: np.ndarray, y: np.ndarray) -> Callable[..., Any]:
         if not self.query.per_example:
             return super()._accumulator(x, y)
         size = size_class(len(y), self.physical)
+        if self.book.given is None and not self.book.measure:  # the rule: sizes share it
+            if self._rule_chunk is None:
+                self._rule_chunk = self._chunk_function(size, None)
+            elif self._static_layers and not self.book.has(size):
+                self.book.settle(size, lambda: self._static_layers)
+            return self._rule_chunk
         if size not in self._by_size:
             m = self.book.policy.max_examples or len(y)
             routes = self.book.settle(size, lambda: layer_routes(
                 self.model, tf.constant(x[:m]), tf.constant(y[:m]), self.mechanism.clip_kind))
-
-            def chunk(x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor, state: list[tf.Tensor]
-                      ) -> tuple[list[tf.Tensor], tf.Tensor]:
-                losses, summed = clipped_gradient_sum(
-                    self.model, self.variables, x, y, self.mechanism.clip_norm,
-                    self.mechanism.clip_kind, routes, weights)
-                state = list(self.query.accumulate_preprocessed_record(state, summed))
-                return state, tf.reduce_sum(losses * weights)
-
-            self._by_size[size] = self._trace(chunk)
+            self._by_size[size] = self._chunk_function(size, routes)
         return self._by_size[size]
 
     def perf_record(self) -> dict[str, Any]:
