@@ -82,9 +82,17 @@ class RunResult:
     #: (:func:`dpcore.defaults.fill_defaults`); empty when the user gave them all
     defaults: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    #: what produced the run (:func:`dpcore.provenance.provenance_record`: the training
+    #: sources' digest, git commit, package versions, CPU and its instruction-set flags,
+    #: threads, device); None in a record written without it (left out of :meth:`to_dict`,
+    #: so such a record is written back byte for byte as it was read)
+    provenance: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return json_safe(asdict(self))
+        raw = json_safe(asdict(self))
+        if raw.get("provenance") is None:
+            raw.pop("provenance", None)
+        return raw
 
     @property
     def run_config(self) -> Any:

@@ -12,6 +12,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.metrics import classification_summary
+from dpcore.provenance import provenance_record
 from dpcore.results import RunResult, library_versions, run_id, utc_now
 from dpcore.trainloop import TrainingOutcome, test_loss_and_accuracy
 
@@ -122,5 +123,6 @@ def build_run_result(
         finished_at=utc_now(),
         error=error,
         recipe=dict(recipe) if recipe is not None else None,
+        provenance=provenance_record(perf_record),
     )
 
