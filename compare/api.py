@@ -18,6 +18,7 @@ Functions:
 * :func:`results`, :func:`history`, :func:`faithfulness` — tidy pandas tables of a results
   folder (columns: :mod:`compare.tidy`); :func:`report` — ``dpcompare report``;
   :func:`rebuild_report` — ``dpcompare report --records`` (a report from its committed records);
+  :func:`reproduce` — ``dpcompare reproduce`` (a committed report's runs retrained and compared);
 * :func:`load_model`, :func:`predict_proba`, :func:`gradcam`, :func:`load_data` — use a
   stored model and its data;
 * :func:`datasets`, :func:`dataset_rows`, :func:`download` — ``dpcompare datasets``;
@@ -63,8 +64,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Store", "as_config", "calibrate", "compare", "datasets", "download", "epsilon",
     "faithfulness", "gradcam", "history", "load_data", "load_grid", "load_model",
-    "predict_proba", "rebuild_report", "report", "resolve_config", "results", "train",
-    "with_train_defaults",
+    "predict_proba", "rebuild_report", "report", "reproduce", "resolve_config", "results",
+    "train", "with_train_defaults",
 ]
 
 
@@ -550,16 +551,18 @@ def compare(
     cpus_per_run: float | None = None, gpus_per_run: float | None = None,
     max_concurrent: int | None = None, train: bool = True,
     claim_wait: float | None = None, claim_stale_after: float | None = None,
-    dry_run: bool = False,
+    dry_run: bool = False, resume_from_records: bool | str | Path = False,
 ) -> Store:
     """Run a grid identically on both backends, resumably (``dpcompare compare``).
 
-    Runs already finished in ``out`` (same config hash and backend) are skipped, interrupted
-    ones redone. Runs whose final record is committed in the report folder (without a report:
-    ``reports/<grid name>``) or in any folder beside it (``reports/*/records``,
-    :mod:`compare.records`) are skipped too: a grid longer than a working session continues
-    from what was committed, on any machine, and the report uses that record. A run that
-    fails is recorded with status ``failed`` and the grid goes on:
+    Every run not finished in ``out`` (same config hash and backend) is trained; interrupted
+    ones are redone. Committed records count as finished only with ``resume_from_records``
+    (:mod:`compare.resume`): then a run whose final record is committed in ``reports/*/records``
+    (or the folder named) is skipped and reported from that record, so a grid longer than a
+    working session continues on another machine. Without it, the runs that also have a
+    committed record are compared with it at the end, in one logged line
+    (:mod:`compare.reproduction`: "30 of 30 runs reproduce the committed records:
+    identical"). A run that fails is recorded with status ``failed`` and the grid goes on:
     check ``store.outcome.failed`` or the ``status`` column of :func:`results`.
 
     Args:
@@ -596,8 +599,12 @@ def compare(
             on a run is dead and taken over (default 600; see :mod:`dpcore.claims`).
         dry_run: check everything (grid, every run still to do as ``train`` checks it, the
             executor options, folders), log the plan (one line per run still to do, its
-            settings with the defaults marked), and train, start and write nothing
+            settings with the defaults marked; where every run comes from; the estimated
+            training time, :mod:`compare.grid_dry_run`), and train, start and write nothing
             (``store.outcome`` is None).
+        resume_from_records: False (default) trains every run not finished in ``out``; True
+            counts the final records committed in ``reports/*/records`` as finished runs; a
+            folder (of report folders, or one report folder) counts those instead.
 
     Returns:
         The results folder as a :class:`Store` (``.results()``, ``.outcome``...).
@@ -636,24 +643,27 @@ def compare(
         report_dir = Path("reports") / grid.name if report is True else Path(report)
         _writable_folder(report_dir, "report")
     log: Log = print if progress else (lambda _msg: None)
-    from compare.records import record_folders_beside
+    from compare.reproduction import grid_committed_records
+    from compare.resume import resume_folders
 
-    # Runs committed in this report's records or any report beside it count as finished.
-    records_from = record_folders_beside(
-        report_dir if report_dir is not None else Path("reports") / grid.name)
+    # Committed records count as finished only when asked (compare/resume.py).
+    records_from = resume_folders(resume_from_records, grid.name, report_dir)
+    resumed = bool(records_from) or resume_from_records not in (False, None)
+    # The committed records of this grid's runs, read before anything is written: what the
+    # runs trained here are compared with at the end (and the dry run's hint and estimate).
+    committed = grid_committed_records(grid, log) if (train or dry_run) else {}
     if train or dry_run:  # every run still to do is checked before the first one trains
         plan = plan_runs(grid, out, records_from)
         pending = plan.pending
         check_grid(pending, data_dir)
         if dry_run:
+            from compare.grid_dry_run import dry_run_lines
+
             _writable_folder(out, "out")
-            for cell, backend in pending:
-                rid = run_id(cell.config.config_hash, backend)
-                why = f" [redone: {plan.redo[rid]}]" if rid in plan.redo else ""
-                log(f"would run {backend} {cell.setting} seed {cell.config.seed} "
-                    f"({rid}): {describe_settings(cell.config, cell.defaults)}{why}")
-            log(f"dry run: {grid.name}: {len(grid.runs())} run(s), {len(pending)} to train "
-                f"into {out}; all checked; nothing trained or written")
+            for line in dry_run_lines(grid, plan, out, resumed=resumed, committed=committed,
+                                      data_dir=data_dir, describe=lambda cell: describe_settings(
+                                          cell.config, cell.defaults)):
+                log(line)
             return Store(out, grid=grid, outcome=None)
     if command is None:
         source = (f"<grid {grid.name}>" if isinstance(preset_or_grid, Mapping)
@@ -686,7 +696,15 @@ def compare(
             audit_companions=grid.companion_runs() or None,
             faithfulness=Evaluation.of_grid(grid.evaluation).asks_faithfulness,
         )
-        log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
+        written = write_report(out, report_dir, context, records=outcome.records,
+                               record_folders=records_from)
+        log(f"report: {written}")
+    if committed and not resumed:
+        from compare.reproduction import store_comparison_line
+
+        line = store_comparison_line(out, grid, committed)
+        if line:
+            log(line)
     return Store(out, grid=grid, outcome=outcome)
 
 
@@ -779,6 +797,46 @@ def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
     target = Path(dest) if dest is not None else Path(report_dir)
     _writable_folder(target, "dest")
     return rebuild(report_dir, target, latex=latex)
+
+
+def reproduce(report_dir: str | Path, *, runs: int | None = None,
+              run_ids: Sequence[str] | None = None, backends: Sequence[str] | str | None = None,
+              out: str | Path | None = None, seed: int = 0, threads: int | None = None,
+              data_dir: str | Path | None = None, progress: bool = True,
+              command: str | None = None, dry_run: bool = False) -> Any:
+    """Retrain a committed report's runs from the configs in its records, in a scratch store,
+    and compare every recorded figure with the committed one (``dpcompare reproduce``;
+    :mod:`compare.reproduce`): writes ``OUT/reproduction.md`` and ``OUT/reproduction.csv``.
+
+    Args:
+        report_dir: a report folder with records (e.g. ``reports/demo``).
+        runs: retrain a seeded sample of this many of its runs (default: all).
+        run_ids: retrain these run ids only.
+        backends: only the runs of these backends (a list or ``"tf,torch"``).
+        out: the scratch store (default ``runs/reproduce/<report name>``); a run already
+            finished in it is not retrained.
+        seed: seed of the ``runs`` sample (the same sample on every machine).
+        threads: intra-op threads of both frameworks (default: the record's setting).
+        data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
+        progress: print one line per run and the summary (False: silent).
+        command: the command ``reproduction.md`` names (default this call).
+        dry_run: check and list the runs; train and write nothing.
+
+    Returns:
+        A :class:`compare.reproduce.Reproduction`: ``.comparisons`` (one per run: ``verdict``
+        identical / within tolerance / differs / not comparable run by run / not reproduced,
+        ``figures``, ``code``), ``.summary`` (the one-line verdict), ``.markdown``, ``.csv``.
+
+    Raises:
+        DataError: the folder holds no readable records, or the data set is missing.
+        ConfigError: a bad selection or output folder (nothing trained or written).
+    """
+    from compare.reproduce import reproduce as run_reproduction
+
+    return run_reproduction(report_dir, runs=runs, run_ids=run_ids, backends=backends, out=out,
+                            seed=seed, threads=threads, data_dir=data_dir, progress=progress,
+                            log=print if progress else (lambda _msg: None), command=command,
+                            dry_run=dry_run)
 
 
 # --- models and data -------------------------------------------------------------------------

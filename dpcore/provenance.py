@@ -32,7 +32,6 @@ import platform
 import subprocess
 from collections.abc import Mapping
 from functools import cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -182,13 +181,9 @@ def cpu_record(cpuinfo: str | None = None) -> dict[str, Any]:
 
 def package_versions() -> dict[str, str]:
     """Installed version of each of :data:`PROVENANCE_PACKAGES` (absent ones left out)."""
-    out = {}
-    for name in PROVENANCE_PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            continue
-    return out
+    from dpcore.results import installed_versions
+
+    return installed_versions(PROVENANCE_PACKAGES)
 
 
 @cache

@@ -18,7 +18,7 @@ import json
 import platform
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -120,15 +120,21 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def library_versions() -> dict[str, str]:
-    """Installed versions of the tracked packages plus Python and the platform."""
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for name in TRACKED_PACKAGES:
+def installed_versions(names: Iterable[str]) -> dict[str, str]:
+    """Installed version of each distribution of ``names`` (those not installed left out)."""
+    out = {}
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the tracked packages plus Python and the platform."""
+    return {"python": platform.python_version(), "platform": platform.platform(),
+            **installed_versions(TRACKED_PACKAGES)}
 
 
 @cache

@@ -1,0 +1,74 @@
+"""Which committed run records a grid may take its runs from instead of training them.
+
+By default none: ``dpcompare compare`` trains every run that is not finished in its own
+``--out`` store, so a fresh clone trains the grid and its numbers are its own. With
+``--resume-from-records`` (``compare.api.compare(..., resume_from_records=True)``) the final
+records committed in the repository's report folders (``reports/*/records``,
+:func:`compare.records.committed_records`) count as finished too: a grid longer than one
+working session continues on another machine, without the store that trained the first part,
+and its report shows those records.
+
+The folders read are those of one *records root*: ``reports`` (relative to the working
+folder, the repository's committed reports) or a folder given instead. A ``--report`` folder
+elsewhere (a report rebuilt into a scratch folder) is never read unless it is the root or in
+it, so its records cannot make other grids skip their runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dpcore.errors import ConfigError
+
+__all__ = ["COMMITTED_REPORTS", "committed_folders", "resume_folders"]
+
+#: The folder of the repository's committed report folders, relative to the working folder.
+COMMITTED_REPORTS = Path("reports")
+
+#: What ``resume_from_records`` may be: False (train), True (the committed reports) or a
+#: folder (of report folders, or one report folder).
+ResumeFrom = bool | str | Path | None
+
+
+def committed_folders(root: str | Path = COMMITTED_REPORTS, first: str | Path | None = None
+                      ) -> list[Path]:
+    """The report folders of ``root`` (every sub-folder, by name), ``first`` (the grid's own
+    report folder, when it is one of them) first: the order
+    :func:`compare.records.committed_records` prefers a run's record in. A ``root`` that is
+    itself a report folder (it holds ``records/``) is the only folder. Empty when ``root``
+    is no folder."""
+    from compare.records import has_records
+
+    root = Path(root)
+    if has_records(root):
+        return [root]
+    if not root.is_dir():
+        return []
+    folders = sorted(p for p in root.iterdir() if p.is_dir())
+    if first is not None:
+        own = [p for p in folders if p.resolve() == Path(first).resolve()]
+        folders = own + [p for p in folders if p not in own]
+    return folders
+
+
+def resume_folders(resume_from_records: ResumeFrom, grid_name: str,
+                   report_dir: str | Path | None = None) -> list[Path]:
+    """The report folders whose committed final records count as finished runs of the grid
+    ``grid_name``: none when ``resume_from_records`` is False or None; the folders of
+    :data:`COMMITTED_REPORTS` when it is True; those of the folder it names otherwise (a folder
+    of report folders, or one report folder). The grid's own report folder (``report_dir``,
+    else ``ROOT/<grid name>``) comes first when it is among them.
+
+    Raises:
+        ConfigError: the folder does not exist (nothing is written).
+    """
+    if resume_from_records is None or resume_from_records is False:
+        return []
+    root = COMMITTED_REPORTS if resume_from_records is True else Path(resume_from_records)
+    if not root.is_dir():
+        where = ("run from the repository's root, where the committed reports are, or name "
+                 "the folder" if resume_from_records is True else "a folder of report folders "
+                 "(e.g. reports) or one report folder")
+        raise ConfigError(f"--resume-from-records: {root} is not a folder; valid: {where}")
+    own = Path(report_dir) if report_dir is not None else root / grid_name
+    return committed_folders(root, first=own)
