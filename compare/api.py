@@ -651,7 +651,7 @@ def compare(
     resumed = bool(records_from) or resume_from_records not in (False, None)
     # The committed records of this grid's runs, read before anything is written: what the
     # runs trained here are compared with at the end (and the dry run's hint and estimate).
-    committed = grid_committed_records(grid, log) if (train or dry_run) else {}
+    committed = grid_committed_records(grid, log) if dry_run or (train and not resumed) else {}
     if train or dry_run:  # every run still to do is checked before the first one trains
         plan = plan_runs(grid, out, records_from)
         pending = plan.pending

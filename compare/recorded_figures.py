@@ -20,11 +20,13 @@ for bit (NaN on both sides included), and *within tolerance* when
 (1e-9) allow the rounding of float32 arithmetic (7 significant digits) in an evaluation of
 the same weights, no more. A DP-SGD run amplifies any float-level difference in its steps
 into another model (a noise draw scaled by a slightly different clip factor moves the
-weights, and the next batches' gradients with them): measured on this project's 2-core
-machine, the same code, versions and threads give bit-identical records, while one
-thread against two gives another model whose test accuracy moves by up to a few tenths of a
-point (``reports/reproduce-demo``; :mod:`compare.reproduce`). A difference beyond the
-tolerance therefore means another trained model, not rounding, and the run *differs*.
+weights, and the next batches' gradients with them). Measured on this project's 2-core
+machine (``reports/reproduce-demo``, 4 demo runs): the same code, versions and threads in
+another process give bit-identical records (every figure of the 4 runs), while one intra-op
+thread against two gives another model for each of the 4 runs (its test loss moves by 0.03 %
+to 0.4 %), and today's code against the committed demo records moved 3 of the 4 (test accuracy
+by up to 0.2 points). Nothing falls between bit-identical and another model, so a difference
+beyond the tolerance means another trained model, not rounding, and the run *differs*.
 """
 
 from __future__ import annotations
@@ -127,6 +129,26 @@ class FigureDifference:
     fresh: Value | None
     difference: float | None
     status: str
+
+    @property
+    def relative(self) -> float | None:
+        """``difference`` over the larger magnitude of the two values (the largest over a
+        list's elements): comparable across figures of different units (a fraction, a
+        percentage, an epsilon); None when the figure is on one side only."""
+        if self.difference is None or self.committed is None or self.fresh is None:
+            return None
+        if not math.isfinite(self.difference) or self.difference == 0:
+            return self.difference
+        values = [abs(v) for side in (self.committed, self.fresh)
+                  for v in (side if isinstance(side, tuple) else (side,)) if math.isfinite(v)]
+        scale = max(values, default=0.0)
+        return self.difference / scale if scale > 0 else math.inf
+
+    def change_text(self) -> str:
+        """``name: committed → fresh`` (a list: its largest element-wise difference)."""
+        if isinstance(self.committed, tuple) or isinstance(self.fresh, tuple):
+            return f"{self.name}: max |difference| {figure_text(self.difference)}"
+        return f"{self.name}: {figure_text(self.committed)} → {figure_text(self.fresh)}"
 
 
 def _pair_difference(a: float, b: float) -> tuple[float, bool, bool]:

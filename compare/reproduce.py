@@ -310,13 +310,12 @@ def markdown_text(result: Reproduction, command: str, n_report: int, *,
              "another model, so nothing between rounding and a real difference is tolerated). "
              "A → B is committed → fresh; a single value is identical on both sides.", ""]
     header = ["run", "backend", "setting", "seed", "accuracy", "AUC", "loss", "epsilon (RDP)",
-              "largest difference", "verdict", "code"]
+              "largest relative difference", "verdict", "code"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for c in comparisons:
         r = c.committed
         largest = c.largest
-        worst = ("-" if largest is None else
-                 f"{largest.name}: {figure_text(largest.difference)}")
+        worst = "-" if largest is None else largest.change_text()
         verdict = c.verdict + (f" ({c.why})" if c.why else "")
         code = c.code + (f" ({', '.join(c.code_parts)})" if c.code_parts else "")
         lines.append("| " + " | ".join([

@@ -91,9 +91,10 @@ class RunComparison:
 
     @property
     def largest(self) -> FigureDifference | None:
-        """The figure of both sides with the largest difference (None: none differs)."""
+        """The figure of both sides with the largest relative difference
+        (:attr:`~compare.recorded_figures.FigureDifference.relative`; None: none differs)."""
         compared = [f for f in self.figures if f.difference is not None and f.difference > 0]
-        return max(compared, key=lambda f: f.difference or 0.0, default=None)
+        return max(compared, key=lambda f: f.relative or 0.0, default=None)
 
     @property
     def one_sided(self) -> list[FigureDifference]:
@@ -175,12 +176,12 @@ def summary_line(comparisons: Sequence[RunComparison], what: str = "runs") -> st
         text += f" ({', '.join(shown)})"
     differing = [c for c in comparisons if c.verdict == "differs"]
     if differing:
-        worst = max(differing, key=lambda c: (c.largest.difference or 0.0) if c.largest else 0.0)
+        worst = max(differing, key=lambda c: (c.largest.relative or 0.0) if c.largest else 0.0)
         text += f"; {len(differing)} differ"
         if worst.largest is not None:
             f = worst.largest
-            text += (f" (largest: {f.name} of {worst.run_id}, {figure_text(f.committed)} "
-                     f"committed, {figure_text(f.fresh)} here)")
+            text += (f" (largest relative difference: {f.name} of {worst.run_id}, "
+                     f"{figure_text(f.committed)} committed, {figure_text(f.fresh)} here)")
     if count[NOT_COMPARABLE]:
         text += (f"; {count[NOT_COMPARABLE]} {NOT_COMPARABLE} (computed on another kind of "
                  "device: compared over seeds)")

@@ -112,11 +112,13 @@ def test_a_changed_committed_figure_makes_that_run_alone_differ(committed: Path,
     assert differing.largest.difference == pytest.approx(0.01)
     assert [f.name for f in differing.figures if f.status == "differs"] == ["metrics.accuracy"]
     assert result.summary.startswith(
-        f"3 of 4 runs reproduce the committed records (3 identical); 1 differ (largest: "
-        f"metrics.accuracy of {target}, ")
+        f"3 of 4 runs reproduce the committed records (3 identical); 1 differ (largest "
+        f"relative difference: metrics.accuracy of {target}, ")
     md = (reproduced / MARKDOWN_FILE).read_text()
     row = next(line for line in md.splitlines() if line.startswith(f"| `{target}`"))
-    assert "| differs |" in row and "metrics.accuracy: 0.01" in row
+    committed_accuracy = differing.largest.committed
+    assert "| differs |" in row and (f"metrics.accuracy: {committed_accuracy:.4g} → "
+                                     f"{committed_accuracy - 0.01:.4g}") in row
 
 
 def test_a_rounding_sized_change_is_within_tolerance(committed: Path, reproduced: Path) -> None:
