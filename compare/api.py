@@ -643,15 +643,13 @@ def compare(
         report_dir = Path("reports") / grid.name if report is True else Path(report)
         _writable_folder(report_dir, "report")
     log: Log = print if progress else (lambda _msg: None)
-    from compare.reproduction import grid_committed_records
-    from compare.resume import resume_folders
+    from compare.resume import record_sources
 
-    # Committed records count as finished only when asked (compare/resume.py).
-    records_from = resume_folders(resume_from_records, grid.name, report_dir)
-    resumed = bool(records_from) or resume_from_records not in (False, None)
-    # The committed records of this grid's runs, read before anything is written: what the
-    # runs trained here are compared with at the end (and the dry run's hint and estimate).
-    committed = grid_committed_records(grid, log) if dry_run or (train and not resumed) else {}
+    # Committed records count as finished only when asked (compare/resume.py); those of the
+    # grid's runs are read before anything is written, to compare the fresh runs with.
+    sources = record_sources(resume_from_records, grid, report_dir, dry_run=dry_run,
+                             train=train, log=log)
+    records_from = sources.records_from
     if train or dry_run:  # every run still to do is checked before the first one trains
         plan = plan_runs(grid, out, records_from)
         pending = plan.pending
@@ -660,9 +658,8 @@ def compare(
             from compare.grid_dry_run import dry_run_lines
 
             _writable_folder(out, "out")
-            for line in dry_run_lines(grid, plan, out, resumed=resumed, committed=committed,
-                                      data_dir=data_dir, describe=lambda cell: describe_settings(
-                                          cell.config, cell.defaults)):
+            for line in dry_run_lines(grid, plan, out, sources, data_dir, lambda cell:
+                                      describe_settings(cell.config, cell.defaults)):
                 log(line)
             return Store(out, grid=grid, outcome=None)
     if command is None:
@@ -699,12 +696,9 @@ def compare(
         written = write_report(out, report_dir, context, records=outcome.records,
                                record_folders=records_from)
         log(f"report: {written}")
-    if committed and not resumed:
-        from compare.reproduction import store_comparison_line
-
-        line = store_comparison_line(out, grid, committed)
-        if line:
-            log(line)
+    closing = sources.closing_line(out, grid)
+    if closing:
+        log(closing)
     return Store(out, grid=grid, outcome=outcome)
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from compare.grid import Grid, GridCell
+from compare.resume import RecordSources
 from compare.runplan import RunPlan
 from dpcore.config import RunConfig
 from dpcore.results import RunResult, run_id
@@ -131,12 +132,14 @@ def source_line(grid: Grid, plan: RunPlan, out: Path, resumed: bool,
     return text
 
 
-def dry_run_lines(grid: Grid, plan: RunPlan, out: Path, *, resumed: bool,
-                  committed: Mapping[str, RunResult], data_dir: str | Path | None,
-                  describe: Callable[[GridCell], str]) -> list[str]:
-    """Every line of a grid's dry run (see the module docstring). ``committed``: run id ->
-    committed record of the repository's reports (for the hint and the estimate);
-    ``describe(cell)``: a run's settings as the start line gives them."""
+def dry_run_lines(grid: Grid, plan: RunPlan, out: Path, sources: RecordSources,
+                  data_dir: str | Path | None, describe: Callable[[GridCell], str]
+                  ) -> list[str]:
+    """Every line of a grid's dry run (see the module docstring). ``sources``: what the call
+    takes from committed records (:func:`compare.resume.record_sources`; its ``committed``
+    records of the repository's reports serve the hint and the estimate); ``describe(cell)``:
+    a run's settings as the start line gives them."""
+    resumed, committed = sources.resumed, sources.committed
     lines = []
     for cell, backend in plan.pending:
         rid = run_id(cell.config.config_hash, backend)

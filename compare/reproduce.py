@@ -291,12 +291,13 @@ def markdown_text(result: Reproduction, command: str, n_report: int, *,
                   runs: int | None = None, seed: int = 0) -> str:
     """``reproduction.md`` (see the module docstring)."""
     comparisons = result.comparisons
-    how = (f"a seeded sample (`--runs {runs}`, seed {seed}) of" if runs is not None else "of")
+    how = (f", a seeded sample (`--runs {runs}`, seed {seed}) of" if runs is not None
+           else " of")
     lines = [f"# Reproduction of `{result.report.as_posix()}`", "",
              f"- command: `{command}`", f"- written: {utc_now()}",
              f"- wall time: {result.wall_seconds:.0f} s (retraining and evaluating the runs "
              "not already in the scratch store, and the comparison)",
-             f"- runs: {len(comparisons)} {how} the report's {n_report} runs, retrained in "
+             f"- runs: {len(comparisons)}{how} the report's {n_report} runs, retrained in "
              f"`{result.out.as_posix()}`",
              f"- verdict: {summary_line(comparisons)}", "",
              "## Verdicts", "",

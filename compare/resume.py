@@ -16,11 +16,19 @@ it, so its records cannot make other grids skip their runs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dpcore.errors import ConfigError
 
-__all__ = ["COMMITTED_REPORTS", "committed_folders", "resume_folders"]
+if TYPE_CHECKING:
+    from compare.grid import Grid
+    from dpcore.results import RunResult
+
+__all__ = ["COMMITTED_REPORTS", "RecordSources", "committed_folders", "record_sources",
+           "resume_folders"]
 
 #: The folder of the repository's committed report folders, relative to the working folder.
 COMMITTED_REPORTS = Path("reports")
@@ -72,3 +80,48 @@ def resume_folders(resume_from_records: ResumeFrom, grid_name: str,
         raise ConfigError(f"--resume-from-records: {root} is not a folder; valid: {where}")
     own = Path(report_dir) if report_dir is not None else root / grid_name
     return committed_folders(root, first=own)
+
+
+@dataclass(frozen=True)
+class RecordSources:
+    """What a ``compare`` call takes from committed records, decided once before it trains.
+
+    Attributes:
+        records_from: the report folders whose final records count as finished runs (empty
+            unless ``resume_from_records``).
+        resumed: whether ``resume_from_records`` was asked.
+        committed: run id -> the committed record of each run of the grid found in the
+            repository's reports (read before anything is written; empty when resuming and
+            training): what the runs trained here are compared with at the end, and what the
+            dry run's hint and estimate use.
+    """
+
+    records_from: list[Path]
+    resumed: bool
+    committed: dict[str, RunResult] = field(default_factory=dict)
+
+    def closing_line(self, out: str | Path, grid: Grid) -> str | None:
+        """The line a grid ends with: its stored runs that also have a committed record,
+        compared with it (:func:`compare.reproduction.store_comparison_line`); None when
+        resuming or when no run of the store is committed."""
+        from compare.reproduction import store_comparison_line
+
+        if self.resumed or not self.committed:
+            return None
+        return store_comparison_line(out, grid, self.committed)
+
+
+def record_sources(resume_from_records: ResumeFrom, grid: Grid,
+                   report_dir: str | Path | None, *, dry_run: bool, train: bool,
+                   log: Callable[[str], None]) -> RecordSources:
+    """The :class:`RecordSources` of a ``compare`` call (see :func:`resume_folders`).
+
+    Raises:
+        ConfigError: ``resume_from_records`` names no folder.
+    """
+    from compare.reproduction import grid_committed_records
+
+    folders = resume_folders(resume_from_records, grid.name, report_dir)
+    resumed = bool(folders) or resume_from_records not in (False, None)
+    wanted = dry_run or (train and not resumed)
+    return RecordSources(folders, resumed, grid_committed_records(grid, log) if wanted else {})
