@@ -183,8 +183,8 @@ def summary_line(comparisons: Sequence[RunComparison], what: str = "runs") -> st
             text += (f" (largest relative difference: {f.name} of {worst.run_id}, "
                      f"{figure_text(f.committed)} committed, {figure_text(f.fresh)} here)")
     if count[NOT_COMPARABLE]:
-        text += (f"; {count[NOT_COMPARABLE]} {NOT_COMPARABLE} (computed on another kind of "
-                 "device: compared over seeds)")
+        text += (f"; {count[NOT_COMPARABLE]} {NOT_COMPARABLE} (noise drawn on another kind "
+                 "of device: comparable over seeds only, as reproduction.md does)")
     if count[NOT_REPRODUCED]:
         text += f"; {count[NOT_REPRODUCED]} {NOT_REPRODUCED} (the fresh run failed)"
     changed = sum(c.code == CODE_CHANGED for c in comparisons)
