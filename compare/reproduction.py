@@ -3,8 +3,8 @@ the one line a grid ends with.
 
 Used by ``dpcompare reproduce`` (:mod:`compare.reproduce`: a committed report's runs
 retrained in a scratch store) and by a default ``dpcompare compare`` whose runs are also
-committed (:func:`committed_comparison`: "30 of 30 runs reproduce the committed records:
-identical").
+committed (:func:`committed_comparison`, through :mod:`compare.resume`: "30 of 30 runs
+reproduce the committed records: identical").
 
 Per run (:func:`compare_run`), every figure of the two records (:mod:`compare.recorded_figures`)
 is compared; the verdict is
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,12 +43,12 @@ from compare.recorded_figures import (
     figure_text,
     recorded_figures,
 )
-from dpcore.results import FINAL_STATUSES, RunResult, run_id
+from dpcore.results import FINAL_STATUSES, RunResult
 
 __all__ = [
     "CODE_CHANGED", "CODE_SAME", "CODE_UNKNOWN", "NOT_COMPARABLE", "RunComparison",
-    "committed_comparison", "compare_run", "device_kind", "grid_committed_records",
-    "over_seeds", "read_committed", "side_lines", "store_comparison_line", "summary_line",
+    "committed_comparison", "compare_run", "device_kind", "over_seeds", "read_committed",
+    "side_lines", "summary_line",
 ]
 
 NOT_COMPARABLE = "not comparable run by run"
@@ -361,40 +361,3 @@ def _committed_of(folder: Path) -> dict[str, RunResult]:
     if key not in _READ_CACHE:
         _READ_CACHE[key] = committed_records([folder])
     return _READ_CACHE[key]
-
-
-def grid_committed_records(grid: Any, log: Callable[[str], None] = print,
-                           root: str | Path | None = None) -> dict[str, RunResult]:
-    """Run id -> the committed final record of each run of ``grid`` found in the report
-    folders of ``root`` (default :data:`compare.resume.COMMITTED_REPORTS`, the repository's
-    ``reports``); a folder whose records do not read is named in a logged note and skipped."""
-    from compare.resume import COMMITTED_REPORTS, committed_folders
-
-    wanted = {run_id(cell.config.config_hash, backend) for cell, backend in grid.runs()}
-    known, warnings = read_committed(committed_folders(root or COMMITTED_REPORTS))
-    for warning in warnings:
-        log(f"note: {warning}")
-    return {rid: record for rid, record in known.items() if rid in wanted}
-
-
-def store_comparison_line(out: str | Path, grid: Any,
-                          committed: Mapping[str, RunResult]) -> str | None:
-    """The one line a grid ends with when runs of its store ``out`` also have committed
-    records (:func:`summary_line`), or None when none has."""
-    from compare.resume import COMMITTED_REPORTS
-    from dpcore.provenance import current_sources
-    from dpcore.results import ResultsStore
-
-    store = ResultsStore(out)
-    fresh = []
-    for cell, backend in grid.runs():
-        rid = run_id(cell.config.config_hash, backend)
-        if rid in committed:
-            result = store.load(cell.config.config_hash, backend)
-            if result is not None:
-                fresh.append(result)
-    comparisons = committed_comparison(fresh, committed, current_sources())
-    if not comparisons:
-        return None
-    return (f"{grid.name}: {summary_line(comparisons)} ({COMMITTED_REPORTS.as_posix()}/*/records"
-            f"; `dpcompare reproduce` tables every figure)")

@@ -16,19 +16,21 @@ it, so its records cannot make other grids skip their runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from compare.reproduction import committed_comparison, read_committed, summary_line
 from dpcore.errors import ConfigError
+from dpcore.results import run_id
 
 if TYPE_CHECKING:
     from compare.grid import Grid
     from dpcore.results import RunResult
 
-__all__ = ["COMMITTED_REPORTS", "RecordSources", "committed_folders", "record_sources",
-           "resume_folders"]
+__all__ = ["COMMITTED_REPORTS", "RecordSources", "committed_folders", "grid_committed_records",
+           "record_sources", "resume_folders", "store_comparison_line"]
 
 #: The folder of the repository's committed report folders, relative to the working folder.
 COMMITTED_REPORTS = Path("reports")
@@ -102,10 +104,8 @@ class RecordSources:
 
     def closing_line(self, out: str | Path, grid: Grid) -> str | None:
         """The line a grid ends with: its stored runs that also have a committed record,
-        compared with it (:func:`compare.reproduction.store_comparison_line`); None when
+        compared with it (:func:`store_comparison_line`); None when
         resuming or when no run of the store is committed."""
-        from compare.reproduction import store_comparison_line
-
         if self.resumed or not self.committed:
             return None
         return store_comparison_line(out, grid, self.committed)
@@ -119,9 +119,40 @@ def record_sources(resume_from_records: ResumeFrom, grid: Grid,
     Raises:
         ConfigError: ``resume_from_records`` names no folder.
     """
-    from compare.reproduction import grid_committed_records
-
     folders = resume_folders(resume_from_records, grid.name, report_dir)
     resumed = bool(folders) or resume_from_records not in (False, None)
     wanted = dry_run or (train and not resumed)
     return RecordSources(folders, resumed, grid_committed_records(grid, log) if wanted else {})
+
+
+def grid_committed_records(grid: Grid, log: Callable[[str], None] = print,
+                           root: str | Path | None = None) -> dict[str, RunResult]:
+    """Run id -> the committed final record of each run of ``grid`` found in the report
+    folders of ``root`` (default :data:`COMMITTED_REPORTS`, the repository's ``reports``); a
+    folder whose records do not read is named in a logged note and skipped."""
+    wanted = {run_id(cell.config.config_hash, backend) for cell, backend in grid.runs()}
+    known, warnings = read_committed(committed_folders(root or COMMITTED_REPORTS))
+    for warning in warnings:
+        log(f"note: {warning}")
+    return {rid: record for rid, record in known.items() if rid in wanted}
+
+
+def store_comparison_line(out: str | Path, grid: Grid,
+                          committed: Mapping[str, RunResult]) -> str | None:
+    """The one line a grid ends with when runs of its store ``out`` also have committed
+    records (:func:`compare.reproduction.summary_line`), or None when none has."""
+    from dpcore.provenance import current_sources
+    from dpcore.results import ResultsStore
+
+    store = ResultsStore(out)
+    fresh = []
+    for cell, backend in grid.runs():
+        if run_id(cell.config.config_hash, backend) in committed:
+            result = store.load(cell.config.config_hash, backend)
+            if result is not None:
+                fresh.append(result)
+    comparisons = committed_comparison(fresh, committed, current_sources())
+    if not comparisons:
+        return None
+    return (f"{grid.name}: {summary_line(comparisons)} ({COMMITTED_REPORTS.as_posix()}/*/records"
+            f"; `dpcompare reproduce` tables every figure)")
