@@ -20,6 +20,7 @@ Functions (this module only delegates; each entry point lives in a module of its
 * :func:`results`, :func:`history`, :func:`faithfulness` — tidy pandas tables of a results
   folder (:mod:`compare.tidy`); :func:`report` — ``dpcompare report``;
   :func:`rebuild_report` — ``dpcompare report --records`` (a report from its committed records);
+  :func:`reproduce` — ``dpcompare reproduce`` (a committed report's runs retrained and compared);
 * :func:`load_model`, :func:`predict_proba`, :func:`gradcam`, :func:`load_data` — use a
   stored model and its data; :func:`as_config`, :func:`resolve_config`,
   :func:`with_train_defaults` — a config from a mapping, file or run folder
@@ -41,7 +42,7 @@ calls that need them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,8 @@ from compare.privatise import privatise
 from compare.records import read_records
 from compare.report import ReportContext, write_report
 from compare.report import rebuild_report as rebuild_report_folder
+from compare.reproduce import Reproduction
+from compare.reproduce import reproduce as run_reproduction
 from compare.run_config import as_config, check_backend, resolve_config, with_train_defaults
 from compare.tidy import faithfulness, history, load_results, results
 from compare.train_run import DEFAULT_TRAIN_OUT, train
@@ -81,7 +84,8 @@ __all__ = [
     "DEFAULT_TRAIN_OUT", "Store", "accounting_figures", "as_config", "audit", "bench",
     "calibrate", "compare", "dataset_rows", "datasets", "download", "epsilon", "faithfulness",
     "gradcam", "history", "load_data", "load_grid", "load_model", "mechanisms",
-    "predict_proba", "privatise", "rebuild_report", "report", "resolve_config", "results",
+    "predict_proba", "privatise", "rebuild_report", "report", "reproduce", "resolve_config",
+    "results",
     "train", "with_train_defaults",
 ]
 
@@ -225,6 +229,23 @@ def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
     target = Path(dest) if dest is not None else Path(report_dir)
     check_output_folder(target, "dest")
     return rebuild_report_folder(report_dir, target, latex=latex)
+
+
+def reproduce(report_dir: str | Path, *, runs: int | None = None,
+              run_ids: Sequence[str] | None = None, backends: Sequence[str] | str | None = None,
+              out: str | Path | None = None, seed: int = 0, threads: int | None = None,
+              data_dir: str | Path | None = None, progress: bool = True,
+              command: str | None = None, dry_run: bool = False) -> Reproduction:
+    """Retrain a committed report's runs (all, a seeded sample of ``runs``, ``run_ids``, or
+    those of ``backends``) in the scratch store ``out`` and compare every recorded figure with
+    the committed one (``dpcompare reproduce``): writes ``OUT/reproduction.md`` and ``.csv``
+    and returns the :class:`~compare.reproduce.Reproduction` (one verdict per run: identical /
+    within tolerance / differs / not comparable run by run / not reproduced). The arguments
+    and errors are those of :func:`compare.reproduce.reproduce`."""
+    return run_reproduction(report_dir, runs=runs, run_ids=run_ids, backends=backends, out=out,
+                            seed=seed, threads=threads, data_dir=data_dir, progress=progress,
+                            log=print if progress else (lambda _msg: None), command=command,
+                            dry_run=dry_run)
 
 
 # --- models and data -------------------------------------------------------------------------

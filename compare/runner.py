@@ -20,10 +20,12 @@ For every (cell, backend) of a :class:`~compare.grid.Grid`:
   privacy reason before its first step (:func:`dpcore.privacy_checks.check_dp_model`), never
   stored as finished.
 
-A run whose final record is committed in a report folder (``records_from``, see
+A run whose final record is committed in one of the report folders ``records_from`` (see
 :mod:`compare.records`: same config hash and backend, status finished or diverged) also counts
 as finished: it is not retrained, even on a machine without the store that trained it, and the
-report uses that record.
+report uses that record. ``compare`` passes folders only with ``--resume-from-records``
+(:mod:`compare.resume`); by default ``records_from`` is empty and every run not finished in
+the store trains.
 
 After the grid, the arrays of a saliency montage per (data set, model) group are computed from
 the stored checkpoints and kept in the store (:func:`compare.grid_montages.store_montages`);

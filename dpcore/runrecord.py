@@ -12,6 +12,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.outputs import kept_outputs
+from dpcore.provenance import provenance_record
 from dpcore.results import RunResult, library_versions, run_id, utc_now
 from dpcore.scoring import scored_metrics
 from dpcore.trainloop import TrainingOutcome
@@ -133,5 +134,6 @@ def build_run_result(
         error=error,
         recipe=dict(recipe) if recipe is not None else None,
         test_outputs=outputs_record(outcome, dataset),
+        provenance=provenance_record(perf_record),
     )
 

@@ -59,6 +59,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "compare.cli.ldp",
     "compare.cli.compare_cmd",
     "compare.cli.report",
+    "compare.cli.reproduce",
     "compare.cli.bench",
     "compare.cli.audit",
 )

@@ -39,3 +39,6 @@ def test_every_preset_passes_its_dry_run(preset: str, tmp_path: Path,
                  "--out", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
     assert "all checked" in out and "nothing trained or written" in out
+    # where every run comes from, and what the runs to train cost (or why not)
+    assert "\nfrom where: " in out and "trained here into" in out
+    assert "\nestimated training time of the " in out, out[-2000:]

@@ -23,6 +23,8 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 #: Folders under reports/ that are not grid reports (no RunResults behind them): never rebuilt.
 NOT_GRID_REPORTS = {
+    "reproduce-demo": "reproductions of demo runs (dpcompare reproduce): reproduction.md / "
+                      ".csv against records, not a grid of runs",
     "auc-scoring": "stored runs re-scored from their checkpoints (benchmarks/auc_scoring), "
                    "not a grid of runs",
     "benchmarks": "speed/memory benchmark (dpcompare bench), written from results.json",
