@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from compare.bench import load_grid_cost
 from compare.grid import Grid, GridCell
 from compare.resume import RecordSources
 from compare.runplan import RunPlan
@@ -53,9 +54,8 @@ def bench_results() -> tuple[dict[str, Any] | None, Path | None]:
 
 
 def _duration(seconds: float) -> str:
-    from benchmarks.grid_cost import SECONDS_PER_HOUR, duration
-
-    return duration(seconds / SECONDS_PER_HOUR)
+    costs = load_grid_cost()
+    return str(costs.duration(seconds / costs.SECONDS_PER_HOUR))
 
 
 def estimate_lines(grid: Grid, pending: Sequence[tuple[GridCell, str]],
@@ -63,8 +63,7 @@ def estimate_lines(grid: Grid, pending: Sequence[tuple[GridCell, str]],
                    committed: Mapping[str, RunResult],
                    results: Mapping[str, Any] | None, source: Path | None) -> list[str]:
     """The estimate of the runs to train (see the module docstring), one or two lines."""
-    from benchmarks.grid_cost import run_cost
-
+    run_cost = load_grid_cost().run_cost
     if not pending:
         return []
     if results is None:
