@@ -11,9 +11,10 @@ import numpy as np
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.epochlog import TrainingOutcome
 from dpcore.metrics import classification_summary
+from dpcore.predicting import test_loss_and_accuracy
 from dpcore.results import RunResult, library_versions, run_id, utc_now
-from dpcore.trainloop import TrainingOutcome, test_loss_and_accuracy
 
 
 def dataset_record(dataset: Dataset) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras
 from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import NOISE_SAMPLERS
-from dpcore.trainloop import StepMechanism
+from dpcore.stepengine import StepMechanism
 
 #: Adam's epsilon in both backends (Keras's default; torchpipe.dp.KerasAdam applies it where
 #: Keras does, so the two update rules are identical).

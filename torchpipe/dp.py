@@ -40,7 +40,7 @@ from opacus.optimizers.optimizer import _check_processed_flag, _mark_as_processe
 from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import NOISE_SAMPLERS
-from dpcore.trainloop import StepMechanism
+from dpcore.stepengine import StepMechanism
 
 #: Adam settings shared with the TF backend (Keras' defaults).
 ADAM_EPSILON = 1e-7
