@@ -394,22 +394,22 @@ def train(
     backend = _check_backend(backend)
     config, filled = resolve_config(config, backend)
     check_names(config)  # a typo is named (with the closest name) before anything is loaded
-    check_backend_recipe(config, backend)  # before anything is loaded or written
     perf = perf or PerfSpec()
     if isinstance(faithfulness_subset, bool) or not isinstance(faithfulness_subset, int) or (
             faithfulness_subset < 0):
         raise ConfigError(f"faithfulness_subset={faithfulness_subset!r} is not valid; valid: "
                           "an integer >= 0 (0 skips the metrics)")
-    if dry_run:
+    if dry_run:  # what training would refuse first (dpcore.assembly.train), asked here
+        check_backend_recipe(config, backend)
         _writable_folder(out if out is not None else DEFAULT_TRAIN_OUT, "--out", "output folder")
         dataset = prepare_dataset(config, data_dir)
         return start_line(config, backend, dataset, check_run(config, dataset), filled)
     store = ResultsStore(out if out is not None else DEFAULT_TRAIN_OUT)
-    # checked, nothing created yet (the store is created once every check passed)
+    # checked, nothing created yet (the store is created by the run's first write, after the
+    # checks of dpcore.assembly.train)
     _writable_folder(store.root, "--out", "output folder")
     dataset = prepare_dataset(config, data_dir)
     plan = check_run(config, dataset)  # fail fast on impossible settings, before the line
-    store.ensure_writable()  # every check passed: now the store may be created
     callbacks = []
     if log is not None:
         log(start_line(config, backend, dataset, plan, filled))
@@ -641,6 +641,7 @@ def compare(
     # Runs committed in this report's records or any report beside it count as finished.
     records_from = record_folders_beside(
         report_dir if report_dir is not None else Path("reports") / grid.name)
+    plan = None  # what is done and what is left: listed once, here or by run_grid
     if train or dry_run:  # every run still to do is checked before the first one trains
         plan = plan_runs(grid, out, records_from)
         pending = plan.pending
@@ -661,7 +662,7 @@ def compare(
         command = f"compare.api.compare({source}, out={str(out)!r})"
     started = time.perf_counter()
     outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
-                       executor=runner, train=train, records_from=records_from)
+                       executor=runner, train=train, records_from=records_from, plan=plan)
     untrained = (f", {len(outcome.not_trained)} not stored and not trained (train=False)"
                  if outcome.not_trained else "")
     if outcome.elsewhere:
