@@ -198,6 +198,7 @@ def compare(
     sources = record_sources(resume_from_records, grid, report_dir, dry_run=dry_run,
                              train=train, log=log)
     records_from = sources.records_from
+    plan = None  # what is done and what is left: listed once, here or by run_grid
     if train or dry_run:  # every run still to do is checked before the first one trains
         plan = plan_runs(grid, out, records_from)
         pending = plan.pending
@@ -215,7 +216,8 @@ def compare(
     started = time.perf_counter()
     try:
         outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
-                           executor=runner, train=train, records_from=records_from)
+                           executor=runner, train=train, records_from=records_from,
+                           plan=plan)
     except OSError as exc:  # a storage fault names what is kept and what to do
         raise_grid_storage_fault(exc, grid, out)
         raise

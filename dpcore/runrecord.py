@@ -11,11 +11,11 @@ import numpy as np
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.epochlog import TrainingOutcome
 from dpcore.outputs import kept_outputs
 from dpcore.provenance import provenance_record
 from dpcore.results import RunResult, library_versions, run_id, utc_now
 from dpcore.scoring import scored_metrics
-from dpcore.trainloop import TrainingOutcome
 
 
 def dataset_record(dataset: Dataset) -> dict[str, Any]:

@@ -37,7 +37,7 @@ import numpy as np
 
 from dpcore.config import RunConfig
 from dpcore.errors import ConfigError
-from dpcore.trainloop import StepMechanism
+from dpcore.stepengine import StepMechanism
 
 __all__ = ["SHARED_NOISE_TAG", "SharedNoise", "framework_mechanism", "shared_noise_for",
            "uses_shared_noise"]

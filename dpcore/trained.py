@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
 from dpcore.errors import CheckpointChangedError, ConfigError
 from dpcore.io import npz_bytes
 from dpcore.results import RunResult, atomic_write_bytes, json_safe
@@ -46,6 +47,9 @@ class TrainedModel:
         perf: the performance switches used (``None`` for a loaded checkpoint).
         result: the run's RunResult (``None`` for a loaded checkpoint without one).
         extra: backend details (e.g. the torch engine used).
+        dataset: the data set the model was evaluated on (the config's data factors
+            applied, the audit's input canaries not appended); ``None`` for a loaded
+            checkpoint.
     """
 
     backend: str
@@ -60,6 +64,7 @@ class TrainedModel:
     perf: PerfSpec | None = None
     result: RunResult | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    dataset: Dataset | None = None
 
     @property
     def status(self) -> str | None:

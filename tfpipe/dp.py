@@ -37,7 +37,7 @@ from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import NOISE_SAMPLERS
 from dpcore.registry import Registry
-from dpcore.trainloop import StepMechanism
+from dpcore.stepengine import StepMechanism
 
 #: The DP query of each noise sampler of :data:`dpcore.mechanisms.NOISE_SAMPLERS`, by name
 #: (``StepMechanism.noise_kind``); built as ``cls(clip_norm, noise_scale, seed)``.

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpcore.config import PerfSpec, RunConfig
-from dpcore.trainloop import Chunk, StepMechanism, noise_seed
+from dpcore.stepengine import Chunk, StepMechanism, noise_seed
 from tfpipe import dp
 from tfpipe.models import get_weights, neutral_to_variables, set_weights
 from tfpipe.predict import output_function, probability_function

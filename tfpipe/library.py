@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -39,12 +38,10 @@ import tensorflow as tf
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
-from dpcore.pipeline import fit_library
+from dpcore.libraryloop import LibraryRecipe, LibraryRunner
+from dpcore.predicting import model_inputs
 from dpcore.recipes import LIBRARY_TRAINERS
-from dpcore.trained import TrainedModel
-from dpcore.trainloop import EpochCallback, LibraryRunner, model_inputs
-from tfpipe.device import device_record
-from tfpipe.models import build_model, get_weights
+from tfpipe.models import get_weights
 from tfpipe.predict import output_function, probability_function
 
 TRAINER = LIBRARY_TRAINERS["tf"]
@@ -122,6 +119,7 @@ class KerasFitRunner:
     def __init__(self, model: tf.keras.Model, config: RunConfig, dataset: Dataset,
                  plan: PrivacyPlan, physical_batch_size: int | None = None) -> None:
         self.model = model
+        self.config = config
         n, batch = len(dataset.x_train), config.train.batch_size
         if batch > n:
             from dpcore.errors import ConfigError
@@ -163,6 +161,16 @@ class KerasFitRunner:
         """Current weights, neutral layout."""
         return get_weights(self.model)
 
+    def own_epsilon(self, plan: PrivacyPlan, steps: int) -> dict[str, float | None]:
+        """TF Privacy's epsilon of the whole epochs that ``steps`` steps make
+        (:func:`tf_privacy_own_epsilon`)."""
+        epochs = math.ceil(steps / self.steps_per_epoch)
+        return tf_privacy_own_epsilon(self.config, plan.batches.n_examples, epochs,
+                                      plan.noise_multiplier, plan.delta)
+
+    def close(self) -> None:
+        """Nothing to release: ``model.fit`` attaches nothing to the model."""
+
 
 def tf_privacy_own_epsilon(config: RunConfig, n_train: int, epochs: int, noise: float,
                            delta: float) -> dict[str, float | None]:
@@ -183,36 +191,19 @@ def tf_privacy_own_epsilon(config: RunConfig, n_train: int, epochs: int, noise: 
     return {"tf_privacy_compute_dp_sgd_privacy": float(eps)}
 
 
-def train_library(
-    config: RunConfig, dataset: Dataset, perf: PerfSpec, *,
-    callbacks: Sequence[EpochCallback] = (),
-) -> TrainedModel:
-    """Train as TF Privacy's tutorials do (see the module docstring); same RunResult contract.
-
-    The model has Keras' default initialisers drawn from TF's global seed (``config.seed``),
-    not the bench's neutral initialisation.
-    """
-    model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=None,
-                        vocab_size=dataset.vocabulary_size)
+def library_recipe(model: tf.keras.Model, config: RunConfig, perf: PerfSpec) -> LibraryRecipe:
+    """Train as TF Privacy's tutorials do (see the module docstring): a
+    :class:`KerasFitRunner` (``perf.library_jacobian_batch_size`` sets the gradient
+    accumulation). The model keeps Keras' default initialisers, drawn from TF's global seed
+    (``config.seed``), not the bench's neutral initialisation."""
     accumulation = accumulation_steps(config, perf.library_jacobian_batch_size)
+    trainer = trainer_name(config, accumulation)
 
     def make_runner(plan: PrivacyPlan, data: Dataset) -> LibraryRunner:
-        return KerasFitRunner(model, config, data, plan,
-                              perf.library_jacobian_batch_size)
+        return KerasFitRunner(model, config, data, plan, perf.library_jacobian_batch_size)
 
-    def own_epsilon(runner: LibraryRunner, plan: PrivacyPlan, steps: int
-                    ) -> dict[str, float | None]:
-        epochs = math.ceil(steps / runner.steps_per_epoch)
-        return tf_privacy_own_epsilon(config, plan.batches.n_examples, epochs,
-                                      plan.noise_multiplier, plan.delta)
-
-    return fit_library(
-        config, dataset, perf, backend="tf", model=model, make_runner=make_runner,
-        library_epsilon=own_epsilon, callbacks=callbacks,
-        trainer=trainer_name(config, accumulation),
-        perf_details={"engine_used": "library", "trainer": trainer_name(config, accumulation),
-                      "num_microbatches": config.train.batch_size
-                      // config.factors.microbatch_size,
-                      "gradient_accumulation_steps": accumulation,
-                      **device_record()},
-    )
+    return LibraryRecipe(
+        trainer=trainer, make_runner=make_runner,
+        details={"trainer": trainer,
+                 "num_microbatches": config.train.batch_size // config.factors.microbatch_size,
+                 "gradient_accumulation_steps": accumulation})

@@ -21,7 +21,7 @@ from torch import nn
 
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
-from dpcore.trainloop import Chunk, StepMechanism, noise_seed
+from dpcore.stepengine import Chunk, StepMechanism, noise_seed
 from torchpipe import dp
 from torchpipe.device import model_device
 from torchpipe.models import get_weights, neutral_to_parameters, set_weights

@@ -56,7 +56,7 @@ from torch import nn
 from dpcore.errors import ConfigError
 from dpcore.fastrules import use_ghost_norm
 from dpcore.registry import Registry
-from dpcore.trainloop import Chunk
+from dpcore.stepengine import Chunk
 from torchpipe import dp
 from torchpipe.device import model_device
 from torchpipe.engine import TorchStepEngine

@@ -13,7 +13,6 @@ PRV), named in the result. ``privacy.sampling: shuffle`` passes ``poisson_sampli
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -23,12 +22,11 @@ from torch.utils.data import DataLoader, TensorDataset
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
-from dpcore.pipeline import fit_library
+from dpcore.libraryloop import LibraryRecipe, LibraryRunner
+from dpcore.predicting import model_inputs
 from dpcore.recipes import LIBRARY_TRAINERS
-from dpcore.trained import TrainedModel
-from dpcore.trainloop import EpochCallback, LibraryRunner, model_inputs
-from torchpipe.device import device_record, model_device, training_device
-from torchpipe.models import build_model, get_weights
+from torchpipe.device import model_device
+from torchpipe.models import get_weights
 from torchpipe.predict import is_text_model, outputs, probabilities, to_tensor
 
 TRAINER = LIBRARY_TRAINERS["torch"]
@@ -101,13 +99,14 @@ class OpacusRunner:
         """Current weights, neutral layout."""
         return get_weights(self.model)
 
-    def own_epsilon(self, delta: float) -> dict[str, float | None]:
-        """The engine's accountant's epsilon, keyed by the accountant's name."""
+    def own_epsilon(self, plan: PrivacyPlan, steps: int) -> dict[str, float | None]:
+        """The engine's accountant's epsilon at ``plan.delta`` of the steps it took, keyed by
+        the accountant's name (``{}`` for a non-private run)."""
         if self.engine is None:
             return {}
         name = self.engine.accountant.mechanism()
         return {f"opacus_{name} (PrivacyEngine.accountant)":
-                float(self.engine.get_epsilon(delta))}
+                float(self.engine.get_epsilon(plan.delta))}
 
     def close(self) -> None:
         """Remove Opacus's hooks from the model."""
@@ -116,37 +115,15 @@ class OpacusRunner:
             remove()
 
 
-def train_library(
-    config: RunConfig, dataset: Dataset, perf: PerfSpec, *,
-    callbacks: Sequence[EpochCallback] = (),
-) -> TrainedModel:
-    """Train as Opacus's tutorials do (see the module docstring); same RunResult contract."""
-    model = build_model(config.model, dataset.input_shape, dataset.n_classes, seed=None,
-                        vocab_size=dataset.vocabulary_size)
-    device = training_device()  # as Opacus's tutorials: the model and each batch on the device
-    model.to(device)
-    runners: list[OpacusRunner] = []
+def library_recipe(model: nn.Module, config: RunConfig, perf: PerfSpec) -> LibraryRecipe:
+    """Train as Opacus's tutorials do (see the module docstring): an :class:`OpacusRunner` on
+    ``model`` (on its device, as the tutorials put the model and each batch)."""
 
     def make_runner(plan: PrivacyPlan, data: Dataset) -> LibraryRunner:
-        runners.append(OpacusRunner(model, config, data, plan))
-        return runners[-1]
+        return OpacusRunner(model, config, data, plan)
 
-    def own_epsilon(runner: LibraryRunner, plan: PrivacyPlan, steps: int
-                    ) -> dict[str, float | None]:
-        assert isinstance(runner, OpacusRunner)
-        return runner.own_epsilon(plan.delta)
-
-    try:
-        trained = fit_library(
-            config, dataset, perf, backend="torch", model=model, make_runner=make_runner,
-            library_epsilon=own_epsilon, trainer=TRAINER if config.privacy.is_dpsgd
-            else "torch.optim.SGD loop (non-private)", callbacks=callbacks,
-            perf_details={"engine_used": "library", "trainer": TRAINER,
-                          "grad_sample_mode": "hooks" if config.privacy.is_dpsgd else None,
-                          **device_record(device)},
-        )
-    finally:
-        for runner in runners:
-            runner.close()
-    model.eval()
-    return trained
+    return LibraryRecipe(
+        trainer=TRAINER if config.privacy.is_dpsgd else "torch.optim.SGD loop (non-private)",
+        make_runner=make_runner,
+        details={"trainer": TRAINER,
+                 "grad_sample_mode": "hooks" if config.privacy.is_dpsgd else None})

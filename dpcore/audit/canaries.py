@@ -32,7 +32,7 @@ from dpcore.errors import ConfigError
 if TYPE_CHECKING:
     from dpcore.config import AuditCanarySpec
     from dpcore.data.dataset import Dataset
-    from dpcore.trainloop import StepMechanism
+    from dpcore.stepengine import StepMechanism
 
 #: A gradient canary's norm in units of the clip norm C: well above C, so that clipping is
 #: what bounds it (a step that forgets to clip lets it through 100-fold).

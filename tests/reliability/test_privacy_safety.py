@@ -100,11 +100,13 @@ def test_layer_type_names_without_a_framework_model() -> None:
 
 def test_runner_refuses_a_dp_model_with_batchnorm(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Defence in depth: a DP run whose model holds BatchNorm is never stored as finished."""
+    """A DP run whose backend builds a model holding BatchNorm is refused by the one assembly
+    (dpcore.assembly.train) before its first step, and recorded as failed, never finished."""
     torch = pytest.importorskip("torch")
     import compare.runner as runner
     import compare.training as training
     from compare.grid import expand_grid
+    from dpcore import assembly
     from dpcore.results import ResultsStore
 
     real = training.load_backend
@@ -116,10 +118,13 @@ def test_runner_refuses_a_dp_model_with_batchnorm(tmp_path: Path,
         def __getattr__(self, name: str) -> Any:
             return getattr(self.module, name)
 
+        def build_model(self, *args: Any, **kwargs: Any) -> Any:
+            model = self.module.build_model(*args, **kwargs)
+            model.add_module("sneaky_bn", torch.nn.BatchNorm2d(4))
+            return model
+
         def train(self, *args: Any, **kwargs: Any) -> Any:
-            trained = self.module.train(*args, **kwargs)
-            trained.model.add_module("sneaky_bn", torch.nn.BatchNorm2d(4))
-            return trained
+            return assembly.train(self, *args, **kwargs)  # the assembly over this backend
 
     monkeypatch.setattr(training, "load_backend", lambda b: AddBatchNorm(real(b)))
     grid = expand_grid({**TINY_GRID, "axes": {"privacy": TINY_GRID["axes"]["privacy"][:1]}})
