@@ -713,6 +713,7 @@ def compare(
             montage_grid=grid.name,
             audit_companions=grid.companion_runs() or None,
             faithfulness=Evaluation.of_grid(grid.evaluation).asks_faithfulness,
+            selection=grid.selection,
         )
         try:
             log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")

@@ -44,10 +44,11 @@ from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_fil
 from dpcore.defaults import fill_defaults
 from dpcore.errors import ConfigError
 from dpcore.results import BACKENDS, RunResult, run_id
+from dpcore.tuning import parse_selection
 
 GRID_KEYS = {
     "name", "description", "base", "axes", "seeds", "backends", "perf", "evaluation",
-    "published", "notes", "version", "audit_companions",
+    "published", "notes", "version", "audit_companions", "selection",
 }
 EVALUATION_DEFAULTS: dict[str, Any] = {"faithfulness_subset": 500, "montage_images": 4,
                                        "faithfulness": True, "audit": False}
@@ -105,6 +106,10 @@ class Grid:
     evaluation: dict[str, Any] = field(default_factory=dict)
     published: tuple[dict[str, Any], ...] = ()
     notes: str = ""
+    #: how the hyper-parameters were selected: the checked ``selection:`` block
+    #: (:func:`dpcore.tuning.parse_selection`), None when the grid has none. It describes the
+    #: grid and is never part of a cell's config, so it moves no config hash.
+    selection: dict[str, Any] | None = None
     #: audit companion cells (:mod:`compare.companions`), run after every cell of ``cells``
     companions: tuple[GridCell, ...] = ()
 
@@ -256,6 +261,9 @@ def expand_grid(
             isinstance(p, Mapping) for p in published):
         raise ConfigError(f"grid 'published' must be a list of mappings, got {published!r}")
     validate_published(published, (cell.setting for cell in cells), BACKENDS)
+    selection = raw.get("selection")
+    if selection is not None:
+        selection = parse_selection(selection, "grid 'selection'").to_dict()
     main = Grid(name="", description="", cells=tuple(cells), backends=grid_backends, perf=perf)
     companions = companion_cells(main.runs(), parse_companions(raw.get("audit_companions")))
     return Grid(
@@ -267,6 +275,7 @@ def expand_grid(
         evaluation=evaluation,
         published=tuple(published),
         notes=str(raw.get("notes", "")),
+        selection=selection,
         companions=companions,
     )
 

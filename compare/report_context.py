@@ -41,3 +41,6 @@ class ReportContext:
     #: the faithfulness figures are left out, also those a record shared with another grid
     #: holds (that grid's evaluation, for some of the runs only).
     faithfulness: bool = True
+    #: How the grid's hyper-parameters were selected: the preset's ``selection:`` block
+    #: (:mod:`dpcore.tuning.selection`, checked by the grid); None: the grid says nothing.
+    selection: Mapping[str, Any] | None = None
