@@ -136,7 +136,7 @@ def collapse_sentence(frame: pd.DataFrame) -> str:
 
 
 def headline(frame: pd.DataFrame, paired: pd.DataFrame,
-             selection: Mapping[str, Any] | None = None,
+             selection: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
              results: Sequence[RunResult] = ()) -> list[str]:
     """The 2-5 opening sentences; ``selection``: the report context's selection block (the
     epsilon including the selection of the hyper-parameters, or that it is not accounted,

@@ -20,7 +20,7 @@ from dpcore.accounting import dpsgd_event
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import noises_gradients
 from dpcore.results import RunResult
-from dpcore.tuning import PROTOCOL_CITATION, Selection, parse_selection
+from dpcore.tuning import PROTOCOL_CITATION, Selection, parse_selections, selection_for
 
 
 def _law_text(selection: Selection) -> str:
@@ -31,18 +31,20 @@ def _law_text(selection: Selection) -> str:
     return f"{PROTOCOL_CITATION}, truncated negative binomial, eta={law.eta:g}, E[K]={law.mean:.3g}"
 
 
-def final_run_totals(selection: Selection, results: Sequence[RunResult]
-                     ) -> list[tuple[str, float | None, float | None]]:
-    """Per DP-SGD setting (in report order): (setting, the final run's RDP epsilon, the
-    epsilon including the selection); None where the run's event has no RDP bound."""
-    rows: dict[str, tuple[str, float | None, float | None]] = {}
+def final_run_totals(selections: Sequence[Selection], results: Sequence[RunResult]
+                     ) -> list[tuple[str, Selection, float | None, float | None]]:
+    """Per DP-SGD setting (in report order) whose selection is accounted: (setting, its
+    selection, the final run's RDP epsilon, the epsilon including the selection); None where
+    the run's event has no RDP bound."""
+    rows: dict[str, tuple[str, Selection, float | None, float | None]] = {}
     for result in results:
         privacy = result.privacy or {}
         mechanism = str(privacy.get("mechanism", ""))
         if result.status != "finished" or not noises_gradients(mechanism):
             continue
         setting = setting_label(result.labels) if result.labels else result.config_hash
-        if setting in rows:
+        selection = selection_for(selections, setting)
+        if setting in rows or selection is None or not selection.accounted:
             continue
         own = privacy.get("epsilon_rdp")
         total: float | None = None
@@ -52,39 +54,51 @@ def final_run_totals(selection: Selection, results: Sequence[RunResult]
             total = selection.total_with(event, float(privacy["delta"]))
         except (KeyError, TypeError, ValueError, ConfigError):
             total = None  # an event RDP cannot bound (Laplace) or an incomplete record
-        rows[setting] = (setting, None if own is None else float(own), total)
+        rows[setting] = (setting, selection, None if own is None else float(own), total)
     return list(rows.values())
 
 
-def selection_sentence(raw: Mapping[str, Any] | None, results: Sequence[RunResult]
-                       ) -> str | None:
-    """The headline's sentence on the selection of the hyper-parameters; None when the report
-    has no ``selection`` in its context."""
-    if raw is None:
-        return None
-    selection = parse_selection(raw)
+def _unaccounted(selection: Selection) -> str:
     table = f" ({selection.table})" if selection.table else ""
-    if not selection.accounted:
-        among = ("" if selection.candidates is None
-                 else f" among {selection.candidates} candidates")
-        return (f"The selection of these hyper-parameters is not accounted: chosen on "
-                f"{selection.scored_on}{among}{table}; every epsilon in this report is the "
-                "final run's alone.")
+    among = "" if selection.candidates is None else f" among {selection.candidates} candidates"
+    which = (f"of {', '.join(repr(x) for x in selection.settings)} "
+             if selection.settings else "of these hyper-parameters ")
+    return (f"The selection {which}is not accounted: chosen on {selection.scored_on}{among}"
+            f"{table}; every epsilon in this report is the final run's alone.")
+
+
+def _accounted(selection: Selection,
+               rows: Sequence[tuple[str, Selection, float | None, float | None]]) -> str:
     parts = []
-    for setting, own, total in final_run_totals(selection, results):
+    for setting, _, own, total in rows:
         own_text = "–" if own is None else f"{own:.3g}"
         total_text = ("not bounded (no RDP bound for this mechanism)" if total is None
                       else f"{total:.3g}")
         parts.append(f"{setting}: epsilon {own_text} for the final run; {total_text} "
                      "including the selection of its hyper-parameters")
     assert selection.epsilon is not None
+    table = f"; {selection.table}" if selection.table else ""
     head = "; ".join(parts) if parts else "No DP-SGD run to set beside the selection"
     return (f"{head} ({_law_text(selection)}: {selection.candidates} candidates scored on "
             f"{selection.scored_on}; the selection alone costs epsilon "
             f"{selection.epsilon:.3g} at delta {selection.delta:g}{table}).")
 
 
-def selection_lines(raw: Mapping[str, Any] | None, results: Sequence[RunResult]) -> list[str]:
+def selection_sentence(raw: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+                       results: Sequence[RunResult]) -> str | None:
+    """The headline's sentences on the selection of the hyper-parameters (one per block);
+    None when the report has no ``selection`` in its context."""
+    if raw is None:
+        return None
+    selections = parse_selections(raw)
+    totals = final_run_totals(selections, results)
+    texts = [_accounted(s, [row for row in totals if row[1] is s]) if s.accounted
+             else _unaccounted(s) for s in selections]
+    return " ".join(texts)
+
+
+def selection_lines(raw: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+                    results: Sequence[RunResult]) -> list[str]:
     """The privacy section's paragraph on the selection (nothing without one)."""
     sentence = selection_sentence(raw, results)
     if sentence is None:

@@ -22,11 +22,17 @@ from dpcore.tuning.bound import (
 )
 from dpcore.tuning.laws import RepetitionLaw, parse_law
 from dpcore.tuning.protocol import SelectionDraws, winner
-from dpcore.tuning.selection import PROTOCOL_CITATION, Selection, parse_selection
+from dpcore.tuning.selection import (
+    PROTOCOL_CITATION,
+    Selection,
+    parse_selection,
+    parse_selections,
+    selection_for,
+)
 
 __all__ = [
     "PROTOCOL_CITATION", "CandidateSteps", "RepetitionLaw", "ScoreMechanism", "Selection",
     "SelectionBudget", "SelectionDraws", "accuracy_sensitivity", "auc_sensitivity",
     "calibrate_selection", "full_grid_epsilon", "parse_law", "parse_selection",
-    "selection_curve", "selection_epsilon", "winner",
+    "parse_selections", "selection_curve", "selection_epsilon", "selection_for", "winner",
 ]

@@ -36,7 +36,7 @@ into the report's context, never into a run's config (so no config hash moves).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +57,7 @@ from dpcore.tuning.bound import (
 from dpcore.tuning.laws import RepetitionLaw
 
 PROTOCOL_CITATION = "Papernot & Steinke 2022"
-_COMMON_KEYS = {"accounted", "candidates", "table", "scored_on"}
+_COMMON_KEYS = {"accounted", "candidates", "table", "scored_on", "settings"}
 _ACCOUNTED_KEYS = _COMMON_KEYS | {"law", "score", "repetitions", "delta", "epsilon"}
 
 
@@ -70,6 +70,8 @@ class Selection:
         candidates: the number of candidates (None: not known, an unaccounted selection made
             by others, e.g. a paper's authors).
         scored_on: what the candidates were scored on (shown in the report).
+        settings: the grid's settings (labels joined as in the report, e.g. ``"eps=1"``)
+            whose hyper-parameters this selection chose; empty: every setting.
         table: the committed table of the selection, relative to the repository.
         law, score, repetitions, delta, epsilon: the protocol's facts (accounted only).
     """
@@ -78,6 +80,7 @@ class Selection:
     candidates: int | None
     scored_on: str = ""
     table: str = ""
+    settings: tuple[str, ...] = ()
     law: RepetitionLaw | None = None
     score: ScoreMechanism | None = None
     repetitions: tuple[tuple[CandidateSteps, float], ...] = ()
@@ -104,6 +107,8 @@ class Selection:
             raw["scored_on"] = self.scored_on
         if self.table:
             raw["table"] = self.table
+        if self.settings:
+            raw["settings"] = list(self.settings)
         if self.accounted:
             assert self.law is not None and self.score is not None
             raw.update({
@@ -148,8 +153,12 @@ def parse_selection(raw: Any, where: str = "selection") -> Selection:
         raise ConfigError(f"{where}: 'candidates' must be an integer >= 1"
                           f"{'' if accounted else ' (or left out when not known)'}, got "
                           f"{candidates!r}")
+    settings = raw.get("settings", [])
+    if not isinstance(settings, list) or not all(isinstance(x, str) and x for x in settings):
+        raise ConfigError(f"{where}: 'settings' must be a list of setting labels (e.g. "
+                          f"[\"eps=1\"]), got {settings!r}")
     common = {"candidates": candidates, "scored_on": str(raw.get("scored_on") or ""),
-              "table": str(raw.get("table") or "")}
+              "table": str(raw.get("table") or ""), "settings": tuple(settings)}
     if not accounted:
         if not common["scored_on"]:
             raise ConfigError(f"{where}: an unaccounted selection needs 'scored_on' (what the "
@@ -199,4 +208,43 @@ def parse_selection(raw: Any, where: str = "selection") -> Selection:
     return selection
 
 
-__all__ = ["PROTOCOL_CITATION", "Selection", "parse_selection"]
+def parse_selections(raw: Any, settings: Sequence[str] | None = None,
+                     where: str = "selection") -> tuple[Selection, ...]:
+    """A ``selection:`` value: one block, or a list of blocks each naming the ``settings`` it
+    chose for. ``settings``: the grid's setting labels, when known: every named one must be
+    among them, and no setting may be claimed by two blocks.
+
+    Raises:
+        ConfigError: a bad block (:func:`parse_selection`), an unknown or twice-claimed
+            setting, or a list of several blocks one of which names no setting.
+    """
+    blocks = raw if isinstance(raw, list) else [raw]
+    if not blocks:
+        raise ConfigError(f"{where} must be a block or a non-empty list of blocks")
+    parsed = tuple(parse_selection(b, f"{where}[{i}]" if isinstance(raw, list) else where)
+                   for i, b in enumerate(blocks))
+    if len(parsed) > 1 and any(not p.settings for p in parsed):
+        raise ConfigError(f"{where}: with several blocks, each must name its 'settings'")
+    claimed = [name for p in parsed for name in p.settings]
+    twice = sorted({name for name in claimed if claimed.count(name) > 1})
+    if twice:
+        raise ConfigError(f"{where}: settings {twice} are named by more than one block")
+    if settings is not None:
+        unknown = sorted(set(claimed) - set(settings))
+        if unknown:
+            raise ConfigError(f"{where}: settings {unknown} are not in the grid; valid: "
+                              f"{', '.join(dict.fromkeys(settings))}")
+    return parsed
+
+
+def selection_for(selections: Sequence[Selection], setting: str) -> Selection | None:
+    """The block that chose ``setting``'s hyper-parameters: the one naming it, else one that
+    names no setting; None when none does."""
+    for selection in selections:
+        if setting in selection.settings:
+            return selection
+    return next((s for s in selections if not s.settings), None)
+
+
+__all__ = ["PROTOCOL_CITATION", "Selection", "parse_selection", "parse_selections",
+           "selection_for"]

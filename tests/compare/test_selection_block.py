@@ -25,7 +25,9 @@ from dpcore.tuning import (
     RepetitionLaw,
     ScoreMechanism,
     parse_selection,
+    parse_selections,
     selection_epsilon,
+    selection_for,
 )
 from dpcore.tuning.bound import candidate_events, epsilon_of_curve, rdp_curve, selection_curve
 from tests.compare.report_fakes import fake_result, section_text
@@ -103,7 +105,7 @@ def test_the_context_carries_the_block_through_the_records(tmp_path: Path) -> No
 
 
 def private_run(backend: str, seed: int, noise: float = 1.5) -> RunResult:
-    run = fake_result(backend=backend, seed=seed, point="eps=1")
+    run = fake_result(backend=backend, seed=seed, point="eps=1", labels={"privacy": "eps=1"})
     run.privacy.update({"noise_multiplier": noise, "sampling_rate": 0.054, "steps": 185,
                         "delta": 1e-5, "epsilon_rdp": 0.9876, "epsilon_pld": 0.9,
                         "dp_event": {"name": "gaussian"}})
@@ -127,8 +129,8 @@ def test_headline_and_privacy_section_give_the_total_with_the_selection() -> Non
     total = epsilon_of_curve(curve + rdp_curve(dpsgd_event("dpsgd-gaussian", 1.5, 0.054, 185)),
                              1e-5)
     assert total > block["epsilon"] and total > 0.9876
-    [(setting, own, got)] = final_run_totals(parse_selection(block), runs)
-    assert setting.endswith("eps=1") and own == 0.9876 and got == pytest.approx(total)
+    [(setting, _, own, got)] = final_run_totals([parse_selection(block)], runs)
+    assert setting == "eps=1" and own == 0.9876 and got == pytest.approx(total)
     head = section_text(headline_section, runs, selection=block)
     expected = (f"epsilon 0.988 for the final run; {total:.3g} including the selection of its "
                 "hyper-parameters (Papernot & Steinke 2022, truncated negative binomial, "
@@ -155,6 +157,45 @@ def test_a_run_rdp_cannot_bound_gets_no_total() -> None:
     run = private_run("tf", 0)
     run.privacy["mechanism"] = "dpsgd-laplace"
     run.config["privacy"]["mechanism"] = "dpsgd-laplace"
-    [(_, _, total)] = final_run_totals(parse_selection(accounted_block()), [run])
+    [(_, _, _, total)] = final_run_totals([parse_selection(accounted_block())], [run])
     assert total is None
     assert math.isfinite(parse_selection(accounted_block()).epsilon or math.nan)
+
+
+def test_several_blocks_each_name_their_settings() -> None:
+    one = {**accounted_block(), "settings": ["eps=1"]}
+    eight = {**NOT_ACCOUNTED, "settings": ["eps=8"]}
+    parsed = parse_selections([one, eight], ["eps=1", "eps=8", "non-private"])
+    assert selection_for(parsed, "eps=1") is parsed[0]
+    assert selection_for(parsed, "eps=8") is parsed[1]
+    assert selection_for(parsed, "non-private") is None
+    cases = [
+        ([one, {**eight, "settings": ["eps=1"]}], r"settings \['eps=1'\] are named by more"),
+        ([one, NOT_ACCOUNTED], "each must name its 'settings'"),
+        ([{**one, "settings": ["eps=2"]}], r"settings \['eps=2'\] are not in the grid; valid"),
+        ([{**one, "settings": "eps=1"}], "'settings' must be a list"),
+        ([], "non-empty list"),
+    ]
+    for raw, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            parse_selections(raw, ["eps=1", "eps=8", "non-private"])
+    raw = load_preset("pneumonia-tuned")
+    del raw["selection"]
+    grid = expand_grid({**raw, "selection": [one, eight]})
+    assert grid.selection == [one, eight]
+    with pytest.raises(ConfigError, match="not in the grid"):
+        expand_grid({**raw, "selection": [{**one, "settings": ["eps=3"]}]})
+
+
+def test_each_setting_is_totalled_with_its_own_selection() -> None:
+    one = {**accounted_block(), "settings": ["eps=1"]}
+    eight = {**NOT_ACCOUNTED, "settings": ["eps=8"]}
+    runs = [private_run("tf", 0)]
+    other = private_run("tf", 1)
+    other.labels = {"privacy": "eps=8"}
+    runs.append(other)
+    [row] = final_run_totals(parse_selections([one, eight]), runs)
+    assert row[0] == "eps=1" and row[1].accounted
+    text = section_text(headline_section, runs, selection=[one, eight])
+    assert "including the selection of its hyper-parameters" in text
+    assert "The selection of 'eps=8' is not accounted" in text

@@ -179,3 +179,19 @@ def test_calibration_meets_the_total() -> None:
     with pytest.raises(ConfigError, match="costs epsilon .* above the target 0.5"):
         calibrate_selection(candidates, 0.5, law, ScoreMechanism("accuracy", 0.01, 1 / 40),
                             DELTA)
+
+
+def test_draws_are_seeded_and_the_best_noised_score_wins() -> None:
+    from dpcore.tuning import SelectionDraws, winner
+
+    law = RepetitionLaw.truncated_negative_binomial(1, 0.2)
+    a, b = SelectionDraws(law, 11, 5), SelectionDraws(law, 11, 5)
+    assert (a.k, a.candidates) == (b.k, b.candidates) and len(a.candidates) == a.k >= 1
+    assert all(0 <= i < 11 for i in a.candidates)
+    score = ScoreMechanism("accuracy", 0.01, 1 / 942)
+    noised = [a.noised(x, score) for x in (0.9, None, 0.5)]
+    assert noised == [b.noised(x, score) for x in (0.9, None, 0.5)]
+    assert abs(noised[1]) < 0.1  # a diverged run scores 0, plus noise
+    assert winner(noised) == 0 and winner([0.2, 0.7, 0.7]) == 1 and winner([]) is None
+    seen = {SelectionDraws(RepetitionLaw.poisson(0.01), 3, s).k for s in range(200)}
+    assert 0 in seen  # a Poisson K may be 0: nothing is released then
