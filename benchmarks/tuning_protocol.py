@@ -157,7 +157,10 @@ def markdown(summaries: Sequence[Mapping[str, Any]], command: str, backend: str)
         f"{score.sensitivity:.3g}, noise multiplier {score.noise_multiplier:.3g}); the best "
         f"noised score wins. The validation images are 20 % of the training split (seeded, "
         f"stratified), private data like the rest: the bound counts them. No test image is "
-        f"scored. The exact scores are shown for the reader only; nothing was chosen on them."
+        f"scored. The exact scores are shown for the reader only; nothing was chosen on them. "
+        f"The bound covers what the selection releases: the winner (its candidate, model and "
+        f"noised score). This table also shows every repetition and its exact scores, a "
+        f"diagnostic a private deployment would not publish: the bound does not cover it."
         + (" The AUC's sensitivity treats the validation split's class counts as public."
            if score.metric == "auc" else ""), ""]
     for summary in summaries:
