@@ -97,7 +97,8 @@ class ScoreMechanism:
 
 def accuracy_sensitivity(n_validation: int) -> float:
     """1 / n_val: adding or removing one validation example moves the accuracy c / n by at
-    most 1 / max(n, n') <= 1 / n_val for the neighbour of size n_val - 1 or n_val + 1."""
+    most 1 / max(n, n') <= 1 / n_val for the neighbour of size n_val - 1 or n_val + 1. The
+    split's size n_val is taken as public (every report prints it)."""
     if n_validation < 1:
         raise ConfigError(f"n_validation={n_validation!r} is not valid; valid: >= 1")
     return 1.0 / n_validation
