@@ -199,3 +199,20 @@ def test_each_setting_is_totalled_with_its_own_selection() -> None:
     text = section_text(headline_section, runs, selection=[one, eight])
     assert "including the selection of its hyper-parameters" in text
     assert "The selection of 'eps=8' is not accounted" in text
+
+
+def test_the_committed_pneumonia_selection_is_what_its_facts_give() -> None:
+    import json
+
+    root = Path(__file__).resolve().parents[2] / "reports" / "tuning"
+    blocks = json.loads((root / "pneumoniamnist-protocol-selection.json").read_text("utf-8"))
+    table = (root / "pneumoniamnist-protocol.md").read_text("utf-8")
+    assert sorted(blocks) == ["1", "8"]
+    for total, block in blocks.items():
+        selection = parse_selection(block)  # recomputes the epsilon from the facts
+        assert selection.accounted and selection.candidates == 11
+        assert selection.epsilon is not None
+        assert 0.99 * float(total) <= selection.epsilon <= float(total)
+        assert f"## total epsilon {total}" in table
+        assert f"**{selection.epsilon:.3f}** at delta 1e-05" in table
+        assert (root.parents[1] / selection.table).is_file()
