@@ -29,52 +29,10 @@ from typing import Any
 import numpy as np
 
 from benchmarks.defaults_sweep import validation_scores, validation_split
+from benchmarks.tuning_candidates import DELTA, load_candidates, run_config
 from dpcore.backend import BACKENDS, load_backend
-from dpcore.config import RunConfig, load_mapping_file
 from dpcore.errors import ConfigError
 from dpcore.pipeline import prepare_dataset
-
-DELTA = 1e-5
-#: Keys a candidate may set (sections laid over the base config). ``augment``
-#: (:class:`dpcore.config.AugmentSpec`) augments the fit part of the training split only; the
-#: validation split is scored on clean images, like any evaluation.
-CANDIDATE_KEYS = {"label", "model", "train", "privacy", "data", "augment"}
-
-
-def load_candidates(path: str | Path) -> list[dict[str, Any]]:
-    """The candidate list of a YAML file: ``candidates: [{label, model, train, ...}]``."""
-    raw = load_mapping_file(path)
-    items = raw.get("candidates") if isinstance(raw, Mapping) else None
-    if not isinstance(items, list) or not items:
-        raise ConfigError(f"{path}: needs a non-empty 'candidates' list of "
-                          "{label, model, train} mappings")
-    for i, item in enumerate(items):
-        if not isinstance(item, Mapping) or "label" not in item:
-            raise ConfigError(f"{path}: candidate {i} must be a mapping with a 'label'")
-        unknown = set(item) - CANDIDATE_KEYS
-        if unknown:
-            raise ConfigError(f"{path}: candidate {item['label']!r} has unknown keys "
-                              f"{sorted(unknown)}; valid: {sorted(CANDIDATE_KEYS)}")
-    return [dict(item) for item in items]
-
-
-def run_config(dataset: str, candidate: Mapping[str, Any], epsilon: float,
-               seed: int = 0) -> RunConfig:
-    """The RunConfig of one candidate at one target epsilon."""
-    base: dict[str, Any] = {
-        "data": {"name": dataset},
-        "privacy": {"mechanism": "dpsgd-gaussian", "target_epsilon": epsilon, "delta": DELTA,
-                    "max_grad_norm": 1.0, "sampling": "poisson"},
-        "seed": seed,
-    }
-    merged = dict(base)
-    for key, value in candidate.items():  # sections are one level deep: merge their keys
-        if key == "label":
-            continue
-        merged[key] = ({**merged[key], **value}
-                       if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping)
-                       else value)
-    return RunConfig.from_dict(merged)
 
 
 def sweep(backend_name: str, dataset_name: str, candidates: Sequence[Mapping[str, Any]],
@@ -143,6 +101,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated candidate labels to run (default all)")
     parser.add_argument("--out", help="write the Markdown tables here")
     parser.add_argument("--jsonl", help="append the JSON lines here too")
+    parser.add_argument("--protocol", metavar="LAW",
+                        help="run a private selection (Papernot & Steinke 2022) whose K follows "
+                             "LAW: tnb:ETA:GAMMA or poisson:MU; --epsilons are then totals")
+    parser.add_argument("--score", choices=("accuracy", "auc"), default="accuracy",
+                        help="the validation score the protocol noises (default accuracy)")
+    parser.add_argument("--score-noise", type=float, default=0.01,
+                        help="std of the Gaussian noise on the score, in score units "
+                             "(default 0.01)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the protocol's draws (K, candidates, score noises)")
+    parser.add_argument("--selection-out",
+                        help="with --protocol: write each total's preset selection block here "
+                             "(JSON)")
     args = parser.parse_args(argv)
     try:
         epsilons = [float(e) for e in args.epsilons.split(",") if e.strip()]
@@ -157,16 +128,54 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"--only: unknown labels {sorted(unknown)}")
         candidates = [c for c in candidates if c["label"] in wanted]
+    command = "python -m benchmarks.tuning_sweep " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    if args.protocol:
+        from dpcore.tuning import parse_law
+
+        try:
+            parse_law(args.protocol)
+        except ConfigError as exc:
+            parser.error(f"--protocol: {exc}")
+        try:
+            return _run_protocol(args, candidates, epsilons, command.strip())
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     rows = sweep(args.backend, args.dataset, candidates, epsilons, args.data_dir)
     if args.jsonl:
         with open(args.jsonl, "a", encoding="utf-8") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
     if args.out:
-        command = "python -m benchmarks.tuning_sweep " + " ".join(
-            sys.argv[1:] if argv is None else argv)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(markdown(rows, command.strip(), args.backend),
                                   encoding="utf-8")
+    return 0
+
+
+def _run_protocol(args: argparse.Namespace, candidates: Sequence[Mapping[str, Any]],
+                  totals: Sequence[float], command: str) -> int:
+    """``--protocol``: the private selection of :mod:`benchmarks.tuning_protocol`."""
+    from benchmarks import tuning_protocol
+    from dpcore.tuning import parse_law
+
+    law = parse_law(args.protocol)
+    summaries = tuning_protocol.protocol_sweep(
+        args.backend, args.dataset, candidates, totals, args.data_dir, law,
+        metric=args.score, score_noise=args.score_noise, seed=args.seed)
+    if args.jsonl:
+        with open(args.jsonl, "a", encoding="utf-8") as f:
+            f.writelines(json.dumps(r) + "\n" for s in summaries for r in s["repetitions"])
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(tuning_protocol.markdown(summaries, command, args.backend),
+                                  encoding="utf-8")
+    if args.selection_out:
+        table = args.out or ""
+        blocks = {f"{s['total_epsilon']:g}": tuning_protocol.selection_block(s, table)
+                  for s in summaries}
+        Path(args.selection_out).write_text(json.dumps(blocks, indent=2) + "\n",
+                                            encoding="utf-8")
     return 0
 
 

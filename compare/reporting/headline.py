@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
 from compare.reporting.privacy_section import honest, privacy_sentence
 from compare.reporting.section import ReportData, SectionOutput, section
+from compare.reporting.selection_text import selection_sentence
 from compare.reporting.stats import (
     AGREEMENT_TOLERANCE,
     MIN_SEEDS,
@@ -16,6 +19,7 @@ from compare.reporting.stats import (
     verdict_word,
 )
 from dpcore.mechanisms import is_non_private, noises_gradients
+from dpcore.results import RunResult
 
 
 def backend_sentence(paired: pd.DataFrame, tolerance: float = AGREEMENT_TOLERANCE) -> str:
@@ -165,12 +169,19 @@ def collapse_sentence(frame: pd.DataFrame) -> str:
             f"are marked 'collapsed' throughout: {shown}.")
 
 
-def headline(frame: pd.DataFrame, paired: pd.DataFrame) -> list[str]:
-    """The 2-4 opening sentences."""
+def headline(frame: pd.DataFrame, paired: pd.DataFrame,
+             selection: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+             results: Sequence[RunResult] = ()) -> list[str]:
+    """The 2-5 opening sentences; ``selection``: the report context's selection block (the
+    epsilon including the selection of the hyper-parameters, or that it is not accounted,
+    :mod:`compare.reporting.selection_text`) of the runs ``results``."""
     sentences = [backend_sentence(paired)]
     privacy = privacy_sentence(frame) if "epsilon_proved" in frame else None
     if privacy:  # claimed | proved | audited (compare.reporting.privacy_section)
         sentences.append(privacy)
+    chosen = selection_sentence(selection, results)
+    if chosen:
+        sentences.append(chosen)
     cost = privacy_cost_sentence(honest(frame))  # deliberately broken runs left out
     if cost:
         sentences.append(cost)
@@ -185,7 +196,8 @@ def _pts(value: float) -> str:
 @section("headline")
 def headline_section(data: ReportData) -> SectionOutput:
     """The headline: the generated sentences (:func:`headline`) as one paragraph."""
-    return SectionOutput(["## Headline", "", " ".join(headline(data.frame, data.paired)), ""])
+    return SectionOutput(["## Headline", "", " ".join(headline(
+        data.frame, data.paired, data.context.selection, data.results)), ""])
 
 __all__ = ["backend_sentence", "collapse_sentence", "headline", "headline_section",
            "privacy_cost_sentence"]

@@ -41,6 +41,7 @@ from compare.reporting.section import (
     drawn_figure,
     section,
 )
+from compare.reporting.selection_text import selection_lines
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.mechanisms import is_non_private, noises_gradients
 from dpcore.proved import figures_of_result, is_violation
@@ -322,12 +323,15 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
 
 @section("privacy")
 def privacy(data: ReportData) -> SectionOutput:
-    """Claimed | proved | audited epsilon (:func:`privacy_section` of the run table), and what
+    """Claimed | proved | audited epsilon (:func:`privacy_section` of the run table), what
     the grid's audit companions are (:func:`~compare.reporting.audited_column.
-    companions_sentence`; nothing without companions)."""
+    companions_sentence`; nothing without companions), and how the hyper-parameters were
+    selected (:func:`~compare.reporting.selection_text.selection_lines`; nothing without a
+    selection block)."""
     output = privacy_section(data.frame)
     view = CompanionView(list(data.results), data.context, list(data.companions))
-    extra = companions_sentence(view)
+    extra = [*companions_sentence(view), *selection_lines(data.context.selection,
+                                                          data.results)]
     if not extra:
         return output
     return dataclasses.replace(output, lines=[*output.lines, *extra])
