@@ -536,12 +536,6 @@ def run_training(
     )
 
 
-def noise_seed(seed: int) -> int:
-    """Seed of a backend's noise generator, derived from the run seed (a stream of its own,
-    independent of the batch sampler's and the weight initialiser's)."""
-    return int(np.random.SeedSequence([int(seed), 0x401CE]).generate_state(1)[0])
-
-
 class LibraryRunner(Protocol):
     """A library's own training loop, one epoch at a time (``recipe: library``).
 

@@ -50,6 +50,7 @@ from dpcore.mechanisms import (
     privatises_images,
 )
 from dpcore.names import resolve_backend
+from dpcore.noise_key import NOISE_KEYS
 
 DEFAULT_OUT = api.DEFAULT_TRAIN_OUT
 
@@ -94,8 +95,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "laplace; prv: Opacus's, as make_private_with_epsilon, gaussian only, "
                         "on either backend)")
     parser.add_argument("--max-grad-norm", type=float, help="per-example clip norm C")
-    parser.add_argument("--delta", type=float, help="delta (default 1/N rounded down to 10^-k)")
-    parser.add_argument("--seed", type=int, help="seed of batches, initial weights and noise")
+    parser.add_argument("--delta", type=float,
+                        help="delta (default: the largest 10^-k below 1/(10 N))")
+    parser.add_argument("--noise-key", choices=list(NOISE_KEYS),
+                        help="key of the DP-SGD noise: seed (from the seed and the config hash; "
+                        "reproducible, rebuildable by anyone with the config) or secret (OS "
+                        "entropy, kept nowhere; not reproducible). Default: seed for a "
+                        "registered public data set, secret for your own files")
+    parser.add_argument("--seed", type=int, help="seed of batches, initial weights and, with "
+                        "--noise-key seed, noise")
     parser.add_argument("--recipe", choices=["harmonised", "library"],
                         help="harmonised: the bench's one DP-SGD algorithm on both frameworks "
                              "(default); library: each library as its tutorials run it "
@@ -209,6 +217,7 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     put("factors.calibration_accountant", args.calibrate_with)
     put("privacy.max_grad_norm", args.max_grad_norm)
     put("privacy.delta", args.delta)
+    put("privacy.noise_key", args.noise_key)
     put("seed", args.seed)
     put("recipe", args.recipe)
     put("audit_canaries.count", args.audit_canaries)
