@@ -37,7 +37,9 @@ states the neighbouring relation it assumes:
   is what can tell.
 
 :func:`privacy_figures` gives both figures for a stored RunResult (new or old), so that a
-report rebuilt from old records shows them too. Epsilons come from dp_accounting's RDP
+report rebuilt from old records shows them too; a record that stored its figures under other
+rules (:data:`PROVED_RULES`) gets them recomputed, so no report repeats a bound the rules no
+longer give. Epsilons come from dp_accounting's RDP
 accountant (Gaussian under Poisson sampling; as the claim) or PLD accountant (Laplace, which
 RDP supports only without subsampling; and the shuffled rule, with the RDP figure beside it);
 this module only builds events and calls :mod:`dpcore.accounting`.
@@ -45,6 +47,7 @@ this module only builds events and calls :mod:`dpcore.accounting`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -67,6 +70,11 @@ from dpcore.recipes import effective_factors
 ADD_REMOVE = "add-or-remove-one example"
 REPLACE_ONE = "replace-one example (the data set's size is public)"
 LDP_RELATION = "one image's pixel values changed (local DP, per image)"
+
+#: Version of the rules above, stored with a record's figures (``epsilon_proved_rules``): 2
+#: gives microbatches under Poisson sampling no bound and the shuffled rule by PLD (1 proved
+#: the former at sigma / 2 and the latter by RDP).
+PROVED_RULES = 2
 
 #: Why microbatches under Poisson sampling have no proved epsilon (see the module docstring).
 POISSON_MICROBATCH_REASON = (
@@ -178,8 +186,12 @@ def _epsilon(event: dpe.DpEvent, mechanism: str, delta: float) -> tuple[float | 
     return _EPSILON_OF[accountant](event, delta), accountant
 
 
+@functools.lru_cache(maxsize=512)
 def proved_dpsgd(f: StepFacts) -> ProvedEpsilon:
-    """The proved epsilon of a DP-SGD run described by ``f`` (see the module docstring)."""
+    """The proved epsilon of a DP-SGD run described by ``f`` (see the module docstring).
+
+    Cached by ``f`` (frozen): the seeds of a setting share one computation (a PLD composition
+    takes seconds)."""
     reasons = [r for check in UNPROVABLE if (r := check(f)) is not None]
     if reasons:
         return ProvedEpsilon(None, "", "; ".join(reasons))
@@ -301,24 +313,26 @@ def privacy_figures(config: Mapping[str, Any], backend: str, privacy: Mapping[st
                     ) -> dict[str, Any]:
     """The RunResult ``privacy`` keys of both figures: ``epsilon_claimed``,
     ``epsilon_proved``, ``epsilon_proved_reason``, ``epsilon_proved_relation``,
-    ``epsilon_proved_accountant`` and ``epsilon_proved_rdp`` (the RDP figure beside a PLD
-    proved one, else None)."""
+    ``epsilon_proved_accountant``, ``epsilon_proved_rdp`` (the RDP figure beside a PLD
+    proved one, else None) and ``epsilon_proved_rules`` (:data:`PROVED_RULES`)."""
     proved = proved_for_record(config, backend, privacy)
     return {"epsilon_claimed": claimed_epsilon(privacy), "epsilon_proved": proved.epsilon,
             "epsilon_proved_reason": proved.reason,
             "epsilon_proved_relation": proved.relation,
             "epsilon_proved_accountant": proved.accountant,
-            "epsilon_proved_rdp": proved.epsilon_rdp}
+            "epsilon_proved_rdp": proved.epsilon_rdp, "epsilon_proved_rules": PROVED_RULES}
 
 
 def figures_of_result(result: Any) -> dict[str, Any]:
-    """:func:`privacy_figures` of a RunResult; a record that stores them keeps its own
-    (``epsilon_proved`` null in JSON for a non-private run is read back as ``inf``)."""
+    """:func:`privacy_figures` of a RunResult; a record that stores them under the current
+    :data:`PROVED_RULES` keeps its own (``epsilon_proved`` null in JSON for a non-private run
+    is read back as ``inf``), any other gets them computed from its config and plan."""
     privacy = result.privacy or {}
-    if "epsilon_proved_reason" in privacy:
+    if privacy.get("epsilon_proved_rules") == PROVED_RULES:
         out = {k: privacy.get(k) for k in (
             "epsilon_claimed", "epsilon_proved", "epsilon_proved_reason",
-            "epsilon_proved_relation", "epsilon_proved_accountant", "epsilon_proved_rdp")}
+            "epsilon_proved_relation", "epsilon_proved_accountant", "epsilon_proved_rdp",
+            "epsilon_proved_rules")}
         if is_non_private(privacy.get("mechanism")):
             out["epsilon_claimed"] = out["epsilon_proved"] = math.inf
         return out
@@ -335,7 +349,8 @@ def is_violation(audited: float | None, claimed: float | None, proved: float | N
     return float(audited) > float(reference)
 
 
-__all__ = ["ADD_REMOVE", "POISSON_MICROBATCH_REASON", "REPLACE_ONE", "UNPROVABLE",
+__all__ = ["ADD_REMOVE", "POISSON_MICROBATCH_REASON", "PROVED_RULES", "REPLACE_ONE",
+           "UNPROVABLE",
            "ProvedEpsilon", "StepFacts",
            "claimed_epsilon", "figures_of_result", "is_violation", "privacy_figures",
            "proved_dpsgd", "proved_for_record", "step_facts"]

@@ -13,6 +13,7 @@ from dpcore.accounting import epsilon_pld, epsilon_rdp
 from dpcore.config import RunConfig
 from dpcore.proved import (
     ADD_REMOVE,
+    PROVED_RULES,
     REPLACE_ONE,
     StepFacts,
     claimed_epsilon,
@@ -210,6 +211,27 @@ def test_old_records_get_both_figures() -> None:
     old = SimpleNamespace(config=_config(), backend="torch", privacy=_privacy())
     assert figures_of_result(old)["epsilon_proved"] == pytest.approx(
         _privacy()["epsilon_rdp"])
+
+
+def test_figures_stored_under_other_rules_are_recomputed_current_ones_kept() -> None:
+    """A shuffled record that stored its proved figure by the former rules (RDP, no rules
+    version) shows the current one (PLD, RDP beside); one stored under the current rules
+    keeps what it stored."""
+    config = _config(privacy={"mechanism": "dpsgd-gaussian", "noise_multiplier": 1.0,
+                              "sampling": "shuffle"}, train={"batch_size": 1024})
+    privacy = _privacy(steps=15 * 59, steps_completed=15 * 59)
+    event = dpe.SelfComposedDpEvent(dpe.GaussianDpEvent(0.5), 15)
+    stale = {**privacy, "epsilon_claimed": 3.4, "epsilon_proved": epsilon_rdp(event, 1e-5),
+             "epsilon_proved_reason": "former rules", "epsilon_proved_relation": REPLACE_ONE,
+             "epsilon_proved_accountant": "rdp"}
+    figures = figures_of_result(SimpleNamespace(config=config, backend="tf", privacy=stale))
+    assert figures["epsilon_proved"] == pytest.approx(epsilon_pld(event, 1e-5))
+    assert figures["epsilon_proved_rdp"] == pytest.approx(epsilon_rdp(event, 1e-5))
+    assert figures["epsilon_proved_rules"] == PROVED_RULES
+    current = {**stale, "epsilon_proved_rules": PROVED_RULES, "epsilon_proved_rdp": None}
+    kept = figures_of_result(SimpleNamespace(config=config, backend="tf", privacy=current))
+    assert kept["epsilon_proved"] == stale["epsilon_proved"]
+    assert kept["epsilon_proved_reason"] == "former rules"
 
 
 def test_violation_is_audited_above_proved_else_claimed() -> None:
