@@ -50,7 +50,7 @@ from dpcore.mechanisms import (
     privatises_images,
 )
 from dpcore.names import resolve_backend
-from dpcore.noise_key import NOISE_KEYS
+from dpcore.noise_key import NOISE_KEYS, noise_key_label
 
 DEFAULT_OUT = api.DEFAULT_TRAIN_OUT
 
@@ -376,6 +376,11 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append((label, "n/a" if value is None else f"{value:.4f}"))
     if privacy.get("epsilon_proved") is None:
         rows.append(("  (why none)", str(privacy["epsilon_proved_reason"])))
+    if privacy.get("epsilon_proved_rdp") is not None:
+        rows.append(("  (by RDP)", f"{privacy['epsilon_proved_rdp']:.4f} (the proved figure "
+                     "is by PLD; both hold)"))
+    if privacy.get("noise_key"):
+        rows.append(("noise key", noise_key_label(privacy["noise_key"])))
     one_run = (result.get("audit") or {}).get("one_run")
     if one_run is None:
         rows.append(("epsilon audited", "not audited (--audit-canaries M runs the one-run "

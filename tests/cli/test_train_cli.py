@@ -202,3 +202,14 @@ def test_a_folder_of_the_user_s_images_refuses_shared_noise_by_default(tmp_path:
     with pytest.raises(ConfigError, match="noise_source='shared'"):
         build_config(parse("--dataset", f"imagefolder:{tmp_path}", "--epsilon", "1",
                            "--set", "privacy.noise_source=shared"))
+
+
+def test_the_summary_names_the_noise_key_and_the_rdp_figure_beside_a_pld_one() -> None:
+    from compare.cli.train import privacy_figure_rows
+
+    result = {"privacy": {"epsilon_claimed": 3.4, "epsilon_proved": 62.24,
+                          "epsilon_proved_rdp": 65.42, "epsilon_proved_reason": "shuffled",
+                          "noise_key": "secret"}, "audit": None}
+    rows = dict(privacy_figure_rows(result))
+    assert rows["  (by RDP)"].startswith("65.4200")
+    assert rows["noise key"].startswith("secret") and "not bit-reproducible" in rows["noise key"]
