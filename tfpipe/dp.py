@@ -127,7 +127,7 @@ class SeededGaussianSumQuery(gaussian_query.GaussianSumQuery):
     def __init__(self, l2_norm_clip: float, stddev: float, key: NoiseKey) -> None:
         super().__init__(l2_norm_clip, stddev)
         self._generator = tf.random.Generator.from_seed(key.value)
-        self._hardened = key.hardened
+        self.hardened = key.hardened  # the four-draw sampler (secret keys)
 
     def preprocess_batch(self, params: Any, records: Sequence[tf.Tensor]) -> Records:
         """``preprocess_record`` applied to every example of a chunk (example axis first)."""
@@ -136,7 +136,7 @@ class SeededGaussianSumQuery(gaussian_query.GaussianSumQuery):
     def get_noised_result(self, sample_state: Any, global_state: Any) -> tuple[Any, Any, Any]:
         """The sum plus N(0, stddev^2) per coordinate, and the step's DpEvent."""
         def add_noise(v: tf.Tensor) -> tf.Tensor:
-            if self._hardened:
+            if self.hardened:
                 noise = hardened_normal(self._generator, tf.shape(v), global_state.stddev)
             else:
                 noise = self._generator.normal(tf.shape(v), stddev=global_state.stddev)

@@ -34,6 +34,11 @@ def _noise(name: str, cfg: RunConfig) -> np.ndarray:
     model = fw.build(seed=0)
     start = flat(models.get_weights(model))
     engine = fw.engine(model, cfg, mechanism("l2", 1.0, STD, 32))
+    secret = cfg.privacy.noise_key == "secret"  # the hardened sampler is the one that runs
+    if fw.name == "tf":
+        assert engine.query.hardened == secret
+    else:
+        assert engine.optimizer.secure_mode == secret
     engine.train_step([], divisor=1.0)
     moved = flat(engine.get_weights())
     engine.close()
