@@ -117,7 +117,7 @@ def epsilon(
             exactly one of ``epochs`` and ``steps``.
         steps: number of noised steps.
         sampling_rate: q in (0, 1]; default B / N.
-        delta: target delta in (0, 1); default 1/N rounded down to a power of ten.
+        delta: target delta in (0, 1); default the largest power of ten below 1/(10 N).
         mechanism: ``gaussian`` or ``laplace``.
         library: also compute Opacus's (RDP, PRV) and TF Privacy's own epsilon (imports
             both frameworks); False leaves them None.

@@ -303,7 +303,7 @@ def fit(
         initial = engine.get_weights()
         canaries = GradientCanaries.for_run(
             config.audit_canaries, config.seed, {k: v.shape for k, v in initial.items()},
-            mechanism, plan.batches.sampling_rate, config.privacy.max_grad_norm)
+            mechanism, plan.batches, config.privacy.sampling, config.privacy.max_grad_norm)
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
                                callbacks=callbacks, inputs=inputs, canaries=canaries,

@@ -25,6 +25,13 @@ sqrt(k)`` per physical step, so that k accumulated steps give exactly the noise 
 at sigma, and each step divides by its own microbatch count and the accumulator by k, so the
 clipped sum is divided by the logical batch's microbatch count. An epoch takes
 ``(n // batch) * k`` physical batches, whole logical batches only.
+
+Noise: TF Privacy's optimizers draw it with ``tf.random.normal`` and no seed argument, so the
+only key the recipe can give it is TF's global seed: set to the run's noise key
+(:mod:`dpcore.noise_key`, stream ``library``) after the model and the shuffled pipeline are
+built (their seeds stay the run seed's) and before ``compile``, so the noise ops are seeded
+by it. With ``noise_key: secret`` that key is secret; the draw itself is TF's single normal
+(the optimizer takes no sampler: no floating-point hardening is possible through its API).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.libraryloop import LibraryRecipe, LibraryRunner
+from dpcore.noise_key import noise_key
 from dpcore.predicting import model_inputs
 from dpcore.recipes import LIBRARY_TRAINERS
 from tfpipe.models import get_weights
@@ -135,6 +143,8 @@ class KerasFitRunner:
                      .shuffle(n, seed=config.seed, reshuffle_each_iteration=True)
                      .batch(physical, drop_remainder=True)
                      .take(self.steps_per_epoch * self.accumulation))
+        if config.privacy.is_dpsgd:  # the seed of TF Privacy's noise ops (module docstring)
+            tf.random.set_seed(noise_key(config, "library", bits=64).value >> 1)  # int64
         model.compile(optimizer=make_optimizer(config, plan.noise_multiplier, self.accumulation),
                       loss=make_loss(config))
         self._predict = probability_function(model)

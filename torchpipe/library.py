@@ -8,6 +8,12 @@ training loop with ``nn.CrossEntropyLoss()``; PyTorch's default initialisers (se
 ``torch.manual_seed(config.seed)``). Its epsilon is the engine's accountant (Opacus's default,
 PRV), named in the result. ``privacy.sampling: shuffle`` passes ``poisson_sampling=False``
 (an Opacus option: the loader is then the shuffled one the user gave).
+
+Noise: ``make_private``'s own ``noise_generator`` argument, a ``torch.Generator`` keyed by the
+run's noise key (:mod:`dpcore.noise_key`, stream ``library``). With ``noise_key: secret`` the
+optimizer Opacus returns also draws its noise the ``secure_mode`` way (its public
+``secure_mode`` attribute: four draws divided by two); ``PrivacyEngine(secure_mode=True)``
+itself needs torchcsprng, which does not build with torch 2.x, and refuses a generator.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.libraryloop import LibraryRecipe, LibraryRunner
+from dpcore.noise_key import noise_key
 from dpcore.predicting import model_inputs
 from dpcore.recipes import LIBRARY_TRAINERS
 from torchpipe.device import model_device
@@ -58,12 +65,17 @@ class OpacusRunner:
                 # would be retrained with secure_mode=True.
                 warnings.filterwarnings("ignore", message="Secure RNG turned off")
                 self.engine = PrivacyEngine()
+            key = noise_key(config, "library", bits=64)  # manual_seed takes 64 bits
             self.module, self.optimizer, loader = self.engine.make_private(
                 module=model, optimizer=self.optimizer, data_loader=loader,
                 noise_multiplier=plan.noise_multiplier,
                 max_grad_norm=config.privacy.max_grad_norm,
                 poisson_sampling=config.privacy.sampling == "poisson",
+                noise_generator=torch.Generator(device=model_device(model)).manual_seed(
+                    key.value),
             )
+            if key.hardened:
+                self.optimizer.secure_mode = True  # Opacus's own four-draw noise
         self.loader = loader
         self.steps_per_epoch = len(loader)
         self.sampling_rate = 1.0 / len(loader)

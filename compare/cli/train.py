@@ -50,6 +50,7 @@ from dpcore.mechanisms import (
     privatises_images,
 )
 from dpcore.names import resolve_backend
+from dpcore.noise_key import NOISE_KEYS, noise_key_label
 
 DEFAULT_OUT = api.DEFAULT_TRAIN_OUT
 
@@ -94,8 +95,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "laplace; prv: Opacus's, as make_private_with_epsilon, gaussian only, "
                         "on either backend)")
     parser.add_argument("--max-grad-norm", type=float, help="per-example clip norm C")
-    parser.add_argument("--delta", type=float, help="delta (default 1/N rounded down to 10^-k)")
-    parser.add_argument("--seed", type=int, help="seed of batches, initial weights and noise")
+    parser.add_argument("--delta", type=float,
+                        help="delta (default: the largest 10^-k below 1/(10 N))")
+    parser.add_argument("--noise-key", choices=list(NOISE_KEYS),
+                        help="key of the DP-SGD noise: seed (from the seed and the config hash; "
+                        "reproducible, rebuildable by anyone with the config) or secret (OS "
+                        "entropy, kept nowhere; not reproducible). Default: seed for a "
+                        "registered public data set, secret for your own files")
+    parser.add_argument("--seed", type=int, help="seed of batches, initial weights and, with "
+                        "--noise-key seed, noise")
     parser.add_argument("--recipe", choices=["harmonised", "library"],
                         help="harmonised: the bench's one DP-SGD algorithm on both frameworks "
                              "(default); library: each library as its tutorials run it "
@@ -209,6 +217,7 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     put("factors.calibration_accountant", args.calibrate_with)
     put("privacy.max_grad_norm", args.max_grad_norm)
     put("privacy.delta", args.delta)
+    put("privacy.noise_key", args.noise_key)
     put("seed", args.seed)
     put("recipe", args.recipe)
     put("audit_canaries.count", args.audit_canaries)
@@ -367,6 +376,11 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append((label, "n/a" if value is None else f"{value:.4f}"))
     if privacy.get("epsilon_proved") is None:
         rows.append(("  (why none)", str(privacy["epsilon_proved_reason"])))
+    if privacy.get("epsilon_proved_rdp") is not None:
+        rows.append(("  (by RDP)", f"{privacy['epsilon_proved_rdp']:.4f} (the proved figure "
+                     "is by PLD; both hold)"))
+    if privacy.get("noise_key"):
+        rows.append(("noise key", noise_key_label(privacy["noise_key"])))
     one_run = (result.get("audit") or {}).get("one_run")
     if one_run is None:
         rows.append(("epsilon audited", "not audited (--audit-canaries M runs the one-run "

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from compare.reporting import plots
 from compare.reporting.section import ReportData, ReportFigure, SectionOutput, add, section
 from compare.reporting.stats import AGREEMENT_TOLERANCE, MIN_SEEDS, few_seeds_reason
 from compare.reporting.tables import markdown_table
+from dpcore.noise_key import LEGACY_NOISE_KEY
 
 #: Why a DP-SGD pair of one seed still differs, and how far its verdicts can be trusted.
 NOISE_PAIRING_NOTE = (
     "Under DP-SGD a pair shares the batches and initial weights but not the noise: each "
-    "backend draws it from its own generator (TensorFlow's and torch's, both seeded from the "
-    "run seed), so the difference includes the effect of two independent noise draws, which "
-    "on a noise-dominated model can move test accuracy by several points either way. One "
-    "seed's noise stream is also the same draws, scaled, at every epsilon, so the DP settings "
-    "of one data set are not independent tests. A 'differ' verdict from a few seeds is a "
-    "reason to run more seeds before reading it as a difference between the libraries.")
+    "backend draws it from its own generator (TensorFlow's and torch's, both keyed by the "
+    "run's noise key), so the difference includes the effect of two independent noise draws, "
+    "which on a noise-dominated model can move test accuracy by several points either way. "
+    "A 'differ' verdict from a few seeds is a reason to run more seeds before reading it as a "
+    "difference between the libraries.")
+
+#: Added when some DP-SGD run was recorded before noise keys mixed in the config hash.
+SEED_ONLY_NOTE = (
+    "Runs recorded without a noise key drew their noise from the run seed alone: one seed's "
+    "noise stream is the same draws, scaled, at every epsilon, so the DP settings of one "
+    "data set are not independent tests (a run's key now mixes in its config hash).")
 
 
 @section("backends")
@@ -61,7 +69,15 @@ def backends(data: ReportData) -> SectionOutput:
                                     "mean difference (points)", "95% t interval low",
                                     "95% t interval high", "p_value", "verdict",
                                     "collapsed"]), "",
-             *([NOISE_PAIRING_NOTE, ""] if paired["noised"].any() else [])]
+             *([NOISE_PAIRING_NOTE, ""] if paired["noised"].any() else []),
+             *([SEED_ONLY_NOTE, ""] if paired["noised"].any() and seed_only(frame) else [])]
     return SectionOutput(lines, {"backends_paired.csv": paired}, figures)
 
-__all__ = ["NOISE_PAIRING_NOTE", "backends"]
+
+def seed_only(frame: pd.DataFrame) -> bool:
+    """True when some DP-SGD run of ``frame`` was recorded without a noise key (its noise
+    keyed by the run seed alone)."""
+    return "noise_key" in frame and bool((frame["noise_key"] == LEGACY_NOISE_KEY).any())
+
+
+__all__ = ["NOISE_PAIRING_NOTE", "SEED_ONLY_NOTE", "backends", "seed_only"]

@@ -97,7 +97,8 @@ def test_the_report_shows_claimed_proved_and_audited_per_configuration(
     for setting, kind in (("harmonised", "gradient"), ("Opacus stock (library)", "input")):
         row = table.loc[setting]
         assert float(row["claimed"]) > 0 and float(row["proved"]) > 0
-        assert float(row["audited (max)"]) >= 0  # a number from the companion's audit
+        assert float(row["audited (max over seeds)"]) >= 0  # the companion's audit
+        assert row["audited per seed (95% lower bounds)"].startswith("seed 0: ")
         assert row["audit (kind, correct/k of m)"].startswith(kind)
         assert "(companion run, seed 0)" in row["audit (kind, correct/k of m)"]
     records = read_records(tiny_report)
@@ -117,7 +118,7 @@ def test_records_without_their_companions_read_not_yet_run(
     main = [r for r in records.results if COMPANION_AXIS not in r.labels]
     render_report(main, records.context, tmp_path, resolved=True)
     table = _privacy(tmp_path)
-    assert list(table["audited (max)"]) == [NOT_YET_RUN, NOT_YET_RUN]
+    assert list(table["audited (max over seeds)"]) == [NOT_YET_RUN, NOT_YET_RUN]
     assert "0 of the grid's 2 companion runs are stored" in (
         tmp_path / "report.md").read_text(encoding="utf-8")
 

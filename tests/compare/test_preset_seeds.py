@@ -12,6 +12,7 @@ import pytest
 
 from compare.grid import expand_grid, load_preset, preset_names
 from dpcore.config import LDP_TEST_INPUTS, RunConfig
+from tests.committed_hashes import hash_before_noise_key
 
 REPO = Path(__file__).resolve().parents[2]
 #: The budget below which a preset must run at least MIN_SEEDS seeds (seconds of training).
@@ -43,9 +44,10 @@ def _training_seconds(preset: str) -> float | None:
 def _as_committed(config: RunConfig) -> str:
     """The hash ``config`` had before the medical presets' local-DP runs were set to be
     evaluated on clean test images (``data.ldp_test_inputs``, a change of what is measured,
-    not of the seeds): the option at its default, which the hash leaves out."""
+    not of the seeds): the option at its default, which the hash leaves out; under the hash
+    rule before noise keys (:func:`tests.committed_hashes.hash_before_noise_key`)."""
     data = dataclasses.replace(config.data, ldp_test_inputs=LDP_TEST_INPUTS[0])
-    return dataclasses.replace(config, data=data).config_hash
+    return hash_before_noise_key(dataclasses.replace(config, data=data))
 
 
 #: Presets whose committed report is not of the whole current grid (an interim report of a
@@ -56,11 +58,14 @@ STALE_REPORTS: dict[str, str] = {}
 
 def _matches_report(preset: str) -> bool:
     """The preset, expanded at its committed report's seeds, is exactly that report's runs:
-    by their current hashes (a report regenerated since), or by the hashes they had before
-    local-DP runs could be evaluated on clean test images (a report written before)."""
+    by their current hashes (a report regenerated since), by their hashes before noise keys
+    (:func:`tests.committed_hashes.hash_before_noise_key`: a report written before them), or
+    by the hashes they had before local-DP runs could be evaluated on clean test images (a
+    report written before that)."""
     hashes, seeds = _committed(preset)  # type: ignore[misc]
     cells = [c for c in expand_grid(load_preset(preset)).cells if c.config.seed in seeds]
     return hashes in ({c.config.config_hash for c in cells},
+                      {hash_before_noise_key(c.config) for c in cells},
                       {_as_committed(c.config) for c in cells})
 
 
@@ -85,7 +90,7 @@ def test_the_committed_runs_keep_their_hashes(preset: str) -> None:
         return
     grid = expand_grid(load_preset(preset))
     unchanged = [c for c in grid.cells if c.config.data.ldp_test_inputs == LDP_TEST_INPUTS[0]]
-    assert all(c.config.config_hash == _as_committed(c.config) for c in unchanged)
+    assert all(hash_before_noise_key(c.config) == _as_committed(c.config) for c in unchanged)
 
 
 @pytest.mark.parametrize("preset", [p for p in preset_names() if _training_seconds(p)])

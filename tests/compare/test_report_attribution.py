@@ -32,6 +32,7 @@ from compare.reporting.attribution_section import effects_table as attribution_e
 from compare.reporting.attribution_text import conclusion
 from compare.reporting.stats import contrast_interval
 from dpcore.accounting import dpsgd_event, epsilon_rdp
+from dpcore.proved import PROVED_RULES
 from dpcore.recipes import CLAIMED_NOT_PROVED, PROVED
 from dpcore.results import ResultsStore
 from tests.compare.attribution_fakes import (
@@ -109,7 +110,8 @@ def test_the_published_gap_is_set_against_every_pair_of_candidate_recipes() -> N
               "TF Privacy stock (library)": (None, "shuffled batches: no bound known")}
     runs = [make_run(r.labels["run"], r.seed, r.metrics["accuracy"], privacy_extra={
         "epsilon_proved": proved[r.labels["run"]][0],
-        "epsilon_proved_reason": proved[r.labels["run"]][1]})
+        "epsilon_proved_reason": proved[r.labels["run"]][1],
+        "epsilon_proved_rules": PROVED_RULES})  # stored under the current rules: kept
         if r.labels["run"] in proved else r for r in runs]
     a = attribute(configurations(runs), PUBLISHED)
     (gap,) = a.published_gaps

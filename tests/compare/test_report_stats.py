@@ -264,7 +264,7 @@ def test_a_two_seed_headline_gives_no_interval_and_says_why() -> None:
 def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noqa: ANN001
     """A DP-SGD pair of one seed shares batches and weights, not the noise: the headline and
     the paired section say so; a grid without DP-SGD says nothing of noise."""
-    from compare.reporting.backends_section import NOISE_PAIRING_NOTE, backends
+    from compare.reporting.backends_section import NOISE_PAIRING_NOTE, SEED_ONLY_NOTE, backends
     from compare.reporting.headline import backend_sentence
     from tests.compare.report_fakes import render_section
 
@@ -276,7 +276,13 @@ def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noq
     noised = paired_backend_table(results_frame(runs("dpsgd-gaussian")))
     assert bool(noised["noised"].iloc[0])
     assert "each backend draws its own noise" in backend_sentence(noised)
-    assert NOISE_PAIRING_NOTE in render_section(backends, runs("dpsgd-gaussian")).lines
+    lines = render_section(backends, runs("dpsgd-gaussian")).lines
+    assert NOISE_PAIRING_NOTE in lines
+    assert SEED_ONLY_NOTE in lines  # records without a noise key: keyed by the seed alone
+    keyed = runs("dpsgd-gaussian")
+    for result in keyed:
+        result.privacy["noise_key"] = "seed"
+    assert SEED_ONLY_NOTE not in render_section(backends, keyed).lines
     plain = paired_backend_table(results_frame(runs("none")))
     assert not bool(plain["noised"].iloc[0])
     assert "noise" not in backend_sentence(plain)

@@ -3,7 +3,8 @@ same metrics and the same weights, bit for bit, in each backend.
 
 What makes it hold: one seeded sampler (``dpcore.sampling``) feeds both runs the same index
 batches; the initial weights are ``dpcore.weights.init_weights(seed)``; the DP noise comes
-from a generator seeded by ``noise_seed(seed)``; TF runs with op determinism
+from a generator keyed by ``dpcore.noise_key.noise_key`` (``noise_key: seed``: from the seed
+and the config hash; a ``secret`` key is not reproducible, by design); TF runs with op determinism
 (``tf.config.experimental.enable_op_determinism``), torch with
 ``torch.use_deterministic_algorithms(True)`` (both set by ``perf.deterministic``, the
 default). The comparison is exact (``np.array_equal``), not within a tolerance: the two runs
