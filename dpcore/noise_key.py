@@ -43,6 +43,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from dpcore.datasets import PATH_PREFIXES
 from dpcore.errors import ConfigError
 
 
@@ -124,8 +125,6 @@ def default_noise_key(data: DataSpec) -> str:
     """``seed`` for a registered public data set read from the data root or a package
     (``mnist``, ``digits``, ``pneumoniamnist``...), ``secret`` for any data the user gives
     (a ``PREFIX:PATH`` name such as ``imagefolder:`` or ``medmnist:``, or ``data.path``)."""
-    from dpcore.data.registry import PATH_PREFIXES
-
     path_loaded = any(str(data.name).startswith(prefix) for prefix in PATH_PREFIXES)
     return "secret" if path_loaded or data.path is not None else "seed"
 
