@@ -979,6 +979,20 @@ def audit(run_dir: str | Path, *, data_dir: str | Path | None = None, n: int | N
     return audit_run(run_dir, data_dir, n=n, seed=seed)
 
 
+def verify(config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
+           data_dir: str | Path | None = None, engine: str = "all",
+           perf: PerfSpec | None = None, log: Log | None = None) -> Any:
+    """``dpcompare verify``: a conformance check of one configured DP step (sensitivity,
+    noise, divisor, accounting) on ``backend``, training nothing. ``config`` is anything
+    :func:`train` takes, completed by :func:`resolve_config`; the rest is
+    :func:`compare.verify.verify_config`'s (arguments, report and errors there)."""
+    from compare.verify import verify_config
+
+    backend = _check_backend(backend)
+    return verify_config(resolve_config(config, backend)[0], backend, data_dir=data_dir,
+                         engine=engine, perf=perf, log=log)
+
+
 def bench(out: str | Path, *, quick: bool = False, cases: Sequence[str] | None = None,
           sweep: bool = True, data_dir: str | Path | None = None, log: Log | None = None,
           command: str = "compare.api.bench") -> tuple[dict[str, Any], Path]:

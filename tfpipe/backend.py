@@ -16,6 +16,7 @@ from dpcore.trainloop import StepEngine, StepMechanism
 from tfpipe.accounting import accountant_epsilons
 from tfpipe.engine import TfStepEngine
 from tfpipe.explain import gradcam
+from tfpipe.library import library_step
 from tfpipe.models import build_model, get_weights, set_weights
 from tfpipe.predict import predict_logits, predict_outputs, predict_proba
 from tfpipe.train import BACKEND, library_epsilon, load_checkpoint, save_checkpoint, train
@@ -43,6 +44,6 @@ def unsupported_fast_layers(model: Any) -> list[str]:
 
 
 __all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "get_weights", "gradcam",
-           "library_epsilon", "load_checkpoint", "predict_logits", "predict_outputs",
-           "predict_proba",
+           "library_epsilon", "library_step", "load_checkpoint", "predict_logits",
+           "predict_outputs", "predict_proba",
            "save_checkpoint", "set_weights", "train", "unsupported_fast_layers"]

@@ -15,6 +15,7 @@ from torchpipe.accounting import accountant_epsilons
 from torchpipe.engine import TorchStepEngine
 from torchpipe.explain import gradcam
 from torchpipe.fast import FastTorchStepEngine, unsupported_layers
+from torchpipe.library import library_step
 from torchpipe.models import build_model, get_weights, set_weights
 from torchpipe.predict import predict_logits, predict_outputs, predict_proba
 from torchpipe.train import BACKEND, library_epsilon, load_checkpoint, save_checkpoint, train
@@ -33,6 +34,6 @@ def unsupported_fast_layers(model: Any) -> list[str]:
 
 
 __all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "get_weights", "gradcam",
-           "library_epsilon", "load_checkpoint", "predict_logits", "predict_outputs",
-           "predict_proba",
+           "library_epsilon", "library_step", "load_checkpoint", "predict_logits",
+           "predict_outputs", "predict_proba",
            "save_checkpoint", "set_weights", "train", "unsupported_fast_layers"]

@@ -45,6 +45,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "compare.cli.report",
     "compare.cli.bench",
     "compare.cli.audit",
+    "compare.cli.verify",
 )
 
 
