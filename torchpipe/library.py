@@ -149,6 +149,9 @@ class OpacusStep:
         self.sampling = config.privacy.sampling
         self.sampling_rate = self.runner.sampling_rate
         self.steps_per_epoch = self.runner.steps_per_epoch
+        #: the divisor make_private set (read once, before any step runs)
+        self.expected_batch_size = float(getattr(self.runner.optimizer, "expected_batch_size",
+                                                 config.train.batch_size))
 
     def step(self, chunks: Sequence[tuple[np.ndarray, np.ndarray]], n_examples: int,
              divisor: float | None = None) -> None:
@@ -163,8 +166,8 @@ class OpacusStep:
                                 torch.from_numpy(np.asarray(y, np.int64)).to(self.device))
 
     def divisor_of(self, n_examples: int) -> float:
-        """Opacus's ``expected_batch_size`` (whatever the batch's size)."""
-        return float(getattr(self.runner.optimizer, "expected_batch_size", n_examples))
+        """The ``expected_batch_size`` ``make_private`` set (whatever the batch's size)."""
+        return self.expected_batch_size
 
     def get_weights(self) -> dict[str, np.ndarray]:
         return get_weights(self.model)

@@ -43,6 +43,30 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def dry_run(args: argparse.Namespace) -> int:
+    """``--dry-run``: the options and the config checked as ``run`` checks them (names, the
+    recipe on this backend, a DP-SGD mechanism); nothing built, stepped or written."""
+    from compare import api
+    from dpcore.backend import BACKENDS
+    from dpcore.errors import ConfigError
+    from dpcore.mechanisms import noises_gradients
+    from dpcore.names import check_names, resolve_backend
+    from dpcore.recipes import check_backend_recipe
+
+    backend = resolve_backend(args.backend, BACKENDS)
+    config, _ = api.resolve_config(given_settings(args), backend)
+    check_names(config)
+    check_backend_recipe(config, backend)
+    if not noises_gradients(config.privacy.mechanism):
+        raise ConfigError(f"privacy.mechanism={config.privacy.mechanism!r} has no DP-SGD step "
+                          "to verify; valid: a DP-SGD mechanism (e.g. --epsilon 1)")
+    steps = "the library's own step" if config.recipe == "library" else (
+        "every engine that applies" if args.engine == "all" else f"the {args.engine} engine")
+    print(f"dry run: verify would check {steps} of config {config.config_hash} on {backend}; "
+          "nothing checked")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from compare import api
 

@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from dpcore.errors import ConfigError
 
@@ -33,8 +33,8 @@ def gaussianise(scaled: np.ndarray, law: str) -> np.ndarray:
     Args:
         scaled: noise / scale: Gaussian noise / its std, Laplace noise / its scale b.
         law: ``gaussian`` (returned as it is, float64) or ``laplace`` (the probability integral
-            transform ``Phi^-1(F_Laplace(x))``, computed from the upper tail on each side so
-            that no precision is lost far out).
+            transform ``Phi^-1(F_Laplace(x))``, computed from the log of the tail on each side
+            so that no precision is lost far out).
 
     Returns:
         float64 values that are i.i.d. N(0, 1) exactly when the input follows the law.
@@ -43,8 +43,8 @@ def gaussianise(scaled: np.ndarray, law: str) -> np.ndarray:
     if law == "gaussian":
         return x
     if law == "laplace":
-        tail = 0.5 * np.exp(-np.abs(x))  # P(L > |x|) of a standard Laplace
-        return np.sign(x) * stats.norm.isf(tail)
+        log_tail = math.log(0.5) - np.abs(x)  # log P(L > |x|) of a standard Laplace
+        return -np.sign(x) * special.ndtri_exp(log_tail)
     raise ConfigError(f"noise law {law!r} is not known; valid: {', '.join(NOISE_LAWS)}")
 
 
