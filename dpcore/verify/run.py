@@ -393,12 +393,14 @@ def _noise_and_accounting(ctx: _Context, factory: Factory, config: RunConfig, fr
         raise ConfigError("the plan's noise multiplier is 0: nothing to verify (no noise); "
                           "valid: a noise multiplier > 0 or a target epsilon")
     pooled = [0.0, 0]
+    frozen = set(ctx.config.model.freeze)  # layers that are not trained get no noise
+    keys = [k for k in w_init if k.rsplit(".", 1)[0] not in frozen]
 
     def noise_of(stepper: Stepper, steps: int) -> dict[str, np.ndarray]:
-        rows: dict[str, list[np.ndarray]] = {k: [] for k in w_init}
+        rows: dict[str, list[np.ndarray]] = {k: [] for k in keys}
         for _ in range(steps):
             m = measure(stepper, w_init, batch.chunks, batch.n_examples)
-            for key in w_init:
+            for key in keys:
                 scaled = (m.update[key] - baseline.update[key]).ravel() * divisor / scale
                 if ctx.law == "laplace":
                     pooled[0] += float(np.sum(np.abs(scaled)))
@@ -422,7 +424,8 @@ def _noise_and_accounting(ctx: _Context, factory: Factory, config: RunConfig, fr
     step.facts["noise batch"] = (
         f"{n} examples in {len(batch.chunks)} chunk(s), {NOISE_STEPS} steps, divisor "
         f"{divisor:g}, noise scale sigma C = {scale:.6g} ({ctx.law}); other key: "
-        f"{KEY_STEPS} steps")
+        f"{KEY_STEPS} steps" + (f"; frozen layers left out: {', '.join(sorted(frozen))}"
+                                if frozen else ""))
     results = []
     results += noise.noise_scale(z, ALPHA["noise-scale"])
     results += noise.noise_coordinates(z, ALPHA["noise-coordinates"])
