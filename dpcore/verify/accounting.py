@@ -101,24 +101,52 @@ def sigma_result(total: float, count: int, law: str, view: AccountantView, alpha
         region.contains(ratio), "1 when the step adds the noise the accountant was told of")
 
 
-def sampling_results(view: AccountantView, alpha: float) -> list[CheckResult]:
-    """The sampler's batches against the event's q (Poisson) or the shuffle rule."""
+@dataclass(frozen=True)
+class Replay:
+    """The run's batches drawn again once: what the sampling and step tests read.
+
+    Attributes:
+        counts: per example, its inclusions in the first ``used`` batches.
+        used: batches counted (all of them, up to :data:`MAX_DRAWS` draws).
+        drawn: every batch the sampler yields for the run.
+        per_epoch_max: the most batches of one epoch any example is in (shuffle).
+        batch_max: the largest batch.
+    """
+
+    counts: np.ndarray
+    used: int
+    drawn: int
+    per_epoch_max: int
+    batch_max: int
+
+
+def replay(view: AccountantView) -> Replay:
+    """Draw the run's batches once (every one of them; inclusions counted in the first
+    :data:`MAX_DRAWS` draws)."""
     n = view.n_examples
-    steps_used = max(1, min(view.steps, MAX_DRAWS // max(n, 1)))
+    steps_used = max(1, MAX_DRAWS // max(n, 1))
     counts = np.zeros(n, dtype=np.int64)
-    per_epoch_max, batch_max, drawn = 0, 0, 0
     epoch_counts = np.zeros(n, dtype=np.int64)
+    per_epoch_max, batch_max, drawn = 0, 0, 0
     for i, batch in enumerate(view.index_batches()):
+        drawn += 1
+        batch_max = max(batch_max, len(batch))
         if i >= steps_used:
-            break
-        if view.sampling == "shuffle" and i % view.steps_per_epoch == 0:
-            epoch_counts[:] = 0
+            continue
         np.add.at(counts, batch, 1)
         if view.sampling == "shuffle":
+            if i % view.steps_per_epoch == 0:
+                epoch_counts[:] = 0
             np.add.at(epoch_counts, batch, 1)
             per_epoch_max = max(per_epoch_max, int(epoch_counts.max(initial=0)))
-        batch_max = max(batch_max, len(batch))
-        drawn += 1
+    return Replay(counts, min(drawn, steps_used), drawn, per_epoch_max, batch_max)
+
+
+def sampling_results(view: AccountantView, alpha: float, batches: Replay | None = None
+                     ) -> list[CheckResult]:
+    """The sampler's batches against the event's q (Poisson) or the shuffle rule."""
+    batches = batches or replay(view)
+    n, drawn, counts = view.n_examples, batches.used, batches.counts
     _, event_rate, _, _ = event_parts(view.event)
     out = []
     if view.sampling == "poisson":
@@ -140,12 +168,12 @@ def sampling_results(view: AccountantView, alpha: float) -> list[CheckResult]:
         return out
     out.append(CheckResult(
         "accounting-sampling", f"most batches of one epoch holding one example "
-        f"({drawn} batches of {view.source})", float(per_epoch_max), "<= 1", 0.0,
-        per_epoch_max <= 1,
+        f"({drawn} batches of {view.source})", float(batches.per_epoch_max), "<= 1", 0.0,
+        batches.per_epoch_max <= 1,
         "the proved rule for shuffled batches takes each example in one batch per epoch"))
     out.append(CheckResult(
-        "accounting-sampling", "largest batch over B", batch_max / view.batch_size, "<= 1",
-        0.0, batch_max <= view.batch_size, f"B = {view.batch_size}"))
+        "accounting-sampling", "largest batch over B", batches.batch_max / view.batch_size,
+        "<= 1", 0.0, batches.batch_max <= view.batch_size, f"B = {view.batch_size}"))
     accounted = abs(event_rate - view.batch_size / n) <= 1e-12
     out.append(CheckResult(
         "accounting-sampling", "q of the event over B / N", event_rate * n / view.batch_size,
@@ -153,10 +181,10 @@ def sampling_results(view: AccountantView, alpha: float) -> list[CheckResult]:
     return out
 
 
-def steps_results(view: AccountantView) -> list[CheckResult]:
+def steps_results(view: AccountantView, batches: Replay | None = None) -> list[CheckResult]:
     """The event's steps, sigma and q against the plan and the sampler (exact)."""
     steps, rate, sigma, base = event_parts(view.event)
-    drawn = sum(1 for _ in view.index_batches())
+    drawn = (batches or replay(view)).drawn
     return [
         CheckResult("accounting-steps", f"steps composed by the event ({base}) over the "
                     "batches the sampler draws", steps / max(drawn, 1), "1", 0.0,

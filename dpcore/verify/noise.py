@@ -32,6 +32,7 @@ number of terms (no normal approximation).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 
@@ -51,6 +52,7 @@ from dpcore.verify.stats import (
 NoiseMatrix = Mapping[str, np.ndarray]
 
 
+@functools.lru_cache(maxsize=4096)
 def product_sum_bound(terms: int, alpha: float) -> float:
     """``x`` with ``P(|sum of terms products X_i Y_i| > x) <= alpha`` for independent
     standard normals (Chernoff bound on each tail, ``alpha / 2`` each)."""

@@ -50,6 +50,7 @@ from dpcore.verify.stats import gaussianise
 from dpcore.verify.steppers import (
     EngineStepper,
     LibraryStep,
+    Measurement,
     Stepper,
     measure,
     norm,
@@ -140,6 +141,9 @@ class _Context:
     mechanism: StepMechanism
     law: str
     backend: str
+    #: what the steps of one run share: the adversarial weights of the engines (same initial
+    #: weights, same model), the replayed sampler of the harmonised recipe
+    shared: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @property
     def k(self) -> int:
@@ -272,11 +276,19 @@ def _check_step(name: str, factory: Factory, fixed_declared: int | None, ctx: _C
         fixed = getattr(free, "fixed_batch_size", None) or fixed_declared
         explicit = None if _is_library(free) or fixed else 1.0
         w_init = {k: np.array(v) for k, v in free.get_weights().items()}
-        w_big, raw_norm, scale = _adversarial_weights(ctx, factory, config, w_init, fixed,
-                                                      explicit)
+        library = _is_library(free)
+        if library or "adversarial" not in ctx.shared:  # the engines share one model init
+            measured = (*_adversarial_weights(ctx, factory, config, w_init, fixed, explicit),
+                        name)
+            if not library:
+                ctx.shared["adversarial"] = measured
+        else:
+            measured = ctx.shared["adversarial"]
+        w_big, raw_norm, scale, measured_on = measured
         step.facts["adversarial example"] = (
             f"raw gradient norm {raw_norm / ctx.clip:.3g} C (last layer "
-            f"{_last_layer_key(ctx, w_init)} scaled by {scale:g})")
+            f"{_last_layer_key(ctx, w_init)} scaled by {scale:g}; measured on the {measured_on} "
+            "step without clipping)")
         if raw_norm < RAW_TARGET * ctx.clip:
             step.facts["adversarial example"] += f"; below the target {RAW_TARGET:g} C"
         step.results += _sensitivity(ctx, free, w_big, fixed, explicit, step)
@@ -399,7 +411,7 @@ def _noise_and_accounting(ctx: _Context, factory: Factory, config: RunConfig, fr
     def noise_of(stepper: Stepper, steps: int) -> dict[str, np.ndarray]:
         rows: dict[str, list[np.ndarray]] = {k: [] for k in keys}
         for _ in range(steps):
-            m = measure(stepper, w_init, batch.chunks, batch.n_examples)
+            m = measure(stepper, w_init, batch.chunks, batch.n_examples, rounding=False)
             for key in keys:
                 scaled = (m.update[key] - baseline.update[key]).ravel() * divisor / scale
                 if ctx.law == "laplace":
@@ -416,16 +428,22 @@ def _noise_and_accounting(ctx: _Context, factory: Factory, config: RunConfig, fr
     finally:
         noisy.close()
     main_pooled = (pooled[0], pooled[1])
+    main_chunks, main_divisor = len(batch.chunks), divisor
+    if not fixed and not _is_library(free):  # an engine: its noise alone, on an empty batch
+        batch = Batch([], 0, "empty")
+        baseline = Measurement({k: np.zeros_like(v, dtype=np.float64) for k, v in
+                                w_init.items()}, free.divisor_of(0), {})
+        divisor = baseline.divisor
     other = factory("noisy", verification_config(ctx.config, ctx.config.seed + OTHER_KEY_OFFSET))
     try:
         z_other = noise_of(other, KEY_STEPS)
     finally:
         other.close()
     step.facts["noise batch"] = (
-        f"{n} examples in {len(batch.chunks)} chunk(s), {NOISE_STEPS} steps, divisor "
-        f"{divisor:g}, noise scale sigma C = {scale:.6g} ({ctx.law}); other key: "
-        f"{KEY_STEPS} steps" + (f"; frozen layers left out: {', '.join(sorted(frozen))}"
-                                if frozen else ""))
+        f"{n} examples in {main_chunks} chunk(s), {NOISE_STEPS} steps, divisor "
+        f"{main_divisor:g}, noise scale sigma C = {scale:.6g} ({ctx.law}); other key: "
+        f"{KEY_STEPS} steps ({'on an empty batch' if batch.n_examples == 0 else 'same batch'})"
+        + (f"; frozen layers left out: {', '.join(sorted(frozen))}" if frozen else ""))
     results = []
     results += noise.noise_scale(z, ALPHA["noise-scale"])
     results += noise.noise_coordinates(z, ALPHA["noise-coordinates"])
@@ -436,8 +454,14 @@ def _noise_and_accounting(ctx: _Context, factory: Factory, config: RunConfig, fr
     view = _accountant_view(ctx, free)
     results.append(accounting.sigma_result(main_pooled[0], main_pooled[1], ctx.law, view,
                                            ALPHA["accounting-sigma"]))
-    results += accounting.sampling_results(view, ALPHA["accounting-sampling"])
-    results += accounting.steps_results(view)
+    if _is_library(free):
+        replayed = accounting.replay(view)
+    else:  # the harmonised recipe's sampler is the same for every engine: replayed once
+        if "replay" not in ctx.shared:
+            ctx.shared["replay"] = accounting.replay(view)
+        replayed = ctx.shared["replay"]
+    results += accounting.sampling_results(view, ALPHA["accounting-sampling"], replayed)
+    results += accounting.steps_results(view, replayed)
     step.facts["accountant"] = (
         f"{view.source}: q = {view.sampling_rate:.6g}, {view.steps} steps, sigma "
         f"{view.noise_multiplier:.6g}")

@@ -129,20 +129,22 @@ class Measurement:
 
 
 def measure(stepper: Stepper, w0: Mapping[str, np.ndarray], chunks: Sequence[Chunk],
-            n_examples: int, divisor: float | None = None) -> Measurement:
-    """One step from ``w0`` on ``chunks``, read through the weight update."""
+            n_examples: int, divisor: float | None = None, *, rounding: bool = True
+            ) -> Measurement:
+    """One step from ``w0`` on ``chunks``, read through the weight update (``rounding``:
+    also bound the float32 rounding of each coordinate; the noise tests do not need it)."""
     stepper.set_weights(w0)
     stepper.step(chunks, n_examples, divisor)
     w1 = stepper.get_weights()
     used = stepper.divisor_of(n_examples) if divisor is None else float(divisor)
-    update, rounding = {}, {}
+    update, bounds = {}, {}
     for key, start in w0.items():
-        a = np.asarray(start, dtype=np.float64)
-        u = a - np.asarray(w1[key], dtype=np.float64)
-        update[key] = u
-        rounding[key] = np.spacing(np.abs(a).astype(np.float32) + np.abs(u).astype(
-            np.float32)).astype(np.float64) * used
-    return Measurement(update, used, rounding)
+        a = np.asarray(start, dtype=np.float32)
+        b = np.asarray(w1[key], dtype=np.float32)
+        update[key] = a.astype(np.float64) - b  # exact: the difference of two float32s
+        if rounding:
+            bounds[key] = np.spacing(np.maximum(np.abs(a), np.abs(b))).astype(np.float64) * used
+    return Measurement(update, used, bounds)
 
 
 def norm(vector: Mapping[str, np.ndarray], kind: str) -> float:
