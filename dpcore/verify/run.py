@@ -36,7 +36,7 @@ from dpcore.backend import Backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
-from dpcore.mechanisms import get_mechanism
+from dpcore.mechanisms import dpsgd_names, get_mechanism
 from dpcore.proved import ADD_REMOVE, REPLACE_ONE, StepFacts, proved_dpsgd
 from dpcore.recipes import check_backend_recipe, divisor_rule, library_normalisation
 from dpcore.sampling import batches_for
@@ -109,8 +109,7 @@ def verify(config: RunConfig, dataset: Dataset, backend: Backend, *,
     if not known.noises_gradients:
         raise ConfigError(
             f"privacy.mechanism={config.privacy.mechanism!r} has no DP-SGD step to verify; "
-            "valid: a DP-SGD mechanism (" + ", ".join(
-                n for n in ("dpsgd-gaussian", "dpsgd-laplace")) + ")")
+            f"valid: a DP-SGD mechanism ({', '.join(dpsgd_names())})")
     if engine not in ("all", "fast", "reference"):
         raise ConfigError(f"--engine {engine!r} is not known; valid: all, fast, reference")
     check_backend_recipe(config, backend.NAME)
