@@ -10,9 +10,15 @@ adversarial example's gradient), ``noisy`` (as configured) and ``other-key`` (as
 with another seed), and runs:
 
 1. ``sensitivity`` and ``divisor`` on ``free`` (:mod:`dpcore.verify.clipping`);
-2. the noise tests on ``noisy`` minus ``free`` on one batch, :data:`NOISE_STEPS` steps from
-   the same weights, and ``other-key`` for :data:`KEY_STEPS` steps (:mod:`dpcore.verify.noise`);
+2. the noise tests on ``noisy`` minus ``free`` on one batch of at least 2 chunks,
+   :data:`NOISE_STEPS` steps from the same weights, and ``other-key`` for :data:`KEY_STEPS`
+   steps (an engine's on an empty batch: its noise alone; a library step's on the same batch)
+   (:mod:`dpcore.verify.noise`);
 3. the accounting tests (:mod:`dpcore.verify.accounting`).
+
+The engines of one run share what does not depend on the engine: the weights at which the
+probe example's gradient is at least :data:`RAW_TARGET` C (measured once, on the first
+engine's step without clipping) and the replay of the run's sampler.
 
 Seeded and deterministic: the probe examples come from a generator of the config's seed, the
 noise from the engines' own seeded generators. The false-alarm rate of every statistical test

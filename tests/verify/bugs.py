@@ -306,20 +306,8 @@ def _torch_fast_clip_sum(orig: Any, model: Any, x: Any, y: Any, clip: float, kin
 def _torch_clip_sum(mp: pytest.MonkeyPatch) -> None:
     import torch
 
-    from torchpipe.dp import SharedStepDPOptimizer
-
-    _torch_clip_with(NO_CLIP)(mp)  # per-example factors 1 ...
-    unclipped = SharedStepDPOptimizer.clip_and_accumulate
-
-    def clip_and_accumulate(self: Any) -> None:  # ... then the chunk's sum clipped
-        before = [None if p.summed_grad is None else p.summed_grad.clone() for p in self.params]
-        unclipped(self)
-        inc = [p.summed_grad - (0 if b is None else b) for p, b in zip(self.params, before,
-                                                                      strict=True)]
-        inc = _clip_whole(inc, float(self.max_grad_norm), torch)
-        for p, b, i in zip(self.params, before, inc, strict=True):
-            p.summed_grad = i if b is None else b + i
-    mp.setattr(SharedStepDPOptimizer, "clip_and_accumulate", clip_and_accumulate)
+    _torch_clip_with(NO_CLIP)(mp)  # per-example factors 1, then the chunk's sum clipped
+    _torch_increment(lambda opt, inc: _clip_whole(inc, float(opt.max_grad_norm), torch))(mp)
 
 
 CLIP_AFTER_SUM = Bug(
@@ -383,8 +371,9 @@ NOISE_ONCE_PER_RUN = Bug(
     breaks="one noise vector drawn once and reused at every step (the generator is re-seeded "
            "with the same seed before every draw)",
     where="issue 49's table (one noise vector reused at every step: not found by the one-run "
-          "audit); stateless or re-seeded noise generators (Opacus's secure_mode exists "
-          "because the noise key must stay unknown and fresh: meta-pytorch/opacus#753)",
+          "audit); a noise generator re-created from the same seed at every step (Opacus's "
+          "DPOptimizer and TF Privacy's query keep one generator for the whole run for this "
+          "reason)",
     caught_by=("noise-fresh",),
     patches={(b, e): (_tf_fixed_noise(None) if b == "tf" else _torch_fixed_noise(None))
              for b, e in HARMONISED},
@@ -674,8 +663,8 @@ NOISE_KEY_FIXED = Bug(
     breaks="the noise generator seeded with a constant: every run, whatever its seed, adds "
            "the same noise",
     where="issue 49 (the noise key derived from the seed alone: runs with one seed share "
-          "their draws); Opacus's secure_mode exists so that the noise key cannot be known "
-          "(meta-pytorch/opacus#753 asks how the noise is drawn)",
+          "their draws); Opacus's secure_mode (a CSPRNG noise source) exists so that the "
+          "noise cannot be rebuilt",
     caught_by=("noise-keys",),
     patches={(b, e): (lambda mp, b=b: _fixed_key(mp, b)) for b, e in HARMONISED},
     skips=_library_skips("noise seeding"),
