@@ -60,6 +60,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train one model with one backend (TF Privacy or Opacus)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_config_options(parser)
+    add_perf_options(parser)
+    add_engine_option(parser)
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"results store folder (default ./{DEFAULT_OUT})")
+    parser.add_argument("--faithfulness-subset", type=int, default=500, metavar="N",
+                        help="Grad-CAM faithfulness metrics on a fixed seeded subset of N test "
+                        "images (image conv models; default 500; 0 skips them)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    group = parser.add_argument_group(
+        "run claim (two processes training one run into one --out train it once)")
+    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
+                       help="when another process is training this run into --out, wait at "
+                            "most this long for its result (0: do not wait; default: until "
+                            "it ends), then stop without training (exit 2)")
+    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
+                       help="another host's claim on the run with no heartbeat for this long "
+                            "is dead and taken over (default 600; on this host a claim whose "
+                            "process is gone is taken over at once)")
+    parser.set_defaults(func=run)
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make a run's config (``--backend``, ``--config``, ``--dataset``...,
+    ``--set``, ``--data-dir``): :func:`given_settings` reads them. ``dpcompare verify`` takes
+    the same ones."""
     parser.add_argument("--backend", required=True,
                         help="tf (Keras + TensorFlow Privacy; also tensorflow, tf-privacy) or "
                         "torch (PyTorch + Opacus; also opacus, pytorch)")
@@ -122,6 +149,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         metavar="KEY=VALUE",
                         help="override any config key, e.g. train.optimizer=adam (repeatable)")
     add_data_dir_option(parser)
+
+
+def add_perf_options(parser: argparse.ArgumentParser) -> None:
+    """The performance switches other than ``--engine`` (:func:`build_perf` reads them)."""
     parser.add_argument("--physical-batch-size", type=int,
                         help="largest chunk of examples per forward/backward pass (memory only; "
                         f"default {PerfSpec().physical_batch_size})")
@@ -138,25 +169,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-front-cache", action="store_true",
                         help="recompute a ScatterNet model's fixed scattering in every step "
                         "instead of once per data set (same result; for timing comparisons)")
-    add_engine_option(parser)
-    parser.add_argument("--out", default=DEFAULT_OUT,
-                        help=f"results store folder (default ./{DEFAULT_OUT})")
-    parser.add_argument("--faithfulness-subset", type=int, default=500, metavar="N",
-                        help="Grad-CAM faithfulness metrics on a fixed seeded subset of N test "
-                        "images (image conv models; default 500; 0 skips them)")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
-    parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
-    group = parser.add_argument_group(
-        "run claim (two processes training one run into one --out train it once)")
-    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
-                       help="when another process is training this run into --out, wait at "
-                            "most this long for its result (0: do not wait; default: until "
-                            "it ends), then stop without training (exit 2)")
-    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
-                       help="another host's claim on the run with no heartbeat for this long "
-                            "is dead and taken over (default 600; on this host a claim whose "
-                            "process is gone is taken over at once)")
-    parser.set_defaults(func=run)
 
 
 def parse_augment(text: str) -> dict[str, Any]:
