@@ -372,9 +372,9 @@ NOISE_ONCE_PER_RUN = Bug(
     breaks="one noise vector drawn once and reused at every step (the generator is re-seeded "
            "with the same seed before every draw)",
     where="one noise vector reused at every step passed the one-run audit that scores the "
-          "final weights only; a noise generator re-created from the same seed at every step (Opacus's "
-          "DPOptimizer and TF Privacy's query keep one generator for the whole run for this "
-          "reason)",
+          "final weights only; a noise generator re-created from the same seed at every step "
+          "(Opacus's DPOptimizer and TF Privacy's query keep one generator for the whole run "
+          "for this reason)",
     caught_by=("noise-fresh",),
     patches={(b, e): (_tf_fixed_noise(None) if b == "tf" else _torch_fixed_noise(None))
              for b, e in HARMONISED},
