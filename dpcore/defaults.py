@@ -27,7 +27,7 @@ Scope:
   each library's own sampling (TF Privacy: shuffled fixed batches; Opacus: Poisson).
 
 The presets give every one of these keys they rely on (their hashes predate these defaults),
-so filling defaults never changes a preset's runs (``tests/compare/test_one_defaults.py``).
+so filling defaults never changes a preset's runs (``tests/compare/test_defaults_callers.py``).
 Every run's record stores the keys filled here (``RunResult.defaults``).
 """
 
