@@ -1,4 +1,4 @@
-"""Validation-split sweep that chooses a tuned preset's hyper-parameters (issue 18).
+"""Validation-split sweep that chooses a tuned preset's hyper-parameters.
 
 ``python -m benchmarks.tuning_sweep --dataset pneumoniamnist --epsilons 1,8
 --candidates benchmarks/tuning/pneumoniamnist.yaml [--backend torch] [--data-dir DIR]

@@ -1,4 +1,4 @@
-"""Defaults that learn (issue 18): ``dpcompare train`` with no hyper-parameter, Gaussian DP-SGD
+"""Defaults that learn (:mod:`dpcore.defaults`): ``dpcompare train`` with no hyper-parameter, Gaussian DP-SGD
 at epsilon 8, beats the majority-class rate by at least 10 points on every small image data set
 that ships with a package and on a generated MedMNIST-format file.
 
