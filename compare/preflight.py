@@ -1,8 +1,9 @@
 """Every check of a grid's runs before the first one trains (:func:`check_grid`).
 
 Each run still to do is checked before any trains, so that a model too large for its images or
-a target epsilon no noise reaches is found before other runs have spent their time: its data set and model names, what its backend's library recipe can run, that the model
-fits the data's shape, and that its privacy plan exists. Every problem is reported at once, in
+a target epsilon no noise reaches is found before other runs have spent their time: its data
+set and model names, what its backend's library recipe can run, that the model fits the
+data's shape, and that its privacy plan exists. Every problem is reported at once, in
 one line, and nothing is trained or written.
 """
 

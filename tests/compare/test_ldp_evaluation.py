@@ -1,7 +1,7 @@
-"""Local DP evaluated both ways (:mod:`dpcore.evaluation.ldp`): ``data.ldp_test_inputs`` picks the test images of a
-local-DP run's headline metrics (clean or privatised) without changing its training images or,
-at its default, its config hash; the run records both; the report shows both and ranks local
-DP, DP-SGD and non-private under each. On digits with the Laplace mechanism."""
+"""Local DP evaluated both ways (:mod:`dpcore.evaluation.ldp`): ``data.ldp_test_inputs`` picks the
+test images of a local-DP run's headline metrics (clean or privatised) without changing its training
+images or, at its default, its config hash; the run records both; the report shows both and ranks
+local DP, DP-SGD and non-private under each. On digits with the Laplace mechanism."""
 
 from __future__ import annotations
 
