@@ -10,11 +10,15 @@ A grid's ``published:`` key is a list of entries, each naming one paper table::
         cells:                                # table cells set beside our figures
           - {row: {library: opacus, epochs: 15, private: true}, column: accuracy_pct,
              setting: "15 epochs · DP (noise 1.0)", backend: torch, metric: accuracy}
+        trends:                               # the paper's trends, checked against ours
+          - {claim: "...", metric: accuracy, row: {...}, points: [{column, setting}, ...]}
 
 ``row`` picks exactly one row of the table by the values of some of its columns; ``column`` is
 the printed figure; ``setting`` a setting of the grid (its axis labels joined); ``backend``
 optional (without it the cell is compared with every backend of the grid); ``metric`` one of
-:data:`METRICS` (our value is scaled to the paper's units). An entry without ``table`` states
+:data:`METRICS` (our value is scaled to the paper's units); ``not_comparable`` optional: why the
+cell cannot be judged (its verdict is then "not comparable" with that reason). A trend's points
+are checked as :mod:`compare.reporting.reproduction` says. An entry without ``table`` states
 instead, in ``no_table``, why no figure can be set beside ours. The paper's numbers are shown as
 printed; nothing is corrected or invented.
 """
@@ -37,8 +41,8 @@ METRICS: dict[str, tuple[str, float, str]] = {
     "masked_score": ("masked_score", 100.0, "score on saliency-masked inputs, %"),
     "auc": ("auc", 100.0, "test AUC, %"),
 }
-ENTRY_KEYS = {"paper", "table", "cells", "assumed", "deviations", "no_table"}
-CELL_KEYS = {"row", "column", "setting", "backend", "metric"}
+ENTRY_KEYS = {"paper", "table", "cells", "assumed", "deviations", "no_table", "trends"}
+CELL_KEYS = {"row", "column", "setting", "backend", "metric", "not_comparable"}
 
 
 @dataclass(frozen=True)
@@ -133,8 +137,25 @@ def validate_published(entries: Sequence[Mapping[str, Any]], settings: Iterable[
                 raise ConfigError("'cells' must be a non-empty list")
             for j, cell in enumerate(cells):
                 _validate_cell(j, cell, table, settings, backends)
+            _validate_trends(entry.get("trends"), table, settings)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+def _validate_trends(trends: Any, table: PaperTable, settings: list[str]) -> None:
+    from compare.reporting.reproduction import validate_trend
+
+    if trends is None:
+        return
+    if not isinstance(trends, list):
+        raise ConfigError("'trends' must be a list of trends")
+    for trend in trends:
+        validate_trend(trend, table.columns, settings)
+        try:
+            for point in trend["points"]:
+                find_row(table, point.get("row") or trend.get("row") or {})
+        except ConfigError as exc:
+            raise ConfigError(f"trend {trend['claim']!r}: {exc}") from None
 
 
 def _validate_cell(j: int, cell: Any, table: PaperTable, settings: list[str],
