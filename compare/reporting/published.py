@@ -143,8 +143,6 @@ def validate_published(entries: Sequence[Mapping[str, Any]], settings: Iterable[
 
 
 def _validate_trends(trends: Any, table: PaperTable, settings: list[str]) -> None:
-    from compare.reporting.reproduction import validate_trend
-
     if trends is None:
         return
     if not isinstance(trends, list):
@@ -188,5 +186,71 @@ def _validate_cell(j: int, cell: Any, table: PaperTable, settings: list[str],
                           f"valid: {', '.join(METRICS)}")
 
 
-__all__ = ["METRICS", "PaperTable", "find_row", "load_paper", "paper_names", "paper_table",
-           "validate_published"]
+
+# -- trends (checked here; judged by compare.reporting.reproduction) ------------------------
+TREND_KEYS = {"claim", "metric", "row", "points", "explanations", "backend"}
+POINT_KEYS = {"column", "columns", "setting", "settings", "row"}
+
+#: Trend metrics: our metric -> (the runs' column, or for local-DP runs the column of the test
+#: images named; factor to the paper's unit; unit). ``accuracy_clean_test`` and
+#: ``accuracy_privatised_test`` score a local-DP run on clean / privatised test images and
+#: every other run on its test images (which are clean).
+TREND_METRICS: dict[str, tuple[str, float, str]] = {
+    **METRICS,
+    "accuracy_clean_test": ("accuracy_clean_test", 100.0, "test accuracy on clean test images, %"),
+    "accuracy_privatised_test": ("accuracy_privatised_test", 100.0,
+                                 "test accuracy, local DP on privatised test images, %"),
+}
+
+
+def points_of(trend: Mapping[str, Any]
+              ) -> list[tuple[Mapping[str, Any], list[str], list[str]]]:
+    """(the paper's row, its columns, our settings) of each point of a ``trends:`` entry."""
+    out = []
+    for point in trend["points"]:
+        columns = point.get("columns") or [point["column"]]
+        settings = point.get("settings") or [point["setting"]]
+        out.append((point.get("row") or trend.get("row") or {}, [str(c) for c in columns],
+                    [str(s) for s in settings]))
+    return out
+
+
+def validate_trend(trend: Any, table_columns: Sequence[str], settings: Sequence[str]) -> None:
+    """Raise :class:`~dpcore.errors.ConfigError` (one line) for a malformed ``trends:``
+    entry: unknown keys, fewer than 2 points, an unknown column, setting or metric."""
+    if not isinstance(trend, Mapping):
+        raise ConfigError(f"a trend must be a mapping, got {trend!r}")
+    missing = sorted({"claim", "metric", "points"} - set(trend))
+    unknown = sorted(set(trend) - TREND_KEYS, key=str)
+    if missing or unknown:
+        raise ConfigError(f"trend {trend.get('claim')!r}: missing {', '.join(missing) or 'nothing'}"
+                          f", unknown {', '.join(map(str, unknown)) or 'nothing'}; keys: "
+                          f"{', '.join(sorted(TREND_KEYS))}")
+    if trend["metric"] not in TREND_METRICS:
+        raise ConfigError(f"trend {trend['claim']!r}: metric {trend['metric']!r} is not known; "
+                          f"valid: {', '.join(TREND_METRICS)}")
+    points = trend["points"]
+    if not isinstance(points, list) or len(points) < 2:
+        raise ConfigError(f"trend {trend['claim']!r}: needs at least 2 points")
+    for point in points:
+        if not isinstance(point, Mapping) or set(point) - POINT_KEYS or not (
+                {"column", "columns"} & set(point)) or not ({"setting", "settings"} & set(point)):
+            raise ConfigError(f"trend {trend['claim']!r}: a point needs column(s) and "
+                              f"setting(s), got {point!r}")
+    for point in points:
+        if "row" not in trend and "row" not in point:
+            raise ConfigError(f"trend {trend['claim']!r}: a point needs a row (or the trend one)")
+    for _, columns, names in points_of(trend):
+        for column in columns:
+            if column not in table_columns:
+                raise ConfigError(f"trend {trend['claim']!r}: column {column!r} is not in the "
+                                  f"table; valid: {', '.join(table_columns)}")
+        for name in names:
+            if name not in settings:
+                raise ConfigError(f"trend {trend['claim']!r}: setting {name!r} is not in the "
+                                  f"grid; valid: {'; '.join(settings)}")
+
+
+__all__ = ["METRICS", "POINT_KEYS", "TREND_KEYS", "TREND_METRICS", "PaperTable", "find_row",
+           "load_paper", "paper_names", "paper_table", "points_of", "validate_published",
+           "validate_trend"]

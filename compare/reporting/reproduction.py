@@ -43,7 +43,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from compare.reporting.published import METRICS, find_row, paper_table
+from compare.reporting.published import (
+    TREND_METRICS,
+    find_row,
+    paper_table,
+    points_of,
+    validate_trend,
+)
 from compare.reporting.stats import ALPHA, MIN_SEEDS, Interval, contrast_test, holm_adjusted
 
 #: Our metric -> (tolerance, whether it is relative to the printed figure).
@@ -129,9 +135,6 @@ def verdict_summary(verdicts: Sequence[tuple[str, str]]) -> str:
 
 
 # -- trends ----------------------------------------------------------------------------------
-TREND_KEYS = {"claim", "metric", "row", "points", "explanations", "backend"}
-POINT_KEYS = {"column", "columns", "setting", "settings", "row"}
-
 IN_SIZE = "holds (in size)"
 IN_SIGN = "holds (in sign only)"
 REVERSED = "does not hold (reversed)"
@@ -158,68 +161,6 @@ class TrendVerdict:
     @property
     def comparable(self) -> bool:
         return not self.detail
-
-
-def points_of(trend: Mapping[str, Any]
-              ) -> list[tuple[Mapping[str, Any], list[str], list[str]]]:
-    """(the paper's row, its columns, our settings) of each point of a ``trends:`` entry."""
-    out = []
-    for point in trend["points"]:
-        columns = point.get("columns") or [point["column"]]
-        settings = point.get("settings") or [point["setting"]]
-        out.append((point.get("row") or trend.get("row") or {}, [str(c) for c in columns],
-                    [str(s) for s in settings]))
-    return out
-
-
-def validate_trend(trend: Any, table_columns: Sequence[str], settings: Sequence[str]) -> None:
-    """Raise :class:`~dpcore.errors.ConfigError` (one line) for a malformed ``trends:``
-    entry: unknown keys, fewer than 2 points, an unknown column, setting or metric."""
-    from dpcore.errors import ConfigError
-
-    if not isinstance(trend, Mapping):
-        raise ConfigError(f"a trend must be a mapping, got {trend!r}")
-    missing = sorted({"claim", "metric", "points"} - set(trend))
-    unknown = sorted(set(trend) - TREND_KEYS, key=str)
-    if missing or unknown:
-        raise ConfigError(f"trend {trend.get('claim')!r}: missing {', '.join(missing) or 'nothing'}"
-                          f", unknown {', '.join(map(str, unknown)) or 'nothing'}; keys: "
-                          f"{', '.join(sorted(TREND_KEYS))}")
-    if trend["metric"] not in TREND_METRICS:
-        raise ConfigError(f"trend {trend['claim']!r}: metric {trend['metric']!r} is not known; "
-                          f"valid: {', '.join(TREND_METRICS)}")
-    points = trend["points"]
-    if not isinstance(points, list) or len(points) < 2:
-        raise ConfigError(f"trend {trend['claim']!r}: needs at least 2 points")
-    for point in points:
-        if not isinstance(point, Mapping) or set(point) - POINT_KEYS or not (
-                {"column", "columns"} & set(point)) or not ({"setting", "settings"} & set(point)):
-            raise ConfigError(f"trend {trend['claim']!r}: a point needs column(s) and "
-                              f"setting(s), got {point!r}")
-    for point in points:
-        if "row" not in trend and "row" not in point:
-            raise ConfigError(f"trend {trend['claim']!r}: a point needs a row (or the trend one)")
-    for _, columns, names in points_of(trend):
-        for column in columns:
-            if column not in table_columns:
-                raise ConfigError(f"trend {trend['claim']!r}: column {column!r} is not in the "
-                                  f"table; valid: {', '.join(table_columns)}")
-        for name in names:
-            if name not in settings:
-                raise ConfigError(f"trend {trend['claim']!r}: setting {name!r} is not in the "
-                                  f"grid; valid: {'; '.join(settings)}")
-
-
-#: Trend metrics: our metric -> (the runs' column, or for local-DP runs the column of the test
-#: images named; factor to the paper's unit; unit). ``accuracy_clean_test`` and
-#: ``accuracy_privatised_test`` score a local-DP run on clean / privatised test images and
-#: every other run on its test images (which are clean).
-TREND_METRICS: dict[str, tuple[str, float, str]] = {
-    **METRICS,
-    "accuracy_clean_test": ("accuracy_clean_test", 100.0, "test accuracy on clean test images, %"),
-    "accuracy_privatised_test": ("accuracy_privatised_test", 100.0,
-                                 "test accuracy, local DP on privatised test images, %"),
-}
 
 
 def _values(runs: pd.DataFrame, metric: str) -> pd.Series:

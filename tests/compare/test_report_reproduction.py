@@ -256,3 +256,24 @@ def test_published_section_names_the_rule_and_lists_the_trends() -> None:
     row = comparison_rows(entry, results_frame(runs)).iloc[0]
     assert row["our setting"] == "cats · gauss eps=10 (harmonised step, TF backend)"
     assert row["verdict"] == "reproduced"  # 6.00 [5.86, 6.14] against 5.81
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda t: t["points"][0].update(setting="cats_vs_dogs · gauss eps=7"),
+     "setting 'cats_vs_dogs · gauss eps=7' is not in the grid"),
+    (lambda t: t["points"][0].update(column="eps_2"), "column 'eps_2' is not in the table"),
+    (lambda t: t.update(metric="f1"), "metric 'f1' is not known"),
+    (lambda t: t.update(points=t["points"][:1]), "needs at least 2 points"),
+    (lambda t: t.update(colour="red"), "unknown colour"),
+])
+def test_a_bad_trend_is_a_one_line_error(change, message: str) -> None:  # noqa: ANN001
+    import copy
+
+    from compare.grid import expand_grid, load_preset
+    from dpcore.errors import ConfigError
+
+    raw = copy.deepcopy(load_preset("interpretability-vs-epsilon-tuned"))
+    change(raw["published"][0]["trends"][0])
+    with pytest.raises(ConfigError, match=message) as caught:
+        expand_grid(raw)
+    assert "\n" not in str(caught.value)
