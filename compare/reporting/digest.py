@@ -90,7 +90,8 @@ def _published_text(report: ContractReport) -> list[str]:
                 continue
             interval = ("" if math.isnan(v.ours.low) else
                         f" [{v.ours.low:+.2f}, {v.ours.high:+.2f}]")
-            parts.append(f"{v.backend} {v.verdict}, ours {v.ours.mean:+.2f}{interval}")
+            parts.append(f"{v.backend} {v.verdict}, ours {v.ours.mean:+.2f}{interval}"
+                         f"{v.collapsed_note}")
         out.append(f"'{claim}' (the paper {group[0].published_change:+.2f}): "
                    + ", ".join(parts))
     return out

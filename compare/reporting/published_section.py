@@ -246,7 +246,7 @@ def _short(v: TrendVerdict, unit: str) -> str:
     if not v.comparable:
         return f"{v.backend} not comparable ({v.detail})"
     interval = ("" if math.isnan(v.ours.low) else f" [{v.ours.low:+.2f}, {v.ours.high:+.2f}]")
-    return f"{v.backend} {v.verdict}, ours {v.ours.mean:+.2f}{unit}{interval}"
+    return f"{v.backend} {v.verdict}, ours {v.ours.mean:+.2f}{unit}{interval}{v.collapsed_note}"
 
 
 def _bullets(title: str, items: Sequence[str] | None) -> list[str]:

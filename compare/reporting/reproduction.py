@@ -157,6 +157,17 @@ class TrendVerdict:
     detail: str = ""  #: why not comparable
     explanations: tuple[str, ...] = ()
     metric: str = "accuracy"
+    #: Runs behind the points that collapsed (an accuracy trend keeps them: their accuracy is
+    #: what training gave; the verdict says how many).
+    collapsed: int = 0
+
+    @property
+    def collapsed_note(self) -> str:
+        """``"; 9 collapsed runs among its points"`` or ""."""
+        if not self.collapsed:
+            return ""
+        plural = "s" if self.collapsed != 1 else ""
+        return f"; {self.collapsed} collapsed run{plural} among its points"
 
     @property
     def comparable(self) -> bool:
@@ -233,6 +244,7 @@ def _one_trend(trend: Mapping[str, Any], backend: str, done: pd.DataFrame,
     groups: list[list[dict[int, float]]] = []
     problems: list[str] = []
     means = []
+    collapsed = 0
     for _, _, settings in points:
         point_groups = []
         for setting in settings:
@@ -243,8 +255,11 @@ def _one_trend(trend: Mapping[str, Any], backend: str, done: pd.DataFrame,
             if len(by_seed) < MIN_SEEDS:
                 problems.append(f"{setting}: {len(by_seed)} seed"
                                 f"{'s' if len(by_seed) != 1 else ''}, fewer than {MIN_SEEDS}")
-            if metric in COLLAPSE_VOIDS and "collapsed" in runs and runs["collapsed"].any():
-                problems.append(f"{setting}: {int(runs['collapsed'].sum())} collapsed run(s)")
+            if "collapsed" in runs and runs["collapsed"].any():
+                if metric in COLLAPSE_VOIDS:
+                    problems.append(f"{setting}: {int(runs['collapsed'].sum())} collapsed "
+                                    "run(s)")
+                collapsed += int(runs["collapsed"].sum())
             point_groups.append(by_seed)
         groups.append(point_groups)
         present = [np.mean(list(g.values())) for g in point_groups if g]
@@ -257,7 +272,7 @@ def _one_trend(trend: Mapping[str, Any], backend: str, done: pd.DataFrame,
     return TrendVerdict(claim=str(trend["claim"]), backend=backend, published_change=change,
                         published_points=tuple(printed), ours=interval,
                         our_points=tuple(means), p_value=p_value,
-                        detail="; ".join(problems), metric=metric,
+                        detail="; ".join(problems), metric=metric, collapsed=collapsed,
                         explanations=tuple(" ".join(str(e).split())
                                            for e in trend.get("explanations") or ()))
 
@@ -286,7 +301,7 @@ def trend_sentence(v: TrendVerdict, unit: str = "") -> str:
                 f" [95% t interval {v.ours.low:+.2f}, {v.ours.high:+.2f}]")
     return (f"{head}: the paper {v.published_change:+.2f}{unit} "
             f"({monotone_word(v.published_points)}), ours {v.ours.mean:+.2f}{unit}{interval}, "
-            f"Holm p = {v.p_holm:.2g} ({monotone_word(v.our_points)})")
+            f"Holm p = {v.p_holm:.2g} ({monotone_word(v.our_points)}{v.collapsed_note})")
 
 
 __all__ = ["CELL_RULE", "COLLAPSE_VOIDS", "COMPUTED_METRICS", "IN_SIGN", "IN_SIZE",

@@ -277,3 +277,21 @@ def test_a_bad_trend_is_a_one_line_error(change, message: str) -> None:  # noqa:
     with pytest.raises(ConfigError, match=message) as caught:
         expand_grid(raw)
     assert "\n" not in str(caught.value)
+
+
+def test_an_accuracy_trend_keeps_collapsed_runs_and_says_how_many() -> None:
+    entry = {"paper": "medical_resnet_singh", "table": "accuracy_pct", "cells": [],
+             "trends": [{"claim": "DP-SGD below non-private", "metric": "accuracy",
+                         "row": {"dataset": "pneumonia", "split": "test"},
+                         "points": [{"column": "original", "setting": "p · np"},
+                                    {"column": "dpsgd_b1", "setting": "p · DP eps=1"}]}]}
+    at_chance = [{"index": k, "name": str(k), "support": 50, "recall": r, "precision": 0.5,
+                  "auc": 0.5} for k, r in enumerate((1.0, 0.0))]
+    runs = [fake_result(dataset="p", seed=s, point="np", mechanism="none", accuracy=0.90 + s / 100)
+            for s in range(5)]
+    runs += [fake_result(dataset="p", seed=s, point="DP eps=1", accuracy=0.5, classes=at_chance)
+             for s in range(5)]
+    (v,) = trend_verdicts([entry], results_frame(runs))
+    assert v.comparable and v.collapsed == 5  # an accuracy at chance is still an accuracy
+    assert v.collapsed_note == "; 5 collapsed runs among its points"
+    assert v.verdict == IN_SIGN  # -42 points against the paper's -10.41
