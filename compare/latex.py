@@ -396,6 +396,7 @@ def published_tables(folder: Path) -> list[LatexTable]:
     from compare.reporting.frames import results_frame
     from compare.reporting.published import load_paper, paper_table
     from compare.reporting.published_section import cell_figures
+    from compare.reporting.reproduction import CELL_RULE
 
     if not has_records(folder):
         return []
@@ -411,20 +412,21 @@ def published_tables(folder: Path) -> list[LatexTable]:
         mixed = len(set(seeds)) > 1
         collapsed = any(f.collapsed for f in figures)
         headings = ["Paper's figure", "Published", "Ours", "Ours $-$ published", "Our setting",
-                    *(["Seeds"] if mixed else []), *(["Collapsed runs"] if collapsed else [])]
+                    *(["Seeds"] if mixed else []), *(["Collapsed runs"] if collapsed else []),
+                    "Verdict"]
         cells = []
         for f in figures:
             line = [latex_text(paper_cell_name(f.cell["row"], f.cell["column"])),
                     "not reported" if f.printed is None else latex_number(f.printed),
                     "not run" if not f.ours.n else latex_interval(f.ours.mean, f.ours.low,
                                                                   f.ours.high, 2),
-                    latex_signed(f.difference, 2),
-                    latex_text(f"{f.cell['setting']}, "
-                               f"{BACKEND_NAMES.get(f.backend, f.backend)}")]
+                    latex_signed(f.difference, 2), latex_text(f.label)]
             if mixed:
                 line.append(str(f.ours.n) if f.ours.n else "--")
             if collapsed:
                 line.append(_collapsed_cell(f.collapsed, f.ours.n))
+            word, detail = f.verdict
+            line.append(latex_text(word if word == "reproduced" else f"{word}: {detail}"))
             cells.append(tuple(line))
         table = paper_table(str(entry["paper"]), str(entry["table"]))
         source = " ".join(str(load_paper(table.paper).get("source", "")).split())
@@ -433,9 +435,11 @@ def published_tables(folder: Path) -> list[LatexTable]:
                    f"{latex_text(human_name(table.name))}, as printed (never corrected); ours "
                    f"in the paper's unit. {interval} "
                    + (COLLAPSED_MEANING + " " if collapsed else "")
+                   + latex_text(CELL_RULE.replace("*", "")) + " "
                    + "The report lists the differences of setting.")
         key = "published" if len(entries) == 1 else \
             f"published-{re.sub(r'[^a-z0-9]+', '-', table.name.lower()).strip('-')}"
         tables.append(LatexTable(key, tuple(headings), tuple(cells),
-                                 "l" + "r" * 3 + "l" + "r" * (len(headings) - 5), caption))
+                                 "l" + "r" * 3 + "l" + "r" * (len(headings) - 6) + "l",
+                                 caption))
     return tables

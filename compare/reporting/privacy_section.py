@@ -154,10 +154,24 @@ def per_seed_bounds(group: pd.DataFrame) -> str:
     return ", ".join(f"seed {seed}: {fmt(bound)}" for seed, bound in bounds)
 
 
+def over_seeds(values: pd.Series) -> float | str:
+    """A setting's claimed or proved epsilon over its seeds: the value when every seed gives
+    it (at 4 significant digits), else ``"low to high"`` (a per-seed calibration: a library
+    recipe's own loader or an audit's canaries change what each seed trains on); NaN when no
+    seed has one."""
+    known = values.dropna().astype(float)
+    if known.empty:
+        return float("nan")
+    if len({f"{v:.4g}" for v in known}) == 1:
+        return float(known.iloc[0])
+    return f"{fmt(float(known.min()))} to {fmt(float(known.max()))}"
+
+
 def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (setting, backend) of finished runs: claimed and proved epsilon (they do not depend
-    on the seed; the RDP figure beside a PLD proved one), the largest audited bound over seeds
-    with its audit and each seed's bound beside it, violations, fault."""
+    """Per (setting, backend) of finished runs: claimed and proved epsilon (one value, or the
+    range over the seeds where they differ: :func:`over_seeds`; the RDP figure beside a PLD
+    proved one), the largest audited bound over seeds with its audit and each seed's bound
+    beside it, violations, fault."""
     done = frame[frame["status"] == "finished"]
     rows = []
     for (setting, backend), group in done.groupby(["setting", "backend"], sort=False):
@@ -165,9 +179,9 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
         best = group.loc[audited.idxmax()] if audited.notna().any() else None
         rows.append({
             "setting": setting, "backend": backend, "seeds": len(group),
-            "claimed": group["epsilon_claimed"].iloc[0],
-            "proved": group["epsilon_proved"].iloc[0],
-            PROVED_RDP: group["epsilon_proved_rdp"].iloc[0]
+            "claimed": over_seeds(group["epsilon_claimed"]),
+            "proved": over_seeds(group["epsilon_proved"]),
+            PROVED_RDP: over_seeds(group["epsilon_proved_rdp"])
             if "epsilon_proved_rdp" in group else math.nan,
             AUDITED_MAX: audited_cell(group),
             AUDITED_PER_SEED: per_seed_bounds(group),

@@ -122,3 +122,28 @@ def test_protocol_selects_on_noised_scores_and_states_the_total(
     assert all(r["run_epsilon"] < 3 for r in rows)
     # a total no per-run budget reaches: refused before anything trains
     assert main([*args[:5], "0.05", *args[6:]]) == 2
+
+
+def test_candidates_without_dp_sgd_are_tabled_once_with_the_mean_over_seeds() -> None:
+    from benchmarks.tuning_sweep import aggregate, is_dpsgd, markdown
+
+    assert is_dpsgd({"label": "x"}) and not is_dpsgd({"privacy": {"mechanism": "none"}})
+    assert not is_dpsgd({"privacy": {"mechanism": "ldp"}})
+    base = {"dataset": "pneumoniamnist", "n_fit": 80, "n_validation": 20, "majority": 0.75,
+            "status": "finished", "noise_multiplier": None}
+    rows = [{**base, "epsilon": None, "label": "sgd", "seed": 0, "mechanism": "none",
+             "val_accuracy": 0.90, "val_auc": 0.95, "seconds": 10.0},
+            {**base, "epsilon": None, "label": "sgd", "seed": 1, "mechanism": "none",
+             "val_accuracy": 0.80, "val_auc": 0.85, "seconds": 12.0},
+            {**base, "epsilon": None, "label": "adam", "seed": 0, "mechanism": "none",
+             "val_accuracy": 0.86, "val_auc": 0.99, "seconds": 5.0},
+            {**base, "epsilon": None, "label": "adam", "seed": 1, "mechanism": "none",
+             "val_accuracy": None, "val_auc": None, "seconds": 5.0, "status": "diverged"}]
+    (sgd, adam) = aggregate(rows)
+    assert sgd["val_accuracy"] == pytest.approx(0.85) and sgd["seconds"] == 22.0
+    assert adam["val_accuracy"] is None  # a diverged seed: no mean
+    text = markdown(rows, "python -m benchmarks.tuning_sweep ...", "torch", "accuracy")
+    assert "## without DP-SGD" in text and "## epsilon" not in text
+    assert "mean over seeds 0, 1" in text and "Sorted by validation accuracy" in text
+    assert "(mechanism none) trained once" in text
+    assert text.index("| sgd |") < text.index("| adam |")  # 0.85 beats a diverged seed
