@@ -35,6 +35,7 @@ import pandas as pd
 
 from dpcore.errors import DataError
 from dpcore.io import atomic_write_text
+from dpcore.mechanisms import privatises_images
 from dpcore.registry import Registry
 
 __all__ = ["BACKEND_NAMES", "LATEX_FOLDER", "LATEX_TABLES", "LatexTable", "latex_interval",
@@ -280,7 +281,7 @@ def accuracy_tables(folder: Path) -> list[LatexTable]:
         cells.append(tuple(line))
     mechanisms = set(summary["mechanism"].astype(str)) if "mechanism" in summary else set()
     local = ("local DP runs (their per-image epsilon is in the report's local-DP table) and "
-             if "ldp" in mechanisms else "")
+             if any(privatises_images(m) for m in mechanisms) else "")
     caption = (f"Test accuracy{' and AUC' if has_auc else ''} per setting and backend. "
                + interval_caption(summary["seeds"], runs.get("n_test", ()))
                + " $\\varepsilon$: the shared accountant's epsilon (RDP) of the setting; "
@@ -350,9 +351,12 @@ def privacy_tables(folder: Path) -> list[LatexTable]:
 
 # --- published.tex ------------------------------------------------------------------------------
 
-#: Words of the bundled papers' row values and column names, as the tables print them.
-_WORDS = {"opacus": "Opacus", "tf_privacy": "TF Privacy", "auc": "AUC", "ldp": "LDP",
-          "dpsgd": "DP-SGD", "epsilon": "ε", "eps": "ε", "pct": "(%)"}
+#: Words of the bundled papers' row values and column names (their YAML keys, not the bench's
+#: mechanism names), as the tables print them: (key word, printed word) pairs.
+PAPER_WORDS: tuple[tuple[str, str], ...] = (
+    ("opacus", "Opacus"), ("tf_privacy", "TF Privacy"), ("auc", "AUC"), ("ldp", "LDP"),
+    ("dpsgd", "DP-SGD"), ("epsilon", "ε"), ("eps", "ε"), ("pct", "(%)"))
+_WORDS = dict(PAPER_WORDS)
 
 
 def human_name(key: Any) -> str:

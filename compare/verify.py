@@ -1,5 +1,5 @@
 """``dpcompare verify`` from Python: load a resolved config's data and backend and run the
-framework-neutral check driver (:func:`dpcore.verify.verify`); :func:`compare.api.verify`
+framework-neutral check driver (:func:`dpcore.verify.run.verify`); :func:`compare.api.verify`
 resolves the config as ``dpcompare train`` does and calls :func:`verify_config`.
 
 The backend is reached only through :func:`dpcore.backend.load_backend`; nothing is trained to
@@ -47,7 +47,7 @@ def verify_config(config: RunConfig, backend: str, *,
     from dpcore.names import check_names, resolve_backend
     from dpcore.pipeline import prepare_dataset
     from dpcore.recipes import check_backend_recipe
-    from dpcore.verify import verify
+    from dpcore.verify.run import verify
 
     if engine not in ENGINE_CHOICES:
         raise ConfigError(f"engine={engine!r} is not known; valid: {', '.join(ENGINE_CHOICES)}")
