@@ -36,10 +36,10 @@ import pandas as pd
 from dpcore.errors import DataError
 from dpcore.io import atomic_write_text
 from dpcore.mechanisms import privatises_images
+from dpcore.registry import Registry
 
 __all__ = ["BACKEND_NAMES", "LATEX_FOLDER", "LATEX_TABLES", "LatexTable", "latex_interval",
-           "latex_number", "latex_scientific", "latex_signed", "latex_table", "latex_text",
-           "report_slug",
+           "latex_number", "latex_scientific", "latex_signed", "latex_text", "report_slug",
            "to_booktabs", "write_latex_tables"]
 
 LATEX_FOLDER = "latex"
@@ -66,18 +66,10 @@ class LatexTable:
     caption: str
 
 
-#: File name -> the function that builds its tables from a report folder (empty: none).
-LATEX_TABLES: dict[str, Callable[[Path], list[LatexTable]]] = {}
-
-
-def latex_table(filename: str) -> Callable[[Callable[[Path], list[LatexTable]]],
-                                           Callable[[Path], list[LatexTable]]]:
-    """Register a table builder under ``filename`` in :data:`LATEX_TABLES`."""
-    def register(builder: Callable[[Path], list[LatexTable]]
-                 ) -> Callable[[Path], list[LatexTable]]:
-        LATEX_TABLES[filename] = builder
-        return builder
-    return register
+#: File name -> the function that builds its tables from a report folder (an empty list:
+#: none), in registration order: ``@LATEX_TABLES.register("accuracy.tex")``.
+LATEX_TABLES: Registry[str, Callable[[Path], list[LatexTable]]] = Registry(
+    "LaTeX table builders", key="LaTeX file")
 
 
 def write_latex_tables(report_dir: str | Path, out_dir: str | Path | None = None
@@ -265,7 +257,7 @@ def _read(folder: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(path) if path.is_file() else pd.DataFrame()
 
 
-@latex_table("accuracy.tex")
+@LATEX_TABLES.register("accuracy.tex")
 def accuracy_tables(folder: Path) -> list[LatexTable]:
     """Test accuracy and AUC per setting and backend, epsilon and collapsed runs."""
     summary = _read(folder, "summary.csv")
@@ -319,7 +311,7 @@ def _over_seeds(values: pd.Series, digits: int) -> str:
     return f"{latex_number(finite.min(), digits)}--{latex_number(finite.max(), digits)}"
 
 
-@latex_table("privacy.tex")
+@LATEX_TABLES.register("privacy.tex")
 def privacy_tables(folder: Path) -> list[LatexTable]:
     """Per DP-SGD setting and backend: sigma, steps, q, delta and every epsilon."""
     table = _read(folder, "epsilon.csv")
@@ -401,7 +393,7 @@ def paper_cell_name(row: Mapping[str, Any], column: str) -> str:
     return f"{', '.join(parts)}: {human_name(column)}"
 
 
-@latex_table("published.tex")
+@LATEX_TABLES.register("published.tex")
 def published_tables(folder: Path) -> list[LatexTable]:
     """One table per ``published:`` entry with a table: the paper's cells beside ours."""
     from compare.records import has_records, read_records

@@ -93,7 +93,7 @@ NOISE_KEY_VERSION = 2
 #: Tag of each noise stream in the key's SeedSequence (independent streams).
 STREAMS: Mapping[str, int] = {"engine": 0x401CE, "shared": 0x5A4ED, "library": 0x11B7A}
 
-#: What a report says of a record written before runs recorded their noise key.
+#: What a report says of a record without ``privacy.noise_key`` (its noise keyed by the seed).
 LEGACY_NOISE_KEY = "seed (run seed only, before config hashes were mixed in)"
 
 #: Floating-point notes of each noise draw (:func:`noise_sampler`), by (noise kind, hardened).

@@ -36,13 +36,12 @@ states the neighbouring relation it assumes:
   specifies, which the faulty step (a simulated implementation bug) no longer runs; the audit
   is what can tell.
 
-:func:`privacy_figures` gives both figures for a stored RunResult (new or old), so that a
-report rebuilt from old records shows them too; a record that stored its figures under other
-rules (:data:`PROVED_RULES`) gets them recomputed, so no report repeats a bound the rules no
-longer give. Epsilons come from dp_accounting's RDP
-accountant (Gaussian under Poisson sampling; as the claim) or PLD accountant (Laplace, which
-RDP supports only without subsampling; and the shuffled rule, with the RDP figure beside it);
-this module only builds events and calls :mod:`dpcore.accounting`.
+:func:`privacy_figures` gives both figures for any stored RunResult: a record that stores none, or
+stores them under other rules than :data:`PROVED_RULES`, gets them computed by the current rules, so
+no report repeats a bound the rules do not give. Epsilons come from dp_accounting's RDP accountant
+(Gaussian under Poisson sampling; as the claim) or PLD accountant (Laplace, which RDP supports only
+without subsampling; and the shuffled rule, with the RDP figure beside it); this module only builds
+events and calls :mod:`dpcore.accounting`.
 """
 
 from __future__ import annotations

@@ -374,8 +374,8 @@ def status_text(result: dict[str, Any]) -> str:
 
 def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the claimed, proved and audited epsilon (or how to audit, without a one-run
-    audit), and whether the audit found a privacy violation (none for a record written before
-    these figures existed)."""
+    audit), and whether the audit found a privacy violation (none for a record without
+    ``privacy.epsilon_proved_reason``)."""
     privacy = result["privacy"]
     if "epsilon_proved_reason" not in privacy:
         return []

@@ -257,7 +257,7 @@ def proved_of(result: RunResult) -> tuple[float | None, str]:
 
     As recorded in the run (``privacy.epsilon_proved``), or computed from its stored config
     and privacy entry by the same rules (:func:`dpcore.proved.figures_of_result`) for a record
-    written before proved epsilons existed.
+    without ``privacy.epsilon_proved``.
     """
     from dpcore.proved import figures_of_result
 
@@ -304,7 +304,7 @@ def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:
             accuracy={r.seed: float(r.metrics["accuracy"]) for r in runs},
             epsilon_shared=None if shared is None else float(shared),
             library_epsilon=own,
-            claim=str(claim.get("status", "not recorded (result written before issue 14)")),
+            claim=str(claim.get("status", "not recorded (no recipe.privacy_claim in the result)")),
             reasons=tuple(str(x) for x in claim.get("reasons") or ()),
             collapsed=sum(collapse_reason(r.metrics) is not None for r in runs),
             epsilon_proved=proved, proved_note=proved_note,

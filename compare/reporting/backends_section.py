@@ -27,7 +27,7 @@ NOISE_PAIRING_NOTE = (
     "A 'differ' verdict from a few seeds is a reason to run more seeds before reading it as a "
     "difference between the libraries.")
 
-#: Added when some DP-SGD run was recorded before noise keys mixed in the config hash.
+#: Added when some DP-SGD run's record has no ``privacy.noise_key`` (its noise keyed by the seed).
 SEED_ONLY_NOTE = (
     "Runs recorded without a noise key drew their noise from the run seed alone: one seed's "
     "noise stream is the same draws, scaled, at every epsilon, so the DP settings of one "

@@ -1,8 +1,8 @@
 """The report's privacy figures: claimed | proved | audited epsilon, side by side, per run.
 
-*Claimed* and *proved* come from :func:`dpcore.proved.figures_of_result` (stored in records
-written since issue 30, recomputed from the config and privacy plan of older ones, so a report
-rebuilt from old records shows them too). *Audited* is the one-run audit's 95 % lower bound
+*Claimed* and *proved* come from :func:`dpcore.proved.figures_of_result` (a record's own
+figures when it stores them under the current rules, else recomputed from its config and
+privacy plan, so every record shows them). *Audited* is the one-run audit's 95 % lower bound
 (``audit.one_run``), where the run audited. An audited bound above the proved epsilon (above
 the claim where nothing is proved) is a **privacy violation**; a run with ``factors.fault`` is
 **deliberately broken**. Both are flagged in every table and figure through the setting's

@@ -372,7 +372,7 @@ class TrainSpec:
 
 @dataclass(frozen=True)
 class FactorSpec:
-    """The switches by which the two libraries' stock recipes differ (issue 14).
+    """The switches by which the two libraries' stock recipes differ.
 
     Each field is one difference between TF Privacy's and Opacus's way of running DP-SGD, so
     the harmonised recipe can take it from either library and a grid can flip one at a time.
@@ -609,8 +609,8 @@ _SECTIONS: dict[str, type] = {
     "audit_canaries": AuditCanarySpec,
 }
 # ``factors``, ``augment`` and ``recipe`` are left out of RunConfig.to_dict (and so of the
-# config hash) while they hold their defaults: configs written before they existed keep their
-# hash, so stored runs stay valid.
+# config hash) while they hold their defaults: a config at their defaults hashes as one without
+# them, so a stored run whose config lacks them is found by its hash.
 _OPTIONAL_SECTIONS = ("factors", "augment", "audit_canaries")
 # Fields of the always-written sections that are likewise left out while at their defaults.
 _OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {

@@ -99,7 +99,7 @@ def test_every_gap_attribution_configuration_has_claimed_and_proved() -> None:
                      "flip: training-set accuracy"):
         assert math.isnan(rows[unproved]["proved"]), unproved
         assert "no bound" in rows[unproved]["proved: basis or why none"]
-    if "TF Privacy, 32 microbatches (library)" in rows:  # candidate recipes (issue 32)
+    if "TF Privacy, 32 microbatches (library)" in rows:  # candidate recipes
         assert rows["TF Privacy, 32 microbatches (library)"]["proved"] == pytest.approx(shuffle)
     opacus = table.loc[("Opacus stock (library)", "torch")]
     assert opacus["proved"] == pytest.approx(opacus["claimed"], rel=0.05)
@@ -268,7 +268,7 @@ def test_the_audited_maximum_is_labelled_so_with_each_seed_s_bound_beside_it() -
 
 
 def test_the_report_says_which_noise_key_the_runs_used() -> None:
-    """Records written before runs recorded their key say so; a secret key is named, with
+    """A record without ``privacy.noise_key`` says so; a secret key is named, with
     what it means for a rerun."""
     old = results_frame(gap_records())
     line = noise_key_lines(old)[0]

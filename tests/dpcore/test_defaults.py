@@ -93,7 +93,7 @@ def _committed_hashes(report: str) -> set[str]:
 @pytest.mark.parametrize("preset", ["demo", "pneumonia-tuned"])
 def test_presets_hash_as_their_committed_runs(preset: str) -> None:
     """The presets do not pass through the defaults: expanding one gives exactly the config
-    hashes of the runs committed in its report (made before the defaults existed), under
+    hashes of the runs committed in its report, under
     the hash rule they were committed by (before noise keys: tests/committed_hashes.py)."""
     from compare.api import load_grid
 

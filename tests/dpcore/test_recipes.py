@@ -1,5 +1,5 @@
 """Recipes and factor switches: config hash stability, the bad-input rules, the privacy claims,
-the step divisor and the data factors (issue 14). No framework is imported."""
+the step divisor and the data factors. No framework is imported."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def cfg(**sections: object) -> RunConfig:
 
 # -- the config hash of existing configs is unchanged ------------------------------------------
 def test_known_hashes_unchanged() -> None:
-    """Hashes computed by the code before issue 14 (main at 7e4c79d): stored runs stay valid."""
+    """Config hashes of committed runs (computed at 7e4c79d) stay what they were: a stored
+    run is found again by its hash."""
     assert RunConfig().config_hash == "5044f4443cf0821c"
     # DP-SGD: under the hash rule before noise keys (tests/committed_hashes.py)
     assert hash_before_noise_key(RunConfig.from_dict(TABLE_I)) == "224f92e3a5fa1700"

@@ -33,7 +33,7 @@ from dpcore.claims import ClaimBoard
 from dpcore.errors import StorageError
 from dpcore.results import ResultsStore, read_result
 from dpcore.storage import RESCUE_ENV, file_sha256
-from tests.reliability.helpers import cli_env, run_cli, write_grid
+from tests.end_to_end.helpers import cli_env, run_cli, write_grid
 
 TRAIN_ARGS = ["train", "--backend", "torch", "--dataset", "digits", "--model", "cnn4",
               "--set", "data.image_size=16", "--steps", "5", "--batch-size", "64",

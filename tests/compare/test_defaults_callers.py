@@ -1,5 +1,5 @@
-"""Issue 37 item 2 / issue 33 items 2-3: one set of defaults for ``train``, grid files,
-presets and the API; every run records which values came from the defaults."""
+"""One set of defaults (:mod:`dpcore.defaults`) for ``train``, grid files, presets and the
+API; every run records which values came from the defaults."""
 
 from __future__ import annotations
 

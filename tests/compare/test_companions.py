@@ -1,4 +1,4 @@
-"""Audit companion runs (issue 30 item 4): one audited extra run per configuration, whose
+"""Audit companion runs (:mod:`compare.companions`): one audited extra run per configuration, whose
 one-run audit is the configuration's *audited* epsilon beside its claimed and proved one.
 
 The end-to-end tests train a tiny version of the mnist-gap-attribution design once

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from tests.backends.toy_layer.description import ToyScale
+from tests.end_to_end.toy_layer.description import ToyScale
 from tfpipe.models import LAYER_BUILDERS, KerasContext
 
 

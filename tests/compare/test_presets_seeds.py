@@ -1,4 +1,4 @@
-"""Seeds of the bundled presets (issue 31): at least 5 wherever the grid finishes here in under
+"""Seeds of the bundled presets: at least 5 wherever the grid finishes here in under
 3 hours, and raising the seeds never changes the config hash of a run already committed."""
 
 from __future__ import annotations

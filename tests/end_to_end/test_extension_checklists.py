@@ -32,9 +32,9 @@ from torchpipe import models as ptm  # noqa: E402
 # ----------------------------------------------------------------------------- a layer type
 #: The checklist's steps for a layer type without weights, one module each (a real one puts
 #: them in dpcore/layers.py, tfpipe/models.py and torchpipe/models.py).
-TOY_LAYER_MODULES = ("tests.backends.toy_layer.description",
-                     "tests.backends.toy_layer.keras_builder",
-                     "tests.backends.toy_layer.torch_builder")
+TOY_LAYER_MODULES = ("tests.end_to_end.toy_layer.description",
+                     "tests.end_to_end.toy_layer.keras_builder",
+                     "tests.end_to_end.toy_layer.torch_builder")
 #: Every registry a layer type's rules are looked up in, by layer type (or its name).
 LAYER_REGISTRIES = (tfm.LAYER_BUILDERS, ptm.LAYER_BUILDERS, tfm.FAST_FALLBACKS,
                     ptm.FAST_FALLBACKS)

@@ -1,5 +1,6 @@
-"""Issue 37 items 3-4: each epsilon named by its accountant and kind, the epsilon of what ran,
-and tables whose labels never run into their values."""
+"""The labels of the CLI's epsilon figures (``dpcompare epsilon``, ``train``'s summary,
+``audit``): each epsilon named by its accountant and kind, the epsilon of what ran beside the
+planned one, and tables whose labels never run into their values."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from dpcore.layers import Shape
-from tests.backends.toy_layer.description import ToyScale
+from tests.end_to_end.toy_layer.description import ToyScale
 from torchpipe.models import LAYER_BUILDERS, TorchContext, tagged
 
 

@@ -2,7 +2,7 @@
 
 Usage (as the fault tests start it)::
 
-    python -m tests.reliability.pausing_cli MARKER N dpcompare-args...
+    python -m tests.end_to_end.pausing_cli MARKER N dpcompare-args...
 
 The N-th training run of the process (1-based) pauses at the end of its first epoch, inside
 the backend's training loop (an epoch callback), after creating the file MARKER; it then

@@ -4,7 +4,7 @@ recomputing or touching a finished run; Ctrl-C during ``dpcompare train`` is nev
 is recorded and the grid goes on; a half-written (truncated) result.json is never taken as
 finished.
 
-The signal tests run the real CLI in a subprocess through :mod:`tests.reliability.pausing_cli`,
+The signal tests run the real CLI in a subprocess through :mod:`tests.end_to_end.pausing_cli`,
 which pauses one chosen run inside its training loop (after its first epoch) and creates a
 marker file; the test sends the signal only once the marker exists. The signal therefore always
 lands while that run is in progress, whatever the machine's speed (no timing race).
@@ -25,7 +25,7 @@ import pytest
 from compare.grid import expand_grid
 from compare.runner import run_grid
 from dpcore.results import ResultsStore, read_result
-from tests.reliability.helpers import TINY_GRID, cli_env, write_grid
+from tests.end_to_end.helpers import TINY_GRID, cli_env, write_grid
 
 N_RUNS = 4  # TINY_GRID: 4 privacy settings x 1 seed x torch
 WAIT_SECONDS = 900  # only bounds a hang: every wait below ends on an event, not a clock
@@ -63,7 +63,7 @@ def start_paused(tmp_path: Path, argv: list[str], pause_on: int) -> subprocess.P
     has paused (its marker file exists)."""
     marker = tmp_path / "paused"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.reliability.pausing_cli", str(marker), str(pause_on),
+        [sys.executable, "-m", "tests.end_to_end.pausing_cli", str(marker), str(pause_on),
          *map(str, argv)],
         cwd=tmp_path, env=cli_env(tmp_path / "cache"), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_as_from_a_terminal,

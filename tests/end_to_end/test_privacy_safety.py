@@ -38,7 +38,7 @@ from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError, PrivacyError, PrivacyWarning
 from dpcore.privacy_checks import check_dp_layer_types, check_dp_model, layer_type_names
 from dpcore.trainloop import run_training, step_mechanism
-from tests.reliability.helpers import TINY_GRID, assert_one_line_error, run_cli, write_grid
+from tests.end_to_end.helpers import TINY_GRID, assert_one_line_error, run_cli, write_grid
 
 TRAIN = ["train", "--backend", "torch", "--dataset", "digits", "--model", "cnn4",
          "--steps", "1", "--batch-size", "64", "--set", "data.image_size=16", "--quiet"]

@@ -1,4 +1,4 @@
-"""Shared helpers of the reliability tests: running the CLI in-process or as a subprocess,
+"""Shared helpers of the end-to-end tests: running the CLI in-process or as a subprocess,
 snapshots of a results folder, and a tiny grid."""
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Issue 37 items 2, 5, 6: a new user's first hour: checks before training, names, versions,
-dry runs, one mechanism vocabulary."""
+"""The command line (``compare.cli.main``) before anything trains: ``--version``, backend
+aliases, names checked with did-you-mean before the start line, a grid checked whole, a dry
+run for every command, one mechanism vocabulary, and a refused ``train`` that writes nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 30's acceptance check, end to end: ``dpcompare train --dataset digits --epsilon 1
+"""``dpcompare train`` with an audit, end to end: ``dpcompare train --dataset digits --epsilon 1
 --audit-canaries 1000 --set factors.fault=no_noise`` reports a privacy violation on both
 backends, and the same command without the fault reports none.
 

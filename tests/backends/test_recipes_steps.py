@@ -1,4 +1,4 @@
-"""Each recipe's step against a hand-written reference on a tiny model (issue 14).
+"""Each recipe's step against a hand-written reference on a tiny model.
 
 Noise 0 and an active clip norm: the library recipes (TF Privacy's optimizer through
 ``model.fit``; Opacus's ``make_private``) and the harmonised factor switches (microbatch

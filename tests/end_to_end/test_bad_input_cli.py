@@ -25,7 +25,7 @@ from tests.dpcore.data_writers import (
     write_medmnist,
     write_mnist_idx,
 )
-from tests.reliability.helpers import (
+from tests.end_to_end.helpers import (
     TINY_GRID,
     assert_one_line_error,
     run_cli,

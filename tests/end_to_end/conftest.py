@@ -1,4 +1,4 @@
-"""Every reliability test gets its own data cache and no inherited data root."""
+"""Every end-to-end test gets its own data cache and no inherited data root."""
 
 from __future__ import annotations
 
