@@ -323,7 +323,7 @@ def case_figures(case: Case, data: CaseData, variants: Sequence[Variant]) -> dic
         record = getattr(v, "engine_record", None)
         if record and record.get("routes") is not None:
             entry["routes"] = record["routes"]
-            entry["route_choice"] = record["route_choice"]
+            entry["routes_chosen_by"] = record["routes_chosen_by"]
         figures[v.name] = entry
     return {"model": case.model, "batch_size": case.batch_size,
             "input_shape": list(data.x.shape[1:]), "data": data.description,

@@ -1,5 +1,6 @@
-"""What a preset's whole grid would take to train on the bench's machine, estimated from the
-bench's own step times (no training; issue 35's "what the medical grid would now cost here").
+"""What a grid would take to train on the bench's machine, estimated from the bench's own step
+times (no training): the bench report prices the medical presets (:data:`PRICED_PRESETS`),
+and ``dpcompare compare --dry-run`` prices the runs it would train (:mod:`compare.grid_dry_run`).
 
 For each run of an expanded grid (``compare.grid.expand_grid``: every cell on each of its
 backends), the bench tier that times its training step is chosen by the run's mechanism
@@ -10,6 +11,10 @@ of the engine the grid asks for (:func:`dpcore.backend.choose_engine`: ``*_dp_fa
 seconds per example at the bench case's batch (seconds per step / B) times the examples the
 run trains on (``epochs x N``, N the documented training-set size, or ``steps x batch``) is the
 run's estimate, in seconds of wall clock with the bench's threads, one run after another.
+Given the run's data (``shape_of``: its training-set size and input shape, as the dry run
+loads them), N is the real size and the time per example is scaled by the input's size
+against the bench case's (images: height x width, the convolutions' cost; text: the sequence
+length): an extrapolation, stated with the estimate.
 
 Not included: evaluation, Grad-CAM / faithfulness, data loading and local-DP privatisation.
 Per-example time is taken as independent of the batch size (the bench times ResNet-18 at
@@ -24,6 +29,7 @@ expands the presets (:data:`PRICED_PRESETS`) and stores the estimates in the res
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
@@ -41,7 +47,12 @@ PRICED_PRESETS = ("medical-ldp-vs-dpsgd", "medical-ldp-vs-dpsgd-resnet18-short")
 #: Model -> the bench case whose step times price its runs. ResNet-18: the case on
 #: PneumoniaMNIST itself (28x28x1, batch 64). cnn4: batch 256 on 28x28x1 images (MNIST's shape,
 #: PneumoniaMNIST's too), the batch the medical presets train cnn4 at.
-CASE_OF_MODEL: dict[str, str] = {"resnet18": "resnet18_pneumonia_b64", "cnn4": "cnn4_b256"}
+#: textcnn: the IMDB case (token sequences of 256, batch 256).
+CASE_OF_MODEL: dict[str, str] = {"resnet18": "resnet18_pneumonia_b64", "cnn4": "cnn4_b256",
+                                 "textcnn": "textcnn_imdb_b256"}
+
+#: A run's data as the estimate may use it: (training-set size N, input shape), or None.
+ShapeOf = Callable[[RunConfig], "tuple[int, Sequence[int]] | None"]
 
 #: (backend, step) -> the bench tier timing it; step is ``plain`` or the DP engine's name.
 STEP_TIERS: dict[tuple[str, str], str] = {
@@ -84,6 +95,8 @@ class RunCost:
         n_train: training-set size N (examples).
         seconds: estimated training seconds, None when not measured (``why`` says why).
         seconds_per_epoch: the tier's seconds per example x N, None when not measured.
+        scale: the factor the case's time per example was scaled by for this run's input
+            size (1.0: the case's size, or the size not known).
     """
 
     model: str
@@ -96,6 +109,7 @@ class RunCost:
     seconds: float | None
     seconds_per_epoch: float | None
     why: str | None = None
+    scale: float = 1.0
 
 
 def tier_of(config: RunConfig, backend: str, perf: PerfSpec) -> tuple[str | None, str | None]:
@@ -121,17 +135,26 @@ def tier_of(config: RunConfig, backend: str, perf: PerfSpec) -> tuple[str | None
     return tier, None
 
 
-def _seconds_per_example(results: Mapping[str, Any], model: str, tier: str
-                         ) -> tuple[float | None, str | None]:
-    """The tier's measured seconds per example (its case's seconds per step / B), or why not."""
+def _case(results: Mapping[str, Any], model: str
+          ) -> tuple[Mapping[str, Any] | None, str | None, str | None]:
+    """(the bench case timing ``model``, its name, None) or (None, name or None, why not)."""
     case_name = CASE_OF_MODEL.get(model)
     if case_name is None:
-        return None, f"no bench case times model {model}"
+        return None, None, f"no bench case times model {model}"
     case = results.get("cases", {}).get(case_name)
     if case is None:
         ran = ", ".join(results.get("cases", {})) or "no case"
-        return None, (f"the bench case {case_name} did not run (this bench timed {ran}; the "
-                      "full `dpcompare bench` times it)")
+        return None, case_name, (f"the bench case {case_name} did not run (this bench timed "
+                                 f"{ran}; the full `dpcompare bench` times it)")
+    return case, case_name, None
+
+
+def _seconds_per_example(results: Mapping[str, Any], model: str, tier: str
+                         ) -> tuple[float | None, str | None]:
+    """The tier's measured seconds per example (its case's seconds per step / B), or why not."""
+    case, case_name, why = _case(results, model)
+    if case is None:
+        return None, why
     figures = case.get("variants", {}).get(tier, {})
     if figures.get("seconds_per_step") is None:
         why = figures.get("skipped", "not run")
@@ -139,20 +162,38 @@ def _seconds_per_example(results: Mapping[str, Any], model: str, tier: str
     return figures["seconds_per_step"] / case["batch_size"], None
 
 
+def input_size(shape: Sequence[int]) -> int:
+    """What a step's cost grows with: height x width of an image ``[H, W, C]``, the length of
+    a token sequence ``[L]``, else the product of the dimensions."""
+    dims = [int(d) for d in shape]
+    if len(dims) == 3:
+        return dims[0] * dims[1]
+    return max(1, math.prod(dims))
+
+
 def run_cost(results: Mapping[str, Any], config: RunConfig, backend: str, perf: PerfSpec,
+             shape: tuple[int, Sequence[int]] | None = None, *,
              label: Callable[[str], str] = str) -> RunCost:
-    """The estimate of one run (``config`` on ``backend`` with the grid's ``perf``); its
-    mechanism named by ``label`` (of the ``privacy.mechanism`` name)."""
+    """The estimate of one run (``config`` on ``backend`` with the grid's ``perf``);
+    ``shape``: its (training-set size, input shape) when known (see the module docstring);
+    its mechanism named by ``label`` (of the ``privacy.mechanism`` name)."""
     n_train = get_info(config.data.name).documented_sizes[0]
     if config.data.train_limit is not None:
         n_train = min(n_train, config.data.train_limit)
+    if shape is not None:
+        n_train = int(shape[0])
     train = config.train
     examples = (train.epochs * n_train if train.epochs is not None
                 else train.steps * train.batch_size)
     tier, why = tier_of(config, backend, perf)
     per_example = None
+    scale = 1.0
     if tier is not None:
         per_example, why = _seconds_per_example(results, config.model.name, tier)
+        case = _case(results, config.model.name)[0]
+        if per_example is not None and shape is not None and case and case.get("input_shape"):
+            scale = input_size(shape[1]) / input_size(case["input_shape"])
+            per_example *= scale
     if n_train < 1:
         per_example, why = None, f"the training-set size of {config.data.name} is not known"
     return RunCost(
@@ -160,7 +201,8 @@ def run_cost(results: Mapping[str, Any], config: RunConfig, backend: str, perf: 
         mechanism=label(config.privacy.mechanism), backend=backend, tier=tier,
         epochs=examples / n_train if n_train else 0.0, n_train=n_train,
         seconds=None if per_example is None else per_example * examples,
-        seconds_per_epoch=None if per_example is None else per_example * n_train, why=why)
+        seconds_per_epoch=None if per_example is None else per_example * n_train, why=why,
+        scale=scale)
 
 
 def _hours(costs: Sequence[RunCost]) -> float | None:
@@ -171,7 +213,8 @@ def _hours(costs: Sequence[RunCost]) -> float | None:
 
 
 def preset_cost(results: Mapping[str, Any], grid: ExpandedGrid,
-                label: Callable[[str], str] = str) -> dict[str, Any]:
+                label: Callable[[str], str] = str, *,
+                shape_of: ShapeOf | None = None) -> dict[str, Any]:
     """The estimate of a whole expanded grid, JSON-ready: ``preset``, ``runs``, the grid's
     ``engine`` and ``memory_format``, ``groups`` (one per model x mechanism x backend x tier,
     in grid order: runs, epochs, seconds per epoch by data set, hours or None and why),
@@ -179,9 +222,14 @@ def preset_cost(results: Mapping[str, Any], grid: ExpandedGrid,
     ``torch_channels_last_hours`` (the torch runs in channels-last memory format, when the
     grid runs them in the default one and the bench measured it; else None). ``label``
     names a mechanism in the groups (the report layer's legend label; by default the
-    ``privacy.mechanism`` name)."""
+    ``privacy.mechanism`` name); ``shape_of``: each run's data (see the module docstring);
+    None prices the documented sizes."""
     runs = [(cell.config, backend) for cell, backend in grid.runs()]
-    costs = [run_cost(results, config, backend, grid.perf, label) for config, backend in runs]
+    shapes = {config.config_hash: shape_of(config) if shape_of is not None else None
+              for config, _backend in runs}
+    costs = [run_cost(results, config, backend, grid.perf, shapes[config.config_hash],
+                      label=label)
+             for config, backend in runs]
     groups: dict[tuple[Any, ...], list[RunCost]] = {}
     for cost in costs:
         groups.setdefault((cost.model, cost.mechanism, cost.backend, cost.tier), []).append(cost)
@@ -198,8 +246,8 @@ def preset_cost(results: Mapping[str, Any], grid: ExpandedGrid,
                                                           for b in backends):
         best = replace(grid.perf, memory_format="channels_last")
         out["torch_channels_last_hours"] = _hours(
-            [run_cost(results, config, backend, best) for config, backend in runs
-             if backend in CHANNELS_LAST_BACKENDS])
+            [run_cost(results, config, backend, best, shapes[config.config_hash], label=label)
+             for config, backend in runs if backend in CHANNELS_LAST_BACKENDS])
     return out
 
 

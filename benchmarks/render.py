@@ -54,7 +54,7 @@ def table_rows(case: dict[str, Any]) -> list[list[str]]:
 
 def routes_note(v: dict[str, Any]) -> str:
     """How long the tier's fast engine took to settle its routes (empty: not a fast tier)."""
-    choice = v.get("route_choice")
+    choice = v.get("routes_chosen_by")
     if not choice:
         return ""
     return (f"; routes settled at warm-up in {choice['warmup_seconds']:.2f} s (timing "

@@ -20,6 +20,7 @@ Functions (this module only delegates; each entry point lives in a module of its
 * :func:`results`, :func:`history`, :func:`faithfulness` — tidy pandas tables of a results
   folder (:mod:`compare.tidy`); :func:`report` — ``dpcompare report``;
   :func:`rebuild_report` — ``dpcompare report --records`` (a report from its committed records);
+  :func:`reproduce` — ``dpcompare reproduce`` (a committed report's runs retrained and compared);
 * :func:`load_model`, :func:`predict_proba`, :func:`gradcam`, :func:`load_data` — use a
   stored model and its data; :func:`as_config`, :func:`resolve_config`,
   :func:`with_train_defaults` — a config from a mapping, file or run folder
@@ -41,7 +42,7 @@ calls that need them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,13 +57,16 @@ from compare.privatise import privatise
 from compare.records import read_records
 from compare.report import ReportContext, write_report
 from compare.report import rebuild_report as rebuild_report_folder
+from compare.reproduce import Reproduction
+from compare.reproduce import reproduce as run_reproduction
 from compare.run_config import as_config, check_backend, resolve_config, with_train_defaults
 from compare.tidy import faithfulness, history, load_results, results
 from compare.train_run import DEFAULT_TRAIN_OUT, train
+from compare.verify import verify_config
 from dpcore import accounting_figures as figures
 from dpcore.accounting_figures import PYTHON_NAMES
 from dpcore.backend import load_backend
-from dpcore.config import RunConfig
+from dpcore.config import PerfSpec, RunConfig
 from dpcore.data import dataset_table, resolve_data_root
 from dpcore.data.download import DOWNLOADS
 from dpcore.data.download import download as fetch
@@ -81,8 +85,9 @@ __all__ = [
     "DEFAULT_TRAIN_OUT", "Store", "accounting_figures", "as_config", "audit", "bench",
     "calibrate", "compare", "dataset_rows", "datasets", "download", "epsilon", "faithfulness",
     "gradcam", "history", "load_data", "load_grid", "load_model", "mechanisms",
-    "predict_proba", "privatise", "rebuild_report", "report", "resolve_config", "results",
-    "train", "with_train_defaults",
+    "predict_proba", "privatise", "rebuild_report", "report", "reproduce", "resolve_config",
+    "results",
+    "train", "verify", "with_train_defaults",
 ]
 
 #: Noise distributions of :func:`epsilon` / :func:`calibrate` by their CLI names, CLI name ->
@@ -113,7 +118,7 @@ def epsilon(
             exactly one of ``epochs`` and ``steps``.
         steps: number of noised steps.
         sampling_rate: q in (0, 1]; default B / N.
-        delta: target delta in (0, 1); default 1/N rounded down to a power of ten.
+        delta: target delta in (0, 1); default the largest power of ten below 1/(10 N).
         mechanism: ``gaussian`` or ``laplace``.
         library: also compute Opacus's (RDP, PRV) and TF Privacy's own epsilon (imports
             both frameworks); False leaves them None.
@@ -225,6 +230,35 @@ def rebuild_report(report_dir: str | Path, dest: str | Path | None = None, *,
     target = Path(dest) if dest is not None else Path(report_dir)
     check_output_folder(target, "dest")
     return rebuild_report_folder(report_dir, target, latex=latex)
+
+
+def reproduce(report_dir: str | Path, *, runs: int | None = None,
+              run_ids: Sequence[str] | None = None, backends: Sequence[str] | str | None = None,
+              out: str | Path | None = None, seed: int = 0, threads: int | None = None,
+              data_dir: str | Path | None = None, progress: bool = True,
+              command: str | None = None, dry_run: bool = False) -> Reproduction:
+    """Retrain a committed report's runs (all, a seeded sample of ``runs``, ``run_ids``, or
+    those of ``backends``) in the scratch store ``out`` and compare every recorded figure with
+    the committed one (``dpcompare reproduce``): writes ``OUT/reproduction.md`` and ``.csv``
+    and returns the :class:`~compare.reproduce.Reproduction` (one verdict per run: identical /
+    within tolerance / differs / not comparable run by run / not reproduced). The arguments
+    and errors are those of :func:`compare.reproduce.reproduce`."""
+    return run_reproduction(report_dir, runs=runs, run_ids=run_ids, backends=backends, out=out,
+                            seed=seed, threads=threads, data_dir=data_dir, progress=progress,
+                            log=print if progress else (lambda _msg: None), command=command,
+                            dry_run=dry_run)
+
+
+def verify(config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
+           data_dir: str | Path | None = None, engine: str = "all",
+           perf: PerfSpec | None = None, log: Callable[[str], None] | None = None) -> Any:
+    """``dpcompare verify``: a conformance check of one configured DP step (sensitivity,
+    noise, divisor, accounting) on ``backend``, training nothing. ``config`` is anything
+    :func:`train` takes, completed by :func:`resolve_config`; the rest is
+    :func:`compare.verify.verify_config`'s (arguments, report and errors there)."""
+    backend = check_backend(backend)
+    return verify_config(resolve_config(config, backend)[0], backend, data_dir=data_dir,
+                         engine=engine, perf=perf, log=log)
 
 
 # --- models and data -------------------------------------------------------------------------

@@ -16,11 +16,20 @@ from compare.reporting.styles import label_of
 
 #: The benchmarks' entry module (:mod:`benchmarks.command`).
 BENCHMARK_MODULE = "benchmarks.command"
+#: The benchmarks' estimate of a grid's training time from the bench's step times
+#: (:mod:`benchmarks.grid_cost`; framework-free, read by the dry run of a grid).
+GRID_COST_MODULE = "benchmarks.grid_cost"
 
 
 def load_benchmarks() -> ModuleType:
     """The benchmarks' entry module, imported now (it imports both frameworks' backends)."""
     return importlib.import_module(BENCHMARK_MODULE)
+
+
+def load_grid_cost() -> ModuleType:
+    """The benchmarks' grid-cost module (:mod:`benchmarks.grid_cost`), imported now: the
+    compare layer reaches the benchmarks only by name, here."""
+    return importlib.import_module(GRID_COST_MODULE)
 
 
 def expand_preset(name: str) -> Grid:
@@ -66,4 +75,5 @@ def text_summary(figures: dict[str, Any]) -> str:
     return load_benchmarks().text_summary(figures)
 
 
-__all__ = ["BENCHMARK_MODULE", "bench", "expand_preset", "load_benchmarks", "text_summary"]
+__all__ = ["BENCHMARK_MODULE", "GRID_COST_MODULE", "bench", "expand_preset", "load_benchmarks",
+           "load_grid_cost", "text_summary"]

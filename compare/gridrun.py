@@ -17,9 +17,10 @@ from compare import tidy
 from compare.executors import EXECUTORS, make_executor
 from compare.folders import check_output_folder
 from compare.grid import Grid, expand_grid, load_grid_file, load_preset, preset_names
+from compare.grid_dry_run import dry_run_lines
 from compare.preflight import check_grid
-from compare.records import record_folders_beside
 from compare.report import ReportContext, write_report
+from compare.resume import record_sources
 from compare.runner import GridOutcome, run_grid
 from compare.runplan import plan_runs
 from compare.storage_faults import raise_grid_storage_fault
@@ -105,16 +106,18 @@ def compare(
     cpus_per_run: float | None = None, gpus_per_run: float | None = None,
     max_concurrent: int | None = None, train: bool = True,
     claim_wait: float | None = None, claim_stale_after: float | None = None,
-    dry_run: bool = False,
+    dry_run: bool = False, resume_from_records: bool | str | Path = False,
 ) -> Store:
     """Run a grid identically on both backends, resumably (``dpcompare compare``).
 
-    Runs already finished in ``out`` (same config hash and backend) are skipped, interrupted
-    ones redone. Runs whose final record is committed in the report folder (without a report:
-    ``reports/<grid name>``) or in any folder beside it (``reports/*/records``,
-    :mod:`compare.records`) are skipped too: a grid longer than a working session continues
-    from what was committed, on any machine, and the report uses that record. A run that
-    fails is recorded with status ``failed`` and the grid goes on:
+    Every run not finished in ``out`` (same config hash and backend) is trained; interrupted
+    ones are redone. Committed records count as finished only with ``resume_from_records``
+    (:mod:`compare.resume`): then a run whose final record is committed in ``reports/*/records``
+    (or the folder named) is skipped and reported from that record, so a grid longer than a
+    working session continues on another machine. Without it, the runs that also have a
+    committed record are compared with it at the end, in one logged line
+    (:mod:`compare.reproduction`: "30 of 30 runs reproduce the committed records:
+    identical"). A run that fails is recorded with status ``failed`` and the grid goes on:
     check ``store.outcome.failed`` or the ``status`` column of :func:`compare.tidy.results`.
 
     Args:
@@ -151,8 +154,12 @@ def compare(
             on a run is dead and taken over (default 600; see :mod:`dpcore.claims`).
         dry_run: check everything (grid, every run still to do as ``train`` checks it, the
             executor options, folders), log the plan (one line per run still to do, its
-            settings with the defaults marked), and train, start and write nothing
+            settings with the defaults marked; where every run comes from; the estimated
+            training time, :mod:`compare.grid_dry_run`), and train, start and write nothing
             (``store.outcome`` is None).
+        resume_from_records: False (default) trains every run not finished in ``out``; True
+            counts the final records committed in ``reports/*/records`` as finished runs; a
+            folder (of report folders, or one report folder) counts those instead.
 
     Returns:
         The results folder as a :class:`Store` (``.results()``, ``.outcome``...).
@@ -186,22 +193,21 @@ def compare(
         report_dir = Path("reports") / grid.name if report is True else Path(report)
         check_output_folder(report_dir, "report")
     log: Log = print if progress else (lambda _msg: None)
-    # Runs committed in this report's records or any report beside it count as finished.
-    records_from = record_folders_beside(
-        report_dir if report_dir is not None else Path("reports") / grid.name)
+    # Committed records count as finished only when asked (compare/resume.py); those of the
+    # grid's runs are read before anything is written, to compare the fresh runs with.
+    sources = record_sources(resume_from_records, grid, report_dir, dry_run=dry_run,
+                             train=train, log=log)
+    records_from = sources.records_from
+    plan = None  # what is done and what is left: listed once, here or by run_grid
     if train or dry_run:  # every run still to do is checked before the first one trains
         plan = plan_runs(grid, out, records_from)
         pending = plan.pending
         check_grid(pending, data_dir)
         if dry_run:
             check_output_folder(out, "out")
-            for cell, backend in pending:
-                rid = run_id(cell.config.config_hash, backend)
-                why = f" [redone: {plan.redo[rid]}]" if rid in plan.redo else ""
-                log(f"would run {backend} {cell.setting} seed {cell.config.seed} "
-                    f"({rid}): {describe_settings(cell.config, cell.defaults)}{why}")
-            log(f"dry run: {grid.name}: {len(grid.runs())} run(s), {len(pending)} to train "
-                f"into {out}; all checked; nothing trained or written")
+            for line in dry_run_lines(grid, plan, out, sources, data_dir, lambda cell:
+                                      describe_settings(cell.config, cell.defaults)):
+                log(line)
             return Store(out, grid=grid, outcome=None)
     if command is None:
         source = (f"<grid {grid.name}>" if isinstance(preset_or_grid, Mapping)
@@ -210,7 +216,8 @@ def compare(
     started = time.perf_counter()
     try:
         outcome = run_grid(grid, out, data_dir=data_dir, progress=progress, log=log,
-                           executor=runner, train=train, records_from=records_from)
+                           executor=runner, train=train, records_from=records_from,
+                           plan=plan)
     except OSError as exc:  # a storage fault names what is kept and what to do
         raise_grid_storage_fault(exc, grid, out)
         raise
@@ -218,10 +225,15 @@ def compare(
     if report_dir is not None:
         context = report_context(grid, command, time.perf_counter() - started)
         try:
-            log(f"report: {write_report(out, report_dir, context, records=outcome.records)}")
+            written = write_report(out, report_dir, context, records=outcome.records,
+                                   record_folders=records_from)
         except OSError as exc:
             raise_grid_storage_fault(exc, grid, out, report_dir=report_dir)
             raise
+        log(f"report: {written}")
+    closing = sources.closing_line(out, grid)
+    if closing:
+        log(closing)
     return Store(out, grid=grid, outcome=outcome)
 
 
@@ -256,6 +268,7 @@ def report_context(grid: Grid, command: str, wall_seconds: float) -> ReportConte
         montage_grid=grid.name,
         audit_companions=grid.companion_runs() or None,
         faithfulness=Evaluation.of_grid(grid.evaluation).asks_faithfulness,
+        selection=grid.selection,
     )
 
 

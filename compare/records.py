@@ -21,10 +21,11 @@ Every file is written deterministically: the same records give byte-identical fi
 unchanged report leaves git clean. Text that would name a folder of this machine (a data file's
 location, a path inside an error message) is made portable first (:func:`portable_text`).
 
-Records also let a grid resume on another machine: :func:`committed_records` collects the
-final records of every report folder beside a report (``reports/*/records``), keyed by run id,
-and the runner counts those runs as finished. One run id therefore has one record shared by
-every report that shows it.
+Records also let a grid resume on another machine: with ``--resume-from-records``
+(:mod:`compare.resume`) :func:`committed_records` collects the final records of the committed
+report folders (``reports/*/records``), keyed by run id, and the runner counts those runs as
+finished; one run id then has one record shared by every report that shows it. Without it a
+grid trains its runs and compares them with these records (:mod:`compare.reproduction`).
 """
 
 from __future__ import annotations
@@ -302,6 +303,8 @@ def _context_dict(context: ReportContext) -> dict[str, Any]:
         raw["audit_companions"] = dict(sorted(context.audit_companions.items()))
     if context.faithfulness:  # the context of a grid asking for it, as before the key
         del raw["faithfulness"]
+    if context.selection is None:  # the context of a grid without a selection block
+        del raw["selection"]
     raw["records_version"] = RECORDS_VERSION
     return raw
 

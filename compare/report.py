@@ -57,6 +57,7 @@ def _single_grid_name(results: Sequence[RunResult]) -> str | None:
 def write_report(
     store_root: str | Path, out_dir: str | Path, context: ReportContext, *,
     records: Mapping[str, RunResult] | None = None, latex: bool = False,
+    record_folders: Sequence[str | Path] | None = None,
 ) -> Path:
     """Write report.md, CSV tables, PNG plots and the run records (``records/``, see
     :mod:`compare.records`) for every run in ``store_root``.
@@ -68,8 +69,10 @@ def write_report(
     per grid under ``montages/`` of the store, :func:`report_montages`); a store written
     before montage arrays existed shows its montages once ``dpcompare compare`` has redrawn
     them. The final weights of shared-noise runs (:mod:`compare.final_weights`) come from
-    their checkpoints, else from the committed ``records/weights`` beside ``out_dir``.
-    ``latex``: also the booktabs ``.tex`` tables (:func:`render_report`).
+    their checkpoints, else from the committed ``records/weights`` of ``record_folders``
+    (default: ``out_dir`` and the folders beside it; a grid passes the folders it resumed
+    from, none when it resumed from no records). ``latex``: also the booktabs ``.tex`` tables
+    (:func:`render_report`).
     """
     from compare.records import RECORDS_FOLDER, record_folders_beside
 
@@ -80,8 +83,9 @@ def write_report(
         results = [r for r in results if r.run_id in context.run_ids]
     grid_name = context.montage_grid or _single_grid_name(results)
     montages = report_montages(Path(store_root), grid_name)
+    folders = record_folders_beside(out_dir) if record_folders is None else record_folders
     weights = collect_final_weights(results, store_root, [
-        folder / RECORDS_FOLDER / WEIGHTS_FOLDER for folder in record_folders_beside(out_dir)])
+        Path(folder) / RECORDS_FOLDER / WEIGHTS_FOLDER for folder in folders])
     return render_report(results, dataclasses.replace(context, montage_grid=grid_name),
                          out_dir, montages, latex=latex, weights=weights)
 

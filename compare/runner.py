@@ -20,10 +20,12 @@ For every (cell, backend) of a :class:`~compare.grid.Grid`:
   privacy reason before its first step (:func:`dpcore.privacy_checks.check_dp_model`), never
   stored as finished.
 
-A run whose final record is committed in a report folder (``records_from``, see
+A run whose final record is committed in one of the report folders ``records_from`` (see
 :mod:`compare.records`: same config hash and backend, status finished or diverged) also counts
 as finished: it is not retrained, even on a machine without the store that trained it, and the
-report uses that record.
+report uses that record. ``compare`` passes folders only with ``--resume-from-records``
+(:mod:`compare.resume`); by default ``records_from`` is empty and every run not finished in
+the store trains.
 
 After the grid, the arrays of a saliency montage per (data set, model) group are computed from
 the stored checkpoints and kept in the store (:func:`compare.grid_montages.store_montages`);
@@ -47,6 +49,8 @@ __all__ = ["GridOutcome", "run_grid"]
 
 if TYPE_CHECKING:
     from compare.executors import Executor
+    from compare.runplan import RunPlan
+
 
 
 @dataclass
@@ -72,7 +76,7 @@ def run_grid(
     grid: Grid, out_dir: str | Path, *, data_dir: str | Path | None = None,
     progress: bool = True, log: Callable[[str], None] = print,
     executor: Executor | None = None, train: bool = True,
-    records_from: Sequence[str | Path] = (),
+    records_from: Sequence[str | Path] = (), plan: RunPlan | None = None,
 ) -> GridOutcome:
     """Run every (cell, backend) not yet finished in ``out_dir``; returns what happened.
 
@@ -84,6 +88,8 @@ def run_grid(
     ``records_from``: report folders whose committed final records count as finished runs
     (first folder wins; see
     :func:`compare.records.committed_records`); those runs are listed in ``outcome.records``.
+    ``plan``: the grid's :func:`compare.runplan.plan_runs` of ``out_dir`` and
+    ``records_from``, when the caller listed it already (its preflight); listed here if None.
     """
     from compare.executors import GridJob, LocalExecutor, RunTracker
     from compare.executors.base import progress_shown
@@ -104,7 +110,8 @@ def run_grid(
                              on_result=lambda rid, result: _count(outcome, rid, result),
                              on_elsewhere=lambda rid, _result: outcome.elsewhere.append(rid),
                              on_still_claimed=outcome.still_claimed.append)
-        plan = plan_runs(grid, out_dir, records_from)
+        if plan is None:
+            plan = plan_runs(grid, out_dir, records_from)
         outcome.records = dict(plan.committed)
         for rid in plan.done:
             outcome.skipped.append(rid)

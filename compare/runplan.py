@@ -3,8 +3,9 @@ used by the runner (:func:`compare.runner.run_grid`) and by the dry run and the 
 check (:func:`compare.api.compare`), so the two can never disagree.
 
 A (cell, backend) run is done when its final record (status in
-:data:`dpcore.results.FINAL_STATUSES`) is committed in a report folder (``records_from``,
-:func:`compare.records.committed_records`; that record is the one reported) or stored in the
+:data:`dpcore.results.FINAL_STATUSES`) is committed in a report folder of ``records_from``
+(:func:`compare.records.committed_records`; that record is the one reported; ``compare``
+passes folders only with ``--resume-from-records``, :mod:`compare.resume`) or stored in the
 store ``out``, and that record holds every evaluation the grid asks for
 (:data:`EVALUATION_GAPS`). Every other run is pending; a stored record that is not final
 (interrupted, failed), does not read, or lacks an asked evaluation is noted, and the run is
@@ -13,8 +14,9 @@ redone.
 A record can lack an evaluation because another grid trained the run without it (e.g.
 ``pneumonia-noise-draws`` runs with ``evaluation.faithfulness: false``, and
 ``interpretability-vs-epsilon-tuned`` shares five of its seeds and asks for faithfulness).
-The run is then trained again: a run is a deterministic function of its config on this
-stack (the same seed gives the same weights, metrics and history, timing aside), so the new
+The run is then trained again: with the same training code, versions, CPU and threads a run
+is a deterministic function of its config (the same seed gives the same weights, metrics and
+history, timing aside; records say what produced them, :mod:`dpcore.provenance`), so the new
 record repeats the old figures and adds the evaluation, and it replaces the old record in
 every report that shows the run (:func:`compare.records.committed_records` prefers the
 record with more evaluations), which keeps one record per run id.

@@ -23,6 +23,7 @@ from dpcore.errors import ConfigError
 from dpcore.library_run import library_as_run
 from dpcore.mechanisms import noises_gradients
 from dpcore.names import check_names
+from dpcore.noise_key import noise_key_label, resolved_noise_key
 from dpcore.pipeline import prepare_dataset
 from dpcore.recipes import check_backend_recipe
 from dpcore.results import ResultsStore, RunResult, run_id
@@ -91,23 +92,23 @@ def train(
     backend = check_backend(backend)
     config, filled = resolve_config(config, backend)
     check_names(config)  # a typo is named (with the closest name) before anything is loaded
-    check_backend_recipe(config, backend)  # before anything is loaded or written
     perf = perf or PerfSpec()
     if isinstance(faithfulness_subset, bool) or not isinstance(faithfulness_subset, int) or (
             faithfulness_subset < 0):
         raise ConfigError(f"faithfulness_subset={faithfulness_subset!r} is not valid; valid: "
                           "an integer >= 0 (0 skips the metrics)")
-    if dry_run:
+    if dry_run:  # what training would refuse first (dpcore.assembly.train), asked here
+        check_backend_recipe(config, backend)
         check_output_folder(out if out is not None else DEFAULT_TRAIN_OUT, "--out",
                             "output folder")
         dataset = prepare_dataset(config, data_dir)
         return start_line(config, backend, dataset, check_run(config, dataset), filled)
     store = ResultsStore(out if out is not None else DEFAULT_TRAIN_OUT)
-    # checked, nothing created yet (the store is created once every check passed)
+    # checked, nothing created yet (the store is created by the run's first write, after the
+    # checks of dpcore.assembly.train)
     check_output_folder(store.root, "--out", "output folder")
     dataset = prepare_dataset(config, data_dir)
     plan = check_run(config, dataset)  # fail fast on impossible settings, before the line
-    store.ensure_writable()  # every check passed: now the store may be created
     callbacks = []
     if log is not None:
         log(start_line(config, backend, dataset, plan, filled))
@@ -151,6 +152,7 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: PrivacyP
                        f"({figures(plan.epsilon_rdp, plan.epsilon_pld)} planned for "
                        f"{plan.batches.steps})")
             steps = f"{ran.steps} steps of B={plan.batches.expected_batch_size}"
+        privacy += f", noise key {noise_key_label(resolved_noise_key(config))}"
     notes = "".join(f"; data: {note}" for note in data_notes(dataset.extra))
     return (f"{backend}: {config.model.name} on {dataset.name} "
             f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), {privacy}, "

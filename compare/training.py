@@ -4,10 +4,10 @@ Both ``dpcompare train`` (:mod:`compare.cli.train`) and the grid runner
 (:func:`compare.cellrun.run_one`) call :func:`train_and_record`, so a stored RunResult always went
 through the same steps, in this order:
 
-1. the backend trains (:func:`dpcore.backend.load_backend` ``(backend).train``); a DP-SGD model
-   holding a layer the accountant cannot cover (BatchNorm) is refused before the first step by
-   :func:`dpcore.pipeline.fit` (:func:`dpcore.privacy_checks.check_dp_model`), and the trained
-   model is checked once more (defence in depth: nothing refused is ever stored as finished);
+1. the backend trains (:func:`dpcore.backend.load_backend` ``(backend).train``, which is
+   :func:`dpcore.assembly.train`: the data factors applied, a DP-SGD model holding a layer the
+   accountant cannot cover (BatchNorm) refused before the first step, the one-run audit's
+   canaries inserted and scored);
 2. for a finished run, the evaluations of :mod:`dpcore.evaluation` through the backend
    contract: Grad-CAM faithfulness on a fixed seeded test subset (image conv models; the
    reason is recorded where it is skipped) with the model-randomisation sanity check of its
@@ -30,12 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from compare.calibrators import load_config_calibrator
-from dpcore.audit.canaries import InputCanaries
-from dpcore.audit.plan import check_audit_inputs
 from dpcore.backend import load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
-from dpcore.data.images import as_float01
 from dpcore.errors import DpCompareError
 from dpcore.evaluation.faithfulness import record_faithfulness
 from dpcore.evaluation.ldp import ldp_test_metrics
@@ -122,40 +119,25 @@ def train_and_record(
         PrivacyError: the model holds a layer DP-SGD cannot account for (nothing stored).
         KeyboardInterrupt: after an ``interrupted`` record was stored.
     """
-    from dpcore.pipeline import apply_data_factors
-
     started = utc_now()
     evaluation = evaluation or Evaluation()
-    # The inputs as the model is trained on them (factors.input_scaling / eval_split): the
-    # faithfulness and audit below then see them too. Idempotent.
-    dataset = apply_data_factors(config, dataset)
-    check_audit_inputs(config, dataset)  # before anything trains
-    canaries = (InputCanaries.for_dataset(config.audit_canaries, config.seed, dataset)
-                if config.audit_canaries.active and config.audit_canaries.kind == "input"
-                else None)
     load_config_calibrator(config)  # the backend registering its accountant (e.g. prv)
     try:
         train = load_backend(backend)
-        trained = train.train(config, dataset if canaries is None
-                              else canaries.training_set(dataset),
-                              perf or PerfSpec(), progress=progress, callbacks=list(callbacks))
-        if config.privacy.is_dpsgd:
-            from dpcore.privacy_checks import check_dp_model
-
-            check_dp_model(trained.model, model_name=f"model {config.model.name!r}")
+        trained = train.train(config, dataset, perf or PerfSpec(), progress=progress,
+                              callbacks=list(callbacks))
         result: RunResult | None = trained.result
-        if result is None:  # pragma: no cover - the backend contract attaches one
-            raise DpCompareError(f"backend {backend!r} returned no RunResult")
+        if result is None or trained.dataset is None:  # pragma: no cover - the contract
+            raise DpCompareError(f"backend {backend!r} returned no RunResult or data set")
+        # the inputs as the model was trained on them (factors.input_scaling / eval_split):
+        # the evaluations below see them too
+        dataset = trained.dataset
         if result.status == "finished" and evaluation.asks_faithfulness:
             record_faithfulness(result, train, trained, dataset,
                                 evaluation.faithfulness_subset, seed=0)
         if result.status == "finished" and dataset.ldp_test_images is not None:
             result.metrics["ldp_test_inputs"] = ldp_test_metrics(train, trained, dataset,
                                                                  config.data.ldp_test_inputs)
-        if canaries is not None:
-            proba = train.predict_proba(trained.model, as_float01(canaries.images(dataset)))
-            result.audit = {"one_run": canaries.audit(
-                config.audit_canaries, proba, float(result.privacy["delta"])).to_dict()}
         if result.status == "finished" and evaluation.audit:
             result.audit = {**(result.audit or {}),
                             **audit_trained(train, trained, dataset, result.privacy)}

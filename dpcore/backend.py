@@ -3,7 +3,8 @@
 A backend (``tfpipe`` for ``tf``, ``torchpipe`` for ``torch``) is a package whose ``backend``
 module satisfies :class:`Backend`. :func:`load_backend` imports it lazily with importlib, so
 that importing :mod:`dpcore` never imports a framework; nothing else in the project maps a
-backend name to a package.
+backend name to a package. A run is assembled once, over this contract, by
+:func:`dpcore.assembly.train`; a backend's ``train`` is that function bound to the backend.
 
 The engine choice of ``perf.engine`` (:func:`choose_engine`) is framework-neutral and lives
 here too: ``None`` means "the fast engine where the model supports it, else the reference
@@ -29,8 +30,12 @@ if TYPE_CHECKING:  # type-only: these modules import no framework either, but ke
     from dpcore.accounting import PrivacyPlan
     from dpcore.config import ModelSpec, PerfSpec, RunConfig
     from dpcore.data.dataset import Dataset
+    from dpcore.epochlog import EpochCallback
+    from dpcore.frontcache import FixedFront
+    from dpcore.libraryloop import LibraryRecipe
+    from dpcore.stepengine import StepEngine, StepMechanism
     from dpcore.trained import TrainedModel
-    from dpcore.trainloop import EpochCallback, StepEngine, StepMechanism
+    from dpcore.verify.steppers import LibraryStep
 
 #: Backend name (one of :data:`dpcore.results.BACKENDS`, the names a result may hold) ->
 #: package. The only mapping from a backend name to code in the project.
@@ -56,7 +61,40 @@ class Backend(Protocol):
     def train(self, config: RunConfig, dataset: Dataset, perf: PerfSpec | None = None, *,
               initial_weights: Mapping[str, np.ndarray] | None = None, progress: bool = True,
               callbacks: Sequence[EpochCallback] = ()) -> TrainedModel:
-        """Train ``config.model`` on ``dataset`` (see :mod:`dpcore.pipeline`)."""
+        """Train ``config.model`` on ``dataset``: :func:`dpcore.assembly.train` with this
+        backend (:func:`dpcore.assembly.backend_train`; the contract is in
+        :mod:`dpcore.assembly`)."""
+
+    def configure(self, seed: int, perf: PerfSpec) -> None:
+        """Seed the framework's generators with ``seed`` and apply ``perf``'s process-wide
+        switches (deterministic kernels, threads), before anything of the run is built.
+
+        Raises:
+            ConfigError: a ``perf`` combination the framework cannot run.
+        """
+
+    def place_model(self, model: Any) -> dict[str, Any]:
+        """Put a freshly built ``model`` where it trains (the GPU when one is visible) and
+        return what the result's ``perf`` records of that place (``device``...)."""
+
+    def describe(self, engine: str, config: RunConfig, perf: PerfSpec) -> dict[str, Any]:
+        """What the result's ``perf`` records of a harmonised run on step engine ``engine``
+        (``per_example_gradients`` and the library parts it uses) and of the runtime in
+        effect after :meth:`configure` (memory layout, threads)."""
+
+    def split_fixed_front(self, model: Any, names: Sequence[str]) -> FixedFront:
+        """``model`` split after its leading layers ``names`` (see :mod:`dpcore.frontcache`).
+
+        Raises:
+            ConfigError: ``names`` are not the model's leading layers.
+        """
+
+    def library_recipe(self, model: Any, config: RunConfig, perf: PerfSpec) -> LibraryRecipe:
+        """How ``recipe: library`` trains ``model`` the way the library's tutorials do."""
+
+    def eval_mode(self, model: Any) -> None:
+        """Put a trained ``model`` in the framework's inference mode (a no-op where the
+        framework has none)."""
 
     def save_checkpoint(self, trained: TrainedModel, path: str | Path) -> Path:
         """Write the evaluation weights + metadata as one framework-neutral ``.npz``."""
@@ -102,6 +140,12 @@ class Backend(Protocol):
 
     def unsupported_fast_layers(self, model: Any) -> list[str]:
         """Trainable layers of ``model`` the fast engine has no rule for (empty: all)."""
+
+    def library_step(self, config: RunConfig, dataset: Dataset, plan: PrivacyPlan,
+                     perf: PerfSpec) -> LibraryStep:
+        """The ``recipe: library`` step of ``config``, built as the library recipe builds it
+        (noise multiplier from ``plan``), for ``dpcompare verify`` to step on batches it
+        gives (:class:`dpcore.verify.steppers.LibraryStep`)."""
 
 
 def load_backend(name: str) -> Backend:

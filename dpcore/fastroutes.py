@@ -22,7 +22,8 @@ size and the CPU, not only on Book-Keeping's ``2 T^2 < p d``. At the first chunk
 
 What it chose, and the timings it chose by, are recorded in the run's ``perf``
 (:meth:`RouteBook.record`): ``routes`` (size class -> layer -> route: what ``perf.routes``
-takes back) and ``route_choice``.
+takes back) and ``routes_chosen_by`` (a key of its own: ``perf.route_choice`` is the
+setting).
 """
 
 from __future__ import annotations
@@ -221,12 +222,12 @@ class RouteBook:
 
     def record(self) -> dict[str, Any]:
         """The ``perf`` entries of the routes: ``routes`` (what ``perf.routes`` replays) and
-        ``route_choice`` (how: measured or replayed, the timings, notes, the warm-up seconds:
+        ``routes_chosen_by`` (how: measured or replayed, the timings, notes, the warm-up seconds:
         all of settling the routes, and of that the timing alone)."""
         policy = self.policy
         return {
             "routes": {k: dict(v) for k, v in self.chosen.items()},
-            "route_choice": {
+            "routes_chosen_by": {
                 "how": "replayed from perf.routes" if self.given is not None else
                 "Book-Keeping's rule (perf.route_choice: rule), not timed"
                 if not self.measure else

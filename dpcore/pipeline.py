@@ -2,29 +2,15 @@
 
 * :func:`prepare_dataset`: load the configured data set and, for local-DP runs, privatise it
   (the one seam where the LDP layer plugs into training);
-* :func:`fit`: resolve the privacy plan, run the shared loop with a backend's step engine,
-  and assemble the :class:`~dpcore.trained.TrainedModel` with its RunResult. Each backend's
-  ``train`` is a thin wrapper that builds its model and engine and calls this.
+* :func:`apply_data_factors`, :func:`factor_initial_weights`: the data set and the initial
+  weights as the config's factors ask;
+* :func:`privacy_plan`: the run's privacy plan, computed once per process;
+* :func:`fit` / :func:`fit_library`: resolve the privacy plan, run the shared loop with a
+  backend's step engine (or the library's own loop), and assemble the
+  :class:`~dpcore.trained.TrainedModel` with its RunResult.
 
-The backend contract (typed as :class:`dpcore.backend.Backend`, loaded by name with
-:func:`dpcore.backend.load_backend`; ``tfpipe.train`` and ``torchpipe.train`` alike)::
-
-    train(config, dataset, perf=None, *, initial_weights=None, progress=True, callbacks=())
-        -> TrainedModel
-
-* ``config``: data, model, privacy, training settings and seed (:class:`RunConfig`);
-* ``dataset``: images NHWC ``uint8`` or ``float32`` in [0, 1], or int token ids;
-* ``perf``: performance switches (``physical_batch_size`` chunks, determinism, threads...),
-  default :class:`PerfSpec`; they never change the result beyond float tolerance;
-* ``initial_weights``: neutral-layout weights to start from; default
-  :func:`dpcore.weights.init_weights` of ``config.seed`` (identical in both frameworks);
-* ``progress``: a tqdm bar per epoch, shown only when stderr is a terminal;
-* ``callbacks``: called after each epoch with its history record; returning True stops;
-* returns the trained model (holding the evaluation weights, EMA when configured) with its
-  RunResult; a run whose loss became NaN/inf has status ``diverged`` (no exception).
-
-plus ``predict_proba(model, x)``, ``save_checkpoint(trained, path)`` and
-``load_checkpoint(path)`` (one framework-neutral ``.npz`` format, see :mod:`dpcore.trained`).
+The one assembly of a run over the backend contract, which calls these, is
+:func:`dpcore.assembly.train`.
 """
 
 from __future__ import annotations
@@ -38,22 +24,20 @@ from typing import Any
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.architectures import architecture
 from dpcore.audit.canaries import GradientCanaries
-from dpcore.augment import check_augment_data
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
 from dpcore.frontcache import FixedFront, cache_inputs, front_not_cached_reason
 from dpcore.ldp.record import LdpRecord
 from dpcore.mechanisms import get_mechanism, privatises_images
-from dpcore.privacy_checks import check_dp_model
-from dpcore.recipes import check_backend_recipe, recipe_record
+from dpcore.recipes import recipe_record
 from dpcore.results import json_safe, utc_now
 from dpcore.runrecord import build_run_result
 from dpcore.shared_noise import framework_mechanism, shared_noise_for, uses_shared_noise
 from dpcore.trained import TrainedModel
 from dpcore.trainloop import (
     EpochCallback,
-    LibraryRunner,
+    LibraryRecipe,
     StepEngine,
     StepMechanism,
     dataclass_replace_rate,
@@ -284,12 +268,11 @@ def fit(
 
     Args:
         config: the run's configuration.
-        dataset: the (already privatised, for LDP) data.
+        dataset: the data it trains on (privatised already for LDP; the config's data factors
+            applied, :func:`train` does both).
         perf: performance switches (chunk size...).
         backend: ``tf`` or ``torch``.
-        model: the framework model the engine trains (it holds the evaluation weights after);
-            for DP-SGD it is checked by :func:`dpcore.privacy_checks.check_dp_model` before
-            the engine is built (PrivacyError: nothing trained, no privacy spent).
+        model: the framework model the engine trains (it holds the evaluation weights after).
         make_engine: builds the backend's step engine from the plan and mechanism.
         library_epsilon: the library's own accountant, called with the plan (Gaussian only).
         progress: tqdm bar per epoch (only on a terminal).
@@ -301,12 +284,7 @@ def fit(
             ``perf`` records ``fixed_front_not_cached_because`` when ``augment`` is why.
     """
     started = utc_now()
-    check_backend_recipe(config, backend)
-    dataset = apply_data_factors(config, dataset)
-    check_augment_data(config.augment, dataset)  # before any feature or step is computed
     plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
-    if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
-        check_dp_model(model, model_name=f"model {config.model.name!r}")
     details = dict(perf_details or {})
     inputs = None
     if front is not None:
@@ -325,7 +303,7 @@ def fit(
         initial = engine.get_weights()
         canaries = GradientCanaries.for_run(
             config.audit_canaries, config.seed, {k: v.shape for k, v in initial.items()},
-            mechanism, plan.batches.sampling_rate, config.privacy.max_grad_norm)
+            mechanism, plan.batches, config.privacy.sampling, config.privacy.max_grad_norm)
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
                                callbacks=callbacks, inputs=inputs, canaries=canaries,
@@ -342,19 +320,13 @@ def fit(
     if canaries is not None and initial is not None:
         audit = canaries.audit(config.audit_canaries, initial, outcome.weights, plan.delta)
         result.audit = {"one_run": audit.to_dict()}
-    return TrainedModel(
-        backend=backend, model=model, config=config, weights=outcome.weights,
-        input_shape=dataset.input_shape, n_classes=dataset.n_classes, task=dataset.task,
-        class_names=tuple(dataset.class_names), vocab_size=dataset.vocabulary_size,
-        perf=perf, result=result, extra=details,
-    )
+    return _trained_model(backend, model, config, dataset, perf, result, outcome.weights,
+                          details)
 
 
 def fit_library(
     config: RunConfig, dataset: Dataset, perf: PerfSpec, *, backend: str, model: Any,
-    make_runner: Callable[[PrivacyPlan, Dataset], LibraryRunner],
-    library_epsilon: Callable[[LibraryRunner, PrivacyPlan, int], Mapping[str, float | None]],
-    trainer: str, callbacks: Sequence[EpochCallback] = (),
+    recipe: LibraryRecipe, callbacks: Sequence[EpochCallback] = (),
     perf_details: Mapping[str, Any] | None = None,
 ) -> TrainedModel:
     """Train with a library's own loop (``recipe: library``) and record it like any run.
@@ -366,42 +338,48 @@ def fit_library(
     count) and the library's own epsilon (``library_epsilon``, its accountant named).
 
     Args:
-        make_runner: builds the backend's :class:`~dpcore.trainloop.LibraryRunner`.
-        library_epsilon: ``(runner, plan, steps) -> {name: epsilon}`` by the library's own
-            accountant.
-        trainer: the library class and API, e.g. ``"DPKerasSGDOptimizer via model.fit"``.
+        recipe: the backend's way of training (:class:`~dpcore.trainloop.LibraryRecipe`);
+            its runner is closed once training ends, however it ends.
+        perf_details: what the result's ``perf`` records of the run.
     """
     from dpcore.accounting import dpsgd_event, epsilon_pld, epsilon_rdp
 
     started = utc_now()
-    check_backend_recipe(config, backend)
-    dataset = apply_data_factors(config, dataset)
     plan = privacy_plan(config, len(dataset.x_train))
-    if config.privacy.is_dpsgd:  # refuse before any privacy is spent (and before Opacus wraps)
-        check_dp_model(model, model_name=f"model {config.model.name!r}")
-    runner = make_runner(plan, dataset)
-    outcome = run_library_training(dataset, plan, runner, n_epochs=library_epochs(plan),
-                                   callbacks=callbacks)
-    own: dict[str, float | None] = {}
-    as_run: dict[str, Any] = {"sampling_rate": runner.sampling_rate,
-                              "steps": outcome.steps_completed,
-                              "steps_per_epoch": runner.steps_per_epoch}
-    if get_mechanism(plan.mechanism).library_accountant and plan.noise_multiplier > 0 and \
-            outcome.steps_completed > 0:
-        own = dict(library_epsilon(runner, plan, outcome.steps_completed))
-        event = dpsgd_event(plan.mechanism, plan.noise_multiplier, runner.sampling_rate,
-                            outcome.steps_completed)
-        as_run.update(epsilon_rdp=epsilon_rdp(event, plan.delta),
-                      epsilon_pld=epsilon_pld(event, plan.delta))
+    runner = recipe.make_runner(plan, dataset)
+    try:
+        outcome = run_library_training(dataset, plan, runner, n_epochs=library_epochs(plan),
+                                       callbacks=callbacks)
+        own: dict[str, float | None] = {}
+        as_run: dict[str, Any] = {"sampling_rate": runner.sampling_rate,
+                                  "steps": outcome.steps_completed,
+                                  "steps_per_epoch": runner.steps_per_epoch}
+        if get_mechanism(plan.mechanism).library_accountant and plan.noise_multiplier > 0 and \
+                outcome.steps_completed > 0:
+            own = dict(runner.own_epsilon(plan, outcome.steps_completed))
+            event = dpsgd_event(plan.mechanism, plan.noise_multiplier, runner.sampling_rate,
+                                outcome.steps_completed)
+            as_run.update(epsilon_rdp=epsilon_rdp(event, plan.delta),
+                          epsilon_pld=epsilon_pld(event, plan.delta))
+    finally:
+        runner.close()
     result = build_run_result(
         config, backend, dataset, dataclass_replace_rate(plan, runner.sampling_rate),
         outcome, perf=perf, library_epsilon=own, started_at=started,
-        perf_details=perf_details, recipe=recipe_record(config, backend, trainer),
+        perf_details=perf_details, recipe=recipe_record(config, backend, recipe.trainer),
     )
     result.privacy["as_run"] = json_safe(as_run)
+    return _trained_model(backend, model, config, dataset, perf, result, outcome.weights,
+                          dict(perf_details or {}))
+
+
+def _trained_model(backend: str, model: Any, config: RunConfig, dataset: Dataset,
+                   perf: PerfSpec, result: Any, weights: Weights,
+                   details: dict[str, Any]) -> TrainedModel:
+    """The :class:`~dpcore.trained.TrainedModel` of a fitted run."""
     return TrainedModel(
-        backend=backend, model=model, config=config, weights=outcome.weights,
+        backend=backend, model=model, config=config, weights=weights,
         input_shape=dataset.input_shape, n_classes=dataset.n_classes, task=dataset.task,
         class_names=tuple(dataset.class_names), vocab_size=dataset.vocabulary_size,
-        perf=perf, result=result, extra=dict(perf_details or {}),
+        perf=perf, result=result, extra=details,
     )

@@ -18,7 +18,7 @@ import json
 import platform
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -89,13 +89,18 @@ class RunResult:
     #: checkpoint is loaded, :func:`dpcore.trained.recorded_checkpoint`); None (and absent
     #: from the JSON) for a run stored without a checkpoint or before digests were kept
     checkpoint_sha256: str | None = None
+    #: what produced the run (:func:`dpcore.provenance.provenance_record`: the training
+    #: sources' digest, git commit, package versions, CPU and its instruction-set flags,
+    #: threads, device); None in a record written without it (left out of :meth:`to_dict`,
+    #: so such a record is written back byte for byte as it was read)
+    provenance: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (:func:`dpcore.io.json_safe`); ``test_outputs`` and
-        ``checkpoint_sha256`` only when present, so a record without them has the same keys
-        and bytes whether or not it could hold them."""
+        """The JSON form (:func:`dpcore.io.json_safe`); ``test_outputs``,
+        ``checkpoint_sha256`` and ``provenance`` only when present, so a record without them
+        has the same keys and bytes whether or not it could hold them."""
         raw = json_safe(asdict(self))
-        for optional in ("test_outputs", "checkpoint_sha256"):
+        for optional in ("test_outputs", "checkpoint_sha256", "provenance"):
             if raw.get(optional) is None:
                 raw.pop(optional, None)
         return raw
@@ -126,15 +131,21 @@ def utc_now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def library_versions() -> dict[str, str]:
-    """Installed versions of the tracked packages plus Python and the platform."""
-    out = {"python": platform.python_version(), "platform": platform.platform()}
-    for name in TRACKED_PACKAGES:
+def installed_versions(names: Iterable[str]) -> dict[str, str]:
+    """Installed version of each distribution of ``names`` (those not installed left out)."""
+    out = {}
+    for name in names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
     return out
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the tracked packages plus Python and the platform."""
+    return {"python": platform.python_version(), "platform": platform.platform(),
+            **installed_versions(TRACKED_PACKAGES)}
 
 
 @cache

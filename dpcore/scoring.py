@@ -38,7 +38,7 @@ import numpy as np
 
 from dpcore.metrics import classification_summary
 from dpcore.outputs import TestOutputs
-from dpcore.trainloop import test_loss_and_accuracy
+from dpcore.predicting import test_loss_and_accuracy
 
 if TYPE_CHECKING:
     from dpcore.results import RunResult

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.config import PerfSpec, RunConfig
+from dpcore.data.dataset import Dataset
 from dpcore.errors import CheckpointChangedError, ConfigError
 from dpcore.io import npz_bytes
 from dpcore.results import RunResult, atomic_write_bytes, json_safe
@@ -46,6 +47,9 @@ class TrainedModel:
         perf: the performance switches used (``None`` for a loaded checkpoint).
         result: the run's RunResult (``None`` for a loaded checkpoint without one).
         extra: backend details (e.g. the torch engine used).
+        dataset: the data set the model was evaluated on (the config's data factors
+            applied, the audit's input canaries not appended); ``None`` for a loaded
+            checkpoint.
     """
 
     backend: str
@@ -60,6 +64,7 @@ class TrainedModel:
     perf: PerfSpec | None = None
     result: RunResult | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    dataset: Dataset | None = None
 
     @property
     def status(self) -> str | None:
@@ -111,7 +116,7 @@ def checkpoint_sha256(path: str | Path) -> str:
 
 def verify_checkpoint(path: str | Path, expected_sha256: str | None) -> Path:
     """``path`` when its SHA-256 is ``expected_sha256`` (or nothing is expected: a record
-    written before checkpoints were digested); returns the path.
+    without ``checkpoint_sha256``); returns the path.
 
     Raises:
         CheckpointChangedError: one line naming the file and both digests: the file is not

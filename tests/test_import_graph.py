@@ -252,13 +252,16 @@ def test_dependencies_point_one_way(package: str) -> None:
 
 #: Where the bench's code may import a module by a computed name (``importlib.import_module``
 #: or ``__import__``), as (file, enclosing function): the backend by its name (the only
-#: mapping from a backend name to a package), a data loader of dpcore's own package, and the
-#: CLI's sub-command modules (names listed in SUBCOMMAND_MODULES, checked below).
+#: mapping from a backend name to a package), a data loader of dpcore's own package, the
+#: CLI's sub-command modules (names listed in SUBCOMMAND_MODULES, checked below), and the
+#: benchmarks' two modules the compare layer reaches by name: the bench's entry module and
+#: the framework-free grid-cost estimate (checked below to load no framework).
 DYNAMIC_IMPORTS: set[tuple[str, str]] = {
     ("dpcore/backend.py", "load_backend"),
     ("dpcore/data/loaders/__init__.py", "get_loader"),
     ("compare/cli/main.py", "build_parser"),
     ("compare/bench.py", "load_benchmarks"),
+    ("compare/bench.py", "load_grid_cost"),
 }
 
 
@@ -332,8 +335,8 @@ def test_neither_dpcore_nor_compare_imports_a_framework() -> None:
 
 
 def test_the_framework_check_sees_a_lazy_framework_import_in_compare(tmp_path: Path) -> None:
-    """An import of TF Privacy inside a function of a compare module is found (the audit
-    once did that); so is a plain ``import torch`` at module level."""
+    """An import of TF Privacy inside a function of a compare module is found; so is a plain
+    ``import torch`` at module level."""
     (tmp_path / "compare").mkdir()
     (tmp_path / "compare" / "__init__.py").write_text("")
     (tmp_path / "compare" / "audit.py").write_text(
@@ -354,6 +357,21 @@ def test_importing_every_compare_module_loads_no_framework_backend_or_benchmark(
             "build_parser()\n"
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & "
             f"{{*{FRAMEWORKS!r}, 'tfpipe', 'torchpipe', 'benchmarks'}}))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=REPO, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_grid_cost_estimate_the_dry_run_loads_imports_no_framework_or_backend() -> None:
+    """A grid's dry run loads :mod:`benchmarks.grid_cost` by name
+    (:func:`compare.bench.load_grid_cost`): it must stay framework-free, so that a dry run
+    loads no framework."""
+    code = ("import sys\n"
+            "from compare.bench import load_grid_cost\n"
+            "load_grid_cost()\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & "
+            f"{{*{FRAMEWORKS!r}, 'tfpipe', 'torchpipe'}}))\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=REPO, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -59,7 +59,7 @@ from dpcore.errors import ConfigError
 from dpcore.fastroutes import LayerRoutes, RouteBook, size_class
 from dpcore.fastrules import GHOST, PER_EXAMPLE, UNFOLD, RouteRule
 from dpcore.registry import Registry
-from dpcore.trainloop import StepMechanism
+from dpcore.stepengine import StepMechanism
 from tfpipe.engine import TfStepEngine
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from dpcore.predicting import PREDICT_BATCH_SIZE, predict_in_batches, predict_outputs_in_batches
 from dpcore.trained import TrainedModel
-from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches, predict_outputs_in_batches
 
 #: Attributes under which a model keeps its compiled output functions (tied to the model's
 #: lifetime; a cache keyed by model would keep every model alive through the closure).

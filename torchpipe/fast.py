@@ -65,7 +65,7 @@ from dpcore.errors import ConfigError
 from dpcore.fastroutes import LayerRoutes, RouteBook, size_class
 from dpcore.fastrules import GHOST, PER_EXAMPLE, UNFOLD, RouteRule
 from dpcore.registry import Registry
-from dpcore.trainloop import Chunk, StepMechanism
+from dpcore.stepengine import Chunk, StepMechanism
 from torchpipe import dp
 from torchpipe.device import model_device
 from torchpipe.engine import TorchStepEngine

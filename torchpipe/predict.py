@@ -8,8 +8,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from dpcore.predicting import PREDICT_BATCH_SIZE, predict_in_batches, predict_outputs_in_batches
 from dpcore.trained import TrainedModel
-from dpcore.trainloop import PREDICT_BATCH_SIZE, predict_in_batches, predict_outputs_in_batches
 from torchpipe.device import model_device
 
 

@@ -1,8 +1,10 @@
 """``dpcompare compare``: run one grid identically on both backends and write its report.
 
-Re-running the same command skips the runs already finished (keyed by config hash and backend)
-and redoes any that were interrupted. At the end the report is written (see
-``dpcompare report``).
+Every run not finished in --out is trained; re-running the same command skips the runs
+already finished there (keyed by config hash and backend) and redoes any that were
+interrupted. Committed records (reports/*/records) count as finished only with
+--resume-from-records. At the end the report is written (see ``dpcompare report``), and runs
+that also have a committed record are compared with it in one line.
 """
 
 from __future__ import annotations
@@ -47,7 +49,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-train", action="store_true",
                         help="train nothing: write the report of the runs stored so far (an "
                              "interim report of a long grid; its header says how many runs "
-                             "are missing)")
+                             "are missing); with --resume-from-records, of the committed "
+                             "records too")
+    parser.add_argument("--resume-from-records", nargs="?", const=True, default=False,
+                        metavar="DIR",
+                        help="count the runs whose final record is committed in "
+                             "reports/*/records (or in the report folders of DIR, or the "
+                             "report folder DIR) as finished: not retrained, reported from "
+                             "that record. For continuing a long grid on another machine, or "
+                             "rewriting a committed report without its store; by default "
+                             "every run not finished in --out is trained")
     add_data_dir_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     add_executor_options(parser)
@@ -119,7 +130,7 @@ def run(args: argparse.Namespace, dry_run: bool = False) -> int:
                         cpus_per_run=args.cpus_per_run, gpus_per_run=args.gpus_per_run,
                         max_concurrent=args.max_concurrent, train=not args.no_train,
                         claim_wait=args.claim_wait, claim_stale_after=args.claim_stale_after,
-                        dry_run=dry_run)
+                        dry_run=dry_run, resume_from_records=args.resume_from_records)
     outcome, out = store.outcome, store.root
     if outcome is None:  # a dry run
         return 0

@@ -59,8 +59,10 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "compare.cli.ldp",
     "compare.cli.compare_cmd",
     "compare.cli.report",
+    "compare.cli.reproduce",
     "compare.cli.bench",
     "compare.cli.audit",
+    "compare.cli.verify",
 )
 
 

@@ -6,8 +6,11 @@ both backends and are recorded by that seed.
 
 * :class:`GradientCanaries` (white-box, harmonised DP-SGD): canary i is a per-example gradient
   of norm :data:`CANARY_NORM_MULTIPLE` x C along its own coordinate of the neutral weight
-  layout (:mod:`dpcore.weights`). In every step each included canary joins the batch with the
-  run's sampling probability q (Poisson), is clipped by the step's rule (scaled by
+  layout (:mod:`dpcore.weights`). Each included canary joins the batches as the run samples
+  its examples: under Poisson sampling it joins every step with the run's probability q;
+  under shuffling it joins exactly one batch per epoch, the batch of a position drawn
+  uniformly among the epoch's N example positions (the position of a shuffled example), so
+  the audit tests the mechanism that ran. A sampled canary is clipped by the step's rule (scaled by
   C / max(norm, C), in the step's norm; a single coordinate has the same L1 and L2 norm) and
   is added to the clipped sum before the noise: dpcore computes that vector, each backend only
   adds it (the ``extra`` of :meth:`dpcore.trainloop.StepEngine.train_step`). Score: how far
@@ -32,7 +35,8 @@ from dpcore.errors import ConfigError
 if TYPE_CHECKING:
     from dpcore.config import AuditCanarySpec
     from dpcore.data.dataset import Dataset
-    from dpcore.trainloop import StepMechanism
+    from dpcore.sampling import BatchPlan
+    from dpcore.stepengine import StepMechanism
 
 #: A gradient canary's norm in units of the clip norm C: well above C, so that clipping is
 #: what bounds it (a step that forgets to clip lets it through 100-fold).
@@ -62,7 +66,11 @@ class GradientCanaries:
         key_index, flat_index: canary i's coordinate is ``keys[key_index[i]]`` at flat
             position ``flat_index[i]``.
         included: which canaries are in.
-        sampling_rate: q, each included canary's chance to join a step.
+        sampling: ``poisson`` or ``shuffle``, as the run samples its examples.
+        sampling_rate: q, each included canary's chance to join a step (Poisson).
+        steps_per_epoch: steps of one epoch (shuffle: one batch per epoch holds the canary).
+        n_examples: N, the positions of a shuffled epoch.
+        batch_size: B, positions per shuffled batch.
         value: the clipped canary gradient's value along its coordinate.
         seed: the canary generator's seed.
     """
@@ -72,23 +80,35 @@ class GradientCanaries:
     key_index: np.ndarray
     flat_index: np.ndarray
     included: np.ndarray
+    sampling: str
     sampling_rate: float
+    steps_per_epoch: int
+    n_examples: int
+    batch_size: int
     value: float
     seed: int
     rng: np.random.Generator = dataclasses.field(repr=False, default_factory=np.random.default_rng)
+    _step: int = dataclasses.field(default=0, repr=False)
+    _batch_of: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def for_run(cls, spec: AuditCanarySpec, run_seed: int, shapes: Mapping[str, tuple[int, ...]],
-                mechanism: StepMechanism, sampling_rate: float, clip_norm: float
+                mechanism: StepMechanism, batches: BatchPlan, sampling: str, clip_norm: float
                 ) -> GradientCanaries:
         """Draw the coordinates and the inclusion of ``spec.count`` canaries.
 
-        ``clip_norm`` is the config's C (the canaries' norm is :data:`CANARY_NORM_MULTIPLE`
-        C); ``mechanism`` is the step as it runs (a ``no_clip`` fault clips nothing).
+        ``batches`` and ``sampling`` are the run's (the canaries are sampled as its examples
+        are); ``clip_norm`` is the config's C (the canaries' norm is
+        :data:`CANARY_NORM_MULTIPLE` C); ``mechanism`` is the step as it runs (a ``no_clip``
+        fault clips nothing).
 
         Raises:
-            ConfigError: more canaries than weight coordinates (each needs its own).
+            ConfigError: more canaries than weight coordinates (each needs its own), or an
+                unknown sampling.
         """
+        if sampling not in ("poisson", "shuffle"):
+            raise ConfigError(f"canary sampling={sampling!r} is not known; valid: poisson, "
+                              "shuffle")
         keys = sorted(shapes)
         sizes = np.array([int(np.prod(shapes[k])) for k in keys], dtype=np.int64)
         total = int(sizes.sum())
@@ -107,13 +127,31 @@ class GradientCanaries:
         value = norm * min(1.0, mechanism.clip_norm / max(norm, mechanism.clip_norm))
         return cls(keys=keys, shapes={k: tuple(shapes[k]) for k in keys}, key_index=key_index,
                    flat_index=coords - starts[key_index], included=included,
-                   sampling_rate=float(sampling_rate), value=float(value), seed=seed, rng=rng)
+                   sampling=sampling, sampling_rate=float(batches.sampling_rate),
+                   steps_per_epoch=int(batches.steps_per_epoch),
+                   n_examples=int(batches.n_examples),
+                   batch_size=int(batches.expected_batch_size), value=float(value), seed=seed,
+                   rng=rng)
+
+    def sampled(self) -> np.ndarray:
+        """Which canaries join this step (a boolean per canary), as the run samples: Poisson
+        at rate q; shuffled, in the one batch of the epoch their drawn position falls in.
+        Draws from the canary generator and counts the step: call it once per step, in
+        order."""
+        step, self._step = self._step, self._step + 1
+        if self.sampling == "poisson":
+            return self.included & (self.rng.random(len(self.included)) < self.sampling_rate)
+        position = step % self.steps_per_epoch
+        if position == 0 or self._batch_of is None:  # a new epoch: each canary's batch
+            positions = self.rng.integers(0, self.n_examples, size=len(self.included))
+            self._batch_of = positions // self.batch_size
+        return self.included & (self._batch_of == position)
 
     def step_gradient(self) -> dict[str, np.ndarray] | None:
         """The summed clipped gradients of the canaries sampled in this step (neutral layout;
-        only the keys they touch), or None when none is sampled. Draws from the canary
-        generator, so call it exactly once per step."""
-        sampled = self.included & (self.rng.random(len(self.included)) < self.sampling_rate)
+        only the keys they touch), or None when none is sampled (:meth:`sampled`: call it
+        exactly once per step)."""
+        sampled = self.sampled()
         if not sampled.any():
             return None
         out: dict[str, np.ndarray] = {}

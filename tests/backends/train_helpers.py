@@ -257,7 +257,7 @@ def check_routes_measured_recorded_replayed(
     record = engine.perf_record()
     assert set(record["routes"]) == {"16", "4"}
     assert all(set(routes) == set(layers) for routes in record["routes"].values())
-    choice = record["route_choice"]
+    choice = record["routes_chosen_by"]
     assert choice["how"].startswith("measured") and choice["warmup_seconds"] > 0
     # conv1 (T = 64, p d = 64 x 16): its ghost norm has ~6x the multiply-adds, not timed
     assert set(choice["timings_ms"]["16"][conv1]) == {"per_example", "unfold"}
@@ -265,8 +265,8 @@ def check_routes_measured_recorded_replayed(
 
     replayed, again = step(dataclasses.replace(perf, routes=record["routes"]))
     assert replayed.perf_record()["routes"] == record["routes"]
-    assert replayed.perf_record()["route_choice"]["how"] == "replayed from perf.routes"
-    assert not replayed.perf_record()["route_choice"]["timings_ms"]
+    assert replayed.perf_record()["routes_chosen_by"]["how"] == "replayed from perf.routes"
+    assert not replayed.perf_record()["routes_chosen_by"]["timings_ms"]
     assert all(np.array_equal(again[k], measured[k]) for k in measured)
 
     other = {size: {**routes, conv1: "unfold", conv2: "unfold"}

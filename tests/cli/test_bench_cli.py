@@ -83,7 +83,7 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
             "arithmetic", "memory"} for r in table)
         tier = case["variants"]["tf_dp_fast" if view == "tf" else "torch_dp_fast_cl"]
         # a chunk of 16 of 256: size class 32
-        assert len(tier["routes"]["32"]) == 4 and tier["route_choice"]["warmup_seconds"] > 0
+        assert len(tier["routes"]["32"]) == 4 and tier["routes_chosen_by"]["warmup_seconds"] > 0
         assert render.modelled_ratio(case, view) > 1.0
     assert results["roofline"]["peak_flops"] > 0 and results["roofline"][
         "bandwidth_bytes_per_s"] > 0

@@ -17,7 +17,8 @@ from compare.grid import Grid, expand_grid, load_preset
 from compare.reporting.styles import label_of
 from dpcore.config import DataSpec, ModelSpec, PerfSpec, PrivacySpec, RunConfig
 from dpcore.mechanisms import DP_MECHANISMS
-from tests.compare.test_toy_mechanism import TOY, ToyGaussian
+from dpcore.results import RunResult
+from tests.end_to_end.test_extension_dp_mechanism import TOY, ToyGaussian
 
 ROOT = Path(__file__).resolve().parents[2]
 RESNET = "resnet18_pneumonia_b64"
@@ -174,3 +175,73 @@ def test_the_report_shows_the_section_from_the_results() -> None:
     assert report.index("## Reading") < report.index("## Cost of the medical presets here")
     summary = render.text_summary(stored)
     assert "estimated training time of the medical presets here" in summary
+
+
+def test_a_run_is_priced_on_its_training_set_and_input_size() -> None:
+    """Given the run's data (as the dry run loads it), N is its real size and the case's time
+    per example is scaled by the image area (height x width) against the case's 28x28."""
+    results = _results(SECONDS, case="cnn4_b256")
+    results["cases"]["cnn4_b256"]["input_shape"] = [28, 28, 1]
+    config = RunConfig(data=DataSpec(name="mnist5k"),
+                       privacy=PrivacySpec(mechanism="dpsgd-gaussian", noise_multiplier=1.0))
+    plain = grid_cost.run_cost(results, config, "tf", PerfSpec(engine="fast"))
+    assert plain.n_train == 4000 and plain.scale == 1.0
+    big = grid_cost.run_cost(results, config, "tf", PerfSpec(engine="fast"),
+                             shape=(1500, (56, 56, 3)))
+    assert big.n_train == 1500 and big.scale == pytest.approx(4.0)
+    assert big.seconds == pytest.approx(0.64 / 64 * 4.0 * 1500 * config.train.epochs)
+    assert grid_cost.input_size((256,)) == 256 and grid_cost.input_size((16, 16, 1)) == 256
+
+
+def test_the_dry_run_prices_the_runs_to_train_from_the_committed_bench(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``dpcompare compare --preset demo --dry-run``: the 30 runs priced by hand from
+    ``reports/benchmarks/results.json`` (cnn4 at batch 256 on 28x28x1, mnist5k's shape: no
+    scaling; 4,000 training images x 15 epochs per run; 10 DP-SGD and 5 non-private runs per
+    backend)."""
+    from benchmarks.grid_cost import SECONDS_PER_HOUR, duration
+    from compare.cli.main import main
+
+    stored = json.loads((ROOT / "reports" / "benchmarks" / "results.json").read_text())
+    tiers = stored["cases"]["cnn4_b256"]["variants"]
+    per_example = {t: tiers[t]["seconds_per_step"] / 256 for t in tiers
+                   if tiers[t].get("seconds_per_step")}
+    expected = {b: 4000 * 15 * (10 * per_example[f"{b}_dp_fast"] + 5 * per_example[f"{b}_plain"])
+                for b in ("tf", "torch")}
+    assert main(["compare", "--preset", "demo", "--dry-run", "--out",
+                 str(tmp_path / "runs")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (line,) = (x for x in lines if x.startswith("estimated training time"))
+    total = sum(expected.values())
+    assert line.startswith(
+        f"estimated training time of the 30 run(s) to train: "
+        f"{duration(total / SECONDS_PER_HOUR)} (tf {duration(expected['tf'] / SECONDS_PER_HOUR)}"
+        f", torch {duration(expected['torch'] / SECONDS_PER_HOUR)}), one run after another, "
+        "from the step times of reports/benchmarks/results.json"), line
+    assert "training only" in line and "scaled" not in line
+    assert lines[-1].endswith("30 to train into " + str(tmp_path / "runs") +
+                              "; all checked; nothing trained or written")
+
+
+def test_a_model_the_bench_does_not_time_is_priced_by_its_committed_record() -> None:
+    from compare.grid_dry_run import estimate_lines
+    from dpcore.results import run_id as make_run_id
+
+    grid = expand_grid({"name": "g", "base": {"data": {"name": "digits"},
+                                              "model": {"name": "scatter-linear"},
+                                              "privacy": {"mechanism": "none"}},
+                        "seeds": 2, "backends": ["torch"]})
+    pending = grid.runs()
+    recorded = RunResult(run_id=make_run_id(pending[0][0].config.config_hash, "torch"),
+                         config={}, config_hash=pending[0][0].config.config_hash,
+                         backend="torch", seed=0, timing={"train_seconds": 90.0})
+    lines = estimate_lines(grid, pending, lambda _c: None, {recorded.run_id: recorded},
+                           _results(SECONDS, case="cnn4_b256"), Path("bench.json"))
+    assert lines[0].startswith("estimated training time of the 1 of 2 run(s) to train that "
+                               "could be estimated: 90 s (torch 90 s)")
+    assert "1 run(s) of models the bench does not time priced by the training time of their " \
+           "committed record" in lines[0]
+    assert lines[1] == "  not estimated: 1 run(s): no bench case times model scatter-linear"
+    assert estimate_lines(grid, pending, lambda _c: None, {}, None, None) == [
+        "estimated time: not estimated: no bench results here (reports/benchmarks/results.json "
+        "not found; `dpcompare bench` writes them)"]

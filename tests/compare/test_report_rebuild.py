@@ -23,6 +23,8 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 #: Folders under reports/ that are not grid reports (no RunResults behind them): never rebuilt.
 NOT_GRID_REPORTS = {
+    "reproduce-demo": "reproductions of demo runs (dpcompare reproduce): reproduction.md / "
+                      ".csv against records, not a grid of runs",
     "auc-scoring": "stored runs re-scored from their checkpoints (benchmarks/auc_scoring), "
                    "not a grid of runs",
     "benchmarks": "speed/memory benchmark (dpcompare bench), written from results.json",
@@ -67,7 +69,7 @@ def test_a_committed_report_is_its_rebuild_from_records(name: str, tmp_path: Pat
 
 
 def test_one_record_per_run_id_across_committed_reports() -> None:
-    """A run shown by several reports has one record (the same-hash conflict of issue 31:
+    """A run shown by several reports has one record (docs/findings/same-hash-conflict.md:
     one config trained in several stores, by different code versions, gave each report its
     own numbers). Labels are the reporting grid's own and may differ."""
     seen: dict[str, tuple[str, dict]] = {}

@@ -1,6 +1,8 @@
-"""A grid resumes from the records committed in report folders: on a machine without the old
-store, only the runs without a record train, and the report (and its montage) still shows
-every run."""
+"""With ``resume_from_records`` a grid resumes from the records committed in report folders: on
+a machine without the old store, only the runs without a record train, and the report (and
+its montage) still shows every run. Without it (the default) committed records never count:
+every run not finished in the store trains, and a report folder's records (a report rebuilt
+into a scratch folder) never make another grid skip its runs."""
 
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ def test_only_runs_without_a_committed_record_train(tmp_path: Path) -> None:
     torch_ids = set(first.outcome.ran)
     shutil.rmtree(tmp_path / "store")  # a new machine: the store (and checkpoints) are gone
 
-    second = api.compare(TINY, out=tmp_path / "new-store", report=report, progress=False)
+    second = api.compare(TINY, out=tmp_path / "new-store", report=report, progress=False,
+                         resume_from_records=tmp_path / "reports")
     assert set(second.outcome.skipped) == torch_ids  # from the committed records
     assert set(second.outcome.records) == torch_ids
     assert len(second.outcome.ran) == 2 and not torch_ids & set(second.outcome.ran)
@@ -43,7 +46,7 @@ def test_only_runs_without_a_committed_record_train(tmp_path: Path) -> None:
 
 def test_a_montage_committed_without_true_labels_gets_them_from_the_data_set(
         tmp_path: Path) -> None:
-    """Montage arrays committed before true labels were kept: a grid resumed from them with
+    """Montage arrays committed without their true labels: a grid resumed from them with
     the data set at hand (here digits, shipped with scikit-learn) adds the test labels of
     the montage's images, and a rebuild from the records then shows them."""
     import dataclasses
@@ -58,7 +61,7 @@ def test_a_montage_committed_without_true_labels_gets_them_from_the_data_set(
     save_montage_data(path, dataclasses.replace(labelled, labels=None))  # an old commit
     shutil.rmtree(tmp_path / "store")
     api.compare(TINY, out=tmp_path / "new-store", backends=["torch"], report=report,
-                progress=False)
+                progress=False, resume_from_records=tmp_path / "reports")
     again = load_montage_data(path)
     assert again.labels is not None
     assert again.labels.tolist() == labelled.labels.tolist()
@@ -73,7 +76,8 @@ def test_a_record_in_another_report_folder_counts_too(tmp_path: Path) -> None:
     shared = {**TINY, "name": "tiny-shared", "evaluation": {"faithfulness": False,
                                                             "montage_images": 0}}
     again = api.compare(shared, out=tmp_path / "other-store", backends=["torch"],
-                        report=tmp_path / "reports" / "tiny-shared", progress=False)
+                        report=tmp_path / "reports" / "tiny-shared", progress=False,
+                        resume_from_records=tmp_path / "reports")
     assert not again.outcome.ran and len(again.outcome.records) == 2
 
 
@@ -92,7 +96,7 @@ def test_a_recorded_run_with_its_checkpoint_in_the_store_gets_its_montage_column
 
     report = tmp_path / "reports" / "tiny"
     again = api.compare(TINY, out=tmp_path / "store", backends=["torch"], report=report,
-                        progress=False)
+                        progress=False, resume_from_records=tmp_path / "reports")
     assert not again.outcome.ran and set(again.outcome.records) == torch_ids
     montage = load_montage_data(report / "records" / "montages" / "digits-cnn4.npz")
     assert {c["run_id"] for c in montage.columns} == torch_ids
@@ -107,7 +111,8 @@ def test_a_dry_run_counts_committed_records_as_finished(
                         progress=False)
     torch_ids = set(first.outcome.ran)
     capsys.readouterr()
-    api.compare(TINY, out=tmp_path / "new-store", report=report, dry_run=True)
+    api.compare(TINY, out=tmp_path / "new-store", report=report, dry_run=True,
+                resume_from_records=tmp_path / "reports")
     lines = capsys.readouterr().out.splitlines()
     planned = [line for line in lines if line.startswith("would run")]
     assert len(planned) == 2 and all(line.startswith("would run tf") for line in planned)
@@ -115,3 +120,69 @@ def test_a_dry_run_counts_committed_records_as_finished(
     assert lines[-1].endswith("4 run(s), 2 to train into "
                               f"{tmp_path / 'new-store'}; all checked; nothing trained or written")
     assert not (tmp_path / "new-store").exists()
+
+
+def test_by_default_committed_records_do_not_count_and_the_runs_are_compared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh clone (committed records, no store): the grid trains every run, and ends with
+    the one-line comparison of its runs with their committed records; the dry run says where
+    each run comes from and what ``--resume-from-records`` would take instead."""
+    monkeypatch.chdir(tmp_path)
+    committed = api.compare(TINY, out="store", backends=["torch"], report="reports/tiny",
+                            progress=False)
+    assert len(committed.outcome.ran) == 2
+    capsys.readouterr()
+    api.compare(TINY, out="fresh", report="reports/tiny", dry_run=True)
+    lines = capsys.readouterr().out.splitlines()
+    assert ("from where: 4 run(s): 4 trained here into fresh; 0 finished in the store fresh "
+            "(2 of the runs to train are committed in reports/*/records: "
+            "--resume-from-records would take them from there instead)") in lines
+    assert sum(line.startswith("would run") for line in lines) == 4
+    fresh = api.compare(TINY, out="fresh", backends=["torch"], report="scratch/tiny")
+    assert sorted(fresh.outcome.ran) == sorted(committed.outcome.ran)
+    assert not fresh.outcome.skipped and not fresh.outcome.records
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("tiny: 2 of 2 runs reproduce the committed records: "
+                              "identical"), out[-1]
+
+
+def test_a_scratch_report_beside_others_never_counts(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A report rebuilt into a scratch folder: a grid reporting beside it trains its runs,
+    with or without ``--resume-from-records`` (which reads the repository's ``reports`` only)."""
+    monkeypatch.chdir(tmp_path)
+    api.compare(TINY, out="store", backends=["torch"], report="scratch/tiny", progress=False)
+    api.rebuild_report("scratch/tiny", "scratch/tiny-rebuilt")
+    (tmp_path / "reports").mkdir()
+    for resume in (False, True):
+        again = api.compare(TINY, out=f"store-{resume}", backends=["torch"],
+                            report="scratch/other", progress=False, resume_from_records=resume)
+        assert len(again.outcome.ran) == 2 and not again.outcome.records, resume
+
+
+def test_the_cli_option_and_a_missing_records_folder(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from compare.cli.main import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["compare", "--config", str(_grid_file(tmp_path)), "--out", "runs",
+                 "--resume-from-records", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--resume-from-records: reports is not a folder" in err
+    api.compare(TINY, out="store", backends=["torch"], report="reports/tiny", progress=False)
+    capsys.readouterr()
+    assert main(["compare", "--config", str(_grid_file(tmp_path)), "--out", "runs",
+                 "--backends", "torch", "--resume-from-records", "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert ("from where: 2 run(s): 0 trained here into runs; 0 finished in the store runs; "
+            "2 from committed records (--resume-from-records)") in lines
+
+
+def _grid_file(folder: Path) -> Path:
+    import yaml
+
+    path = folder / "tiny.yaml"
+    path.write_text(yaml.safe_dump({**TINY, "name": "tiny"}))
+    return path

@@ -34,7 +34,8 @@ def test_runs_split_into_committed_stored_redone_and_pending(tmp_path: Path) -> 
     assert set(plan.stored) == set(tf_ids) - {interrupted.run_id}
     assert sorted(plan.done) == sorted(torch_ids | set(plan.stored))
 
-    again = api.compare(TINY, out=store, report=report, progress=False)
+    again = api.compare(TINY, out=store, report=report, progress=False,
+                        resume_from_records=tmp_path / "reports")
     assert again.outcome.ran == [interrupted.run_id]
     assert sorted(again.outcome.skipped) == sorted(plan.done)
 
@@ -71,13 +72,14 @@ def test_a_record_without_an_evaluation_the_grid_asks_for_is_retrained_and_repla
 
     capsys.readouterr()
     api.compare(asking, out=tmp_path / "b", backends=["torch"],
-                report=reports / "tiny-faithful", dry_run=True)
+                report=reports / "tiny-faithful", dry_run=True, resume_from_records=reports)
     planned = [line for line in capsys.readouterr().out.splitlines()
                if line.startswith("would run")]
     assert len(planned) == 2 and all(line.endswith(
         "[redone: committed record lacks faithfulness, asked by this grid]") for line in planned)
     again = api.compare(asking, out=tmp_path / "b", backends=["torch"],
-                        report=reports / "tiny-faithful", progress=False)
+                        report=reports / "tiny-faithful", progress=False,
+                        resume_from_records=reports)
     assert set(again.outcome.ran) == set(old)
     new = {r.run_id: r for r in read_records(reports / "tiny-faithful").results}
     for rid, record in new.items():
@@ -89,7 +91,7 @@ def test_a_record_without_an_evaluation_the_grid_asks_for_is_retrained_and_repla
     # The first grid, regenerated without training, now shows the more complete record,
     # and asks for nothing more.
     api.compare(TINY, out=tmp_path / "a", backends=["torch"], report=reports / "tiny",
-                progress=False, train=False)
+                progress=False, train=False, resume_from_records=reports)
     assert all(r.faithfulness is not None for r in read_records(reports / "tiny").results)
     # ... and, not asking for faithfulness, shows no faithfulness section for them.
     assert "## Grad-CAM faithfulness" in (reports / "tiny-faithful" / "report.md").read_text()
@@ -160,7 +162,8 @@ def test_a_call_that_trains_nothing_still_reports_a_record_lacking_an_evaluation
               "evaluation": {"faithfulness": True, "faithfulness_subset": 8,
                              "montage_images": 2}}
     regenerated = api.compare(asking, out=tmp_path / "b", backends=["torch"],
-                              report=reports / "tiny-faithful", progress=False, train=False)
+                              report=reports / "tiny-faithful", progress=False, train=False,
+                              resume_from_records=reports)
     assert len(regenerated.outcome.not_trained) == 2 and not regenerated.outcome.ran
     shown = read_records(reports / "tiny-faithful").results
     assert len(shown) == 2 and all(r.faithfulness is None for r in shown)

@@ -71,9 +71,9 @@ def batchnorm_model_and_no_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch
 
     import dpcore.pipeline as pipeline
-    import torchpipe.train as torch_train
+    import torchpipe.backend as torch_backend
 
-    real_build = torch_train.build_model
+    real_build = torch_backend.build_model
 
     def with_batchnorm(*args: Any, **kwargs: Any) -> Any:
         model = real_build(*args, **kwargs)
@@ -83,7 +83,7 @@ def batchnorm_model_and_no_steps(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_step(*_a: Any, **_k: Any) -> Any:
         raise AssertionError("a training step ran before the model was checked")
 
-    monkeypatch.setattr(torch_train, "build_model", with_batchnorm)
+    monkeypatch.setattr(torch_backend, "build_model", with_batchnorm)
     monkeypatch.setattr(pipeline, "run_training", no_step)
 
 

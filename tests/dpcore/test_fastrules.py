@@ -95,8 +95,8 @@ def test_the_fastest_route_wins_only_by_the_margin_and_slow_routes_are_not_timed
     assert calls.count("ghost") == 2  # timed for a and b, not for c (pruned)
     record = book.record()
     assert record["routes"] == {"256": routes}
-    assert set(record["route_choice"]["timings_ms"]["256"]["c"]) == {"per_example", "unfold"}
-    assert record["route_choice"]["timings_ms"]["256"]["b"]["per_example"] == 850.0
+    assert set(record["routes_chosen_by"]["timings_ms"]["256"]["c"]) == {"per_example", "unfold"}
+    assert record["routes_chosen_by"]["timings_ms"]["256"]["b"]["per_example"] == 850.0
 
 
 def test_identical_layers_are_timed_once_and_the_budget_bounds_the_timing(
@@ -116,6 +116,28 @@ def test_identical_layers_are_timed_once_and_the_budget_bounds_the_timing(
     assert "budget" in spent.notes["64"]["a"]
 
 
+def test_a_recorded_perf_reads_back_as_the_perfspec_that_replays_its_routes(
+        fake_clock: None) -> None:
+    """A run's ``perf`` is its PerfSpec's fields updated by the engine's entries
+    (:func:`dpcore.runrecord.build_run_result`); read back field by field
+    (:func:`compare.reproduce.perf_of`) it is the same PerfSpec with the chosen routes: no
+    entry of the route book takes a PerfSpec field's name with another meaning."""
+    from types import SimpleNamespace
+
+    from compare.reproduce import perf_of
+    from dpcore.config import PerfSpec
+    from dpcore.fastroutes import RouteBook
+
+    calls: list[str] = []
+    seconds = {"ghost": 1.0, "per_example": 0.5, "unfold": 2.0}
+    perf = PerfSpec(engine="fast", physical_batch_size=16, route_choice="measure")
+    book = RouteBook(perf.routes, measure=True)
+    book.settle(16, lambda: [_layer("a", (25, 256, 32), seconds, calls)])
+    recorded = {**dataclasses.asdict(perf), **book.record()}
+    back = perf_of(SimpleNamespace(perf=recorded))  # type: ignore[arg-type]
+    assert back == dataclasses.replace(perf, routes={"16": {"a": "per_example"}})
+
+
 def test_given_routes_are_replayed_without_timing(fake_clock: None) -> None:
     from dpcore.errors import ConfigError
     from dpcore.fastroutes import RouteBook
@@ -127,7 +149,7 @@ def test_given_routes_are_replayed_without_timing(fake_clock: None) -> None:
                             _layer("b", (25, 256, 32), seconds, calls)]) == {
         "a": "unfold", "b": "ghost"}  # b not given: the rule's default, noted
     assert book.settle(32, lambda: [_layer("a", (25, 256, 32), seconds, calls)]) == {"a": "ghost"}
-    assert calls == [] and book.record()["route_choice"]["how"] == "replayed from perf.routes"
+    assert calls == [] and book.record()["routes_chosen_by"]["how"] == "replayed from perf.routes"
     assert "not in perf.routes" in book.notes["64"]["b"]
     bad = RouteBook(given={"64": {"a": "unfold"}})
     layer = _layer("a", (25, 256, 32), seconds, calls)
@@ -160,7 +182,7 @@ def test_the_rule_takes_each_layers_default_without_timing(fake_clock: None) -> 
     assert book.settle(64, lambda: [_layer("a", (25, 256, 32), seconds, calls),
                                     _layer("b", (196, 64, 16), seconds, calls)]) == {
         "a": "ghost", "b": "per_example"}
-    assert calls == [] and book.record()["route_choice"]["how"].startswith(
+    assert calls == [] and book.record()["routes_chosen_by"]["how"].startswith(
         "Book-Keeping's rule")
 
 

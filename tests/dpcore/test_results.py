@@ -149,3 +149,105 @@ def test_atomic_write_uses_ordinary_file_permissions(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+# --- provenance: what produced a run ---------------------------------------------------------
+
+def test_a_record_carries_its_provenance_and_one_without_it_still_loads(tmp_path: Path) -> None:
+    """A RunResult with the provenance of :func:`dpcore.provenance.provenance_record`
+    validates and round-trips; one written without it loads with
+    ``provenance`` None and is written back without the key (byte for byte as before)."""
+    from dpcore.provenance import provenance_record
+
+    config = RunConfig()
+    provenance = provenance_record({"threads_in_effect": 2, "threads": None, "device": "cpu"})
+    result = make_result(config)
+    result.provenance = provenance
+    store = ResultsStore(tmp_path)
+    store.save(result)
+    loaded = store.load(config.config_hash, "tf")
+    assert loaded is not None and loaded.provenance == json.loads(json.dumps(provenance))
+    sources = loaded.provenance["sources"]
+    assert len(sources["digest"]) == 64 and int(sources["digest"], 16) >= 0
+    assert set(sources["parts"]) == {"dpcore", "tfpipe", "torchpipe", "compare"}
+    assert loaded.provenance["threads"]["in_effect"] == 2
+    assert loaded.provenance["device"] == "cpu"
+    assert "numpy" in loaded.provenance["packages"]
+    old = make_result(config).to_dict()
+    assert "provenance" not in old
+    assert RunResult.from_dict(old).provenance is None
+    assert RunResult.from_dict(old).to_dict() == old
+    with pytest.raises(DpCompareError, match="provenance/sources/digest"):
+        validate_result_dict({**old, "provenance": {"sources": {"digest": "xyz"}}})
+
+
+def _tree(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_sources_digest_follows_the_training_sources_only(tmp_path: Path) -> None:
+    from dpcore.provenance import source_digest
+
+    root = _tree(tmp_path, {"dpcore/a.py": "A = 1\n", "dpcore/sub/b.py": "B = 2\n",
+                            "tfpipe/t.py": "T = 3\n", "compare/training.py": "X = 4\n",
+                            "compare/report.py": "R = 5\n", "dpcore/notes.txt": "n\n"})
+    before = source_digest(root)
+    assert before["files"] == 4  # .py files of the set only: not compare/report.py
+    (root / "compare/report.py").write_text("R = 6\n")  # not on the training path
+    (root / "dpcore/notes.txt").write_text("m\n")
+    assert source_digest(root) == before
+    (root / "tfpipe/t.py").write_text("T = 30\n")
+    after = source_digest(root)
+    assert after["digest"] != before["digest"]
+    assert after["parts"]["tfpipe"] != before["parts"]["tfpipe"]
+    assert after["parts"]["dpcore"] == before["parts"]["dpcore"]
+    assert after["parts"]["compare"] == before["parts"]["compare"]
+
+
+def test_the_cpu_record_reads_the_instruction_set_flags() -> None:
+    from dpcore.provenance import cpu_record
+
+    text = ("processor\t: 0\nmodel name\t: Some CPU @ 2GHz\n"
+            "flags\t\t: fpu sse4_2 avx avx2 fma avx512f avx512_vnni foo\n\n"
+            "processor\t: 1\nmodel name\t: Some CPU @ 2GHz\nflags\t\t: fpu\n")
+    cpu = cpu_record(text)
+    assert cpu["model"] == "Some CPU @ 2GHz"
+    assert cpu["isa"] == ["sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni"]
+    assert cpu["logical_cpus"] == os.cpu_count()
+    arm = cpu_record("processor\t: 0\nFeatures\t: fp asimd sve\nCPU part\t: 0xd0c\n")
+    assert arm["isa"] == ["asimd", "sve"]
+    assert cpu_record("")["isa"] is None
+
+
+def test_the_git_record_names_the_commit_only_where_the_sources_are_clean(
+        tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from dpcore.provenance import git_record
+
+    assert git_record(tmp_path)["commit"] is None
+    assert "not a git checkout" in git_record(tmp_path)["note"]
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    root = _tree(tmp_path / "repo", {"dpcore/a.py": "A = 1\n", "README.md": "r\n"})
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c",
+                               "user.email=t@t", *args], check=True, capture_output=True,
+                              text=True).stdout.strip()
+
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    assert git_record(root) == {"commit": head, "clean": True}
+    (root / "README.md").write_text("changed\n")  # not a training source
+    assert git_record(root) == {"commit": head, "clean": True}
+    (root / "dpcore/a.py").write_text("A = 2\n")
+    (root / "dpcore/new.py").write_text("N = 1\n")
+    assert git_record(root) == {"commit": None, "head": head, "clean": False,
+                                "modified": ["dpcore/a.py", "dpcore/new.py"]}
