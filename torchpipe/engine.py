@@ -184,10 +184,13 @@ class TorchStepEngine:
         device = model_device(self.model)
         total = 0.0
         for x, y in chunks:
-            x, y, weights = self._padded(x, y)
-            loss = self._weighted_loss(to_tensor(x, self.text, device, self.memory_format),
-                                       labels_tensor(y, device),
-                                       torch.from_numpy(weights).to(device))
+            if self.pad_chunks:  # weighted rows: a padding row adds nothing
+                x, y, weights = self._padded(x, y)
+                loss = self._weighted_loss(to_tensor(x, self.text, device, self.memory_format),
+                                           labels_tensor(y, device),
+                                           torch.from_numpy(weights).to(device))
+            else:
+                loss = self._chunk_loss(x, y)
             self._backward(loss)
             total += float(loss.detach())
         with torch.no_grad():

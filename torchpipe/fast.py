@@ -29,15 +29,15 @@ Steps 3-4 are :func:`clip_records`, the one place where the layers' ``(a, g)`` p
 norms and clipped sums (rows appended to a layer's ``a`` and ``g`` there are clipped and summed
 like examples).
 
-What comes from Opacus: the L2 ghost norm of Linear on positions
+What comes from Opacus: the L2 ghost norm of Linear
 (``GradSampleModuleFastGradientClipping.NORM_SAMPLERS``), the per-example grad samplers of
 Linear, Conv1d/Conv2d (with :mod:`torchpipe.dp`'s contiguity fix; the ``unfold`` route),
 GroupNorm and LayerNorm, and the optimizer (noise from the same seeded generator in the same
 parameter order, division, step: the reference's ``DPOptimizer`` / ``LaplaceDPOptimizer``).
 Written here: the Conv1d/Conv2d ghost norm (Opacus 1.6 has none for convolutions;
 :func:`conv_ghost_sq_norms`), the grouped per-example convolution gradients
-(:func:`conv_grouped_grad_samples`), the Embedding norms (Opacus's is ~15x slower), every L1
-norm (Opacus has none), and the weight-gradient ops of step 4. The L2 norms of
+(:func:`conv_grouped_grad_samples`), the Embedding norms (Opacus's L2 norms to the bit, ~15x
+faster), every L1 norm (Opacus has none), and the weight-gradient ops of step 4. The L2 norms of
 Conv/GroupNorm/LayerNorm are also registered as Opacus norm samplers, so that Opacus's own
 ``grad_sample_mode="ghost"`` covers every layer type of the registered models.
 
@@ -163,8 +163,8 @@ FAST_RULES: Registry[type, FastRule] = Registry(
 @FAST_RULES.register(nn.Linear)
 class LinearRule(FastRule):
     """``nn.Linear`` on [n, ..., p] inputs, T = the positions between the example and the
-    feature axis (1 for a vector). On a vector, only the ghost norm: ``||a|| ||g||`` (L2:
-    Opacus's norm sampler; L1: the outer product's ``||a||_1 ||g||_1``, exact and
+    feature axis (1 for a vector). On a vector, only the ghost norm (L2: Opacus's norm
+    sampler, ``||a|| ||g||``; L1: the outer product's ``||a||_1 ||g||_1``, exact and
     hand-written). On positions (T > 1): the ghost norm (L2, Opacus's norm sampler) or
     Opacus's per-example grad samples (kept). Weighted sum: the layer's weight-gradient
     product ``(c g)^T a``."""
@@ -180,13 +180,13 @@ class LinearRule(FastRule):
 
     def norms(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor, kind: str,
               route: str | None = None) -> LayerNorms:
-        if a.dim() == 2:  # a vector per example: ||a g^T|| = ||a|| ||g||, both norms
+        if a.dim() == 2 and kind == "l1":  # a vector per example: ||a g^T|| = ||a|| ||g||
             total = _sum_abs_or_sq(a, kind) * _sum_abs_or_sq(g, kind) \
                 if layer.weight.requires_grad else a.new_zeros(len(a))
             if layer.bias is not None and layer.bias.requires_grad:
                 total = total + _sum_abs_or_sq(g, kind)
             return LayerNorms(total)
-        if (route or self.default_route(layer, a, g, kind)) == GHOST:
+        if a.dim() == 2 or (route or self.default_route(layer, a, g, kind)) == GHOST:
             norms = compute_linear_norm_sample(layer, [a], g)
             return LayerNorms(torch.stack([n * n for n in norms.values()]).sum(dim=0))
         samples = compute_linear_grad_sample(layer, [a], g)
@@ -210,8 +210,11 @@ class EmbeddingRule(FastRule):
     norms, hand-written: the output gradients are summed per distinct (example, token) pair
     (one ``torch.unique`` of the scalar keys ``example * V + token``, one ``index_add``),
     which gives each example's rows of the table gradient exactly (at most n T rows, never
-    n V D); Opacus's L2 norm sampler takes the unique of (example, token) *rows* instead,
-    ~15x slower on IMDB's textcnn (measured). Weighted sum: one ``index_add`` of ``c g``."""
+    n V D). Opacus's L2 norm sampler takes the unique of (example, token) *rows* instead,
+    ~15x slower on IMDB's textcnn (measured); the L2 norms here are its bits all the same
+    (the same sorted pairs, sums and order of additions, and its square root squared:
+    ``tests/backends/test_fast_engine_torch.py``). Weighted sum: one ``index_add`` of
+    ``c g``."""
 
     ROUTES = (GHOST,)
     GHOST_FOR_L1 = True
@@ -236,8 +239,12 @@ class EmbeddingRule(FastRule):
         per_pair = rows.new_zeros(len(pairs), rows.shape[1])
         per_pair.index_add_(0, pair_of_position, rows)
         out = rows.new_zeros(n)
-        return LayerNorms(out.index_add_(0, pairs // layer.num_embeddings,
-                                         _sum_abs_or_sq(per_pair, kind)))
+        if kind == "l1":
+            return LayerNorms(out.index_add_(0, pairs // layer.num_embeddings,
+                                             _sum_abs_or_sq(per_pair, kind)))
+        # Opacus's compute_embedding_norm_sample from here on, squared as its norm was
+        out.scatter_add_(0, pairs // layer.num_embeddings, torch.sum(per_pair ** 2, dim=1))
+        return LayerNorms(torch.sqrt(out) ** 2)
 
     def weight_gradients(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor
                          ) -> ParamTensors:
@@ -246,78 +253,40 @@ class EmbeddingRule(FastRule):
                                                g.reshape(-1, g.shape[-1]))}
 
 
-def _conv_geometry(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor
-                   ) -> tuple[torch.Tensor, tuple[int, ...], ...]:
-    """``a`` as [n, C, H, W] (a ``Conv1d``'s [n, C, L] as height 1) and the kernel size,
-    stride, padding and dilation as 2-tuples."""
-    if a.dim() == 3:
-        return (a.unsqueeze(2), (1, layer.kernel_size[0]), (1, layer.stride[0]),
-                (0, layer.padding[0]), (1, layer.dilation[0]))
-    return a, layer.kernel_size, layer.stride, layer.padding, layer.dilation
-
-
-def conv_patches(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor) -> torch.Tensor:
-    """The unfolded input of a groups-1 ``Conv1d`` / ``Conv2d``: [n, T, p] patches, p in
-    (k_h, k_w, C_in) order, from one copy of a strided view of the zero-padded NHWC input
-    (``as_strided``; ~10x faster than ``F.unfold`` on cnn4's conv2, 1.5x on ResNet-18's
-    first block, measured, and free of the NCHW copy a channels-last input needs there)."""
-    a, (kh, kw), (sh, sw), (ph, pw), (dh, dw) = _conv_geometry(layer, a)
-    x = a.permute(0, 2, 3, 1)  # NHWC: a view of a channels-last tensor
-    x = (F.pad(x, (0, 0, pw, pw, ph, ph)) if ph or pw else x).contiguous()
-    n, hp, wp, c = x.shape
-    ho, wo = (hp - dh * (kh - 1) - 1) // sh + 1, (wp - dw * (kw - 1) - 1) // sw + 1
-    sn, sy, sx, sc = x.stride()
-    view = x.as_strided((n, ho, wo, kh, kw, c), (sn, sy * sh, sx * sw, sy * dh, sx * dw, sc))
-    return view.reshape(n, ho * wo, kh * kw * c)
-
-
-def _positions_last(g: torch.Tensor) -> torch.Tensor:
-    """A convolution's output gradient [n, C_out, *spatial] as [n, T, C_out] (a view of a
-    channels-last gradient)."""
-    return g.reshape(g.shape[0], g.shape[1], -1).transpose(1, 2)
-
-
 def conv_ghost_sq_norms(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor, g: torch.Tensor
                         ) -> torch.Tensor:
     """Per-example squared L2 norm of a ``Conv1d`` / ``Conv2d``'s parameter gradients without
     materialising them ("ghost norm", Goodfellow 2015 / Bu et al. 2022 for convolutions).
 
-    With ``P`` the patches [n, T, p] (:func:`conv_patches`; p = C_in k_h k_w, T output
-    positions) and ``G`` the output gradient [n, T, o], the weight gradient is ``P^T G`` and
-    ``||P^T G||_F^2 = sum_{t,t'} (P P^T)_{tt'} (G G^T)_{tt'}``: O(n T^2 (p + o)) instead of
-    O(n T p o). Written by hand: Opacus 1.6 has no ghost norm for convolutions. Needs
-    ``groups == 1`` (see :meth:`ConvRule.routes`). Any memory format.
+    With ``A`` the unfolded input [n, p, T] (p = C_in k_h k_w, T output positions) and ``G``
+    the output gradient [n, o, T], the weight gradient is ``G A^T`` and
+    ``||G A^T||_F^2 = sum_{t,t'} (A^T A)_{tt'} (G^T G)_{tt'}``: O(n T^2 (p + o)) instead of
+    O(n T p o). Written by hand: Opacus 1.6 has no ghost norm for convolutions. A ``Conv1d``
+    is unfolded as a height-1 ``Conv2d``. Needs ``groups == 1`` (see :meth:`ConvRule.routes`).
+    Any memory format (unfolded from a contiguous copy: Opacus's ``unfold2d`` assumes NCHW
+    strides).
     """
+    from opacus.utils.tensor_utils import unfold2d
+
     n = a.shape[0]
-    grads = _positions_last(g)
+    grads = g.reshape(n, g.shape[1], -1)
     total = torch.zeros(n, dtype=g.dtype, device=g.device)
     if layer.weight.requires_grad:
-        patches = conv_patches(layer, a)
-        gram_a = torch.bmm(patches, patches.transpose(1, 2))
-        gram_g = torch.bmm(grads, grads.transpose(1, 2))
+        if a.dim() == 3:  # Conv1d: [n, C, L] as [n, C, 1, L] with a (1, k) kernel
+            a = a.unsqueeze(2)
+            geometry = {name: (first, getattr(layer, name)[0]) for name, first in
+                        (("kernel_size", 1), ("padding", 0), ("stride", 1), ("dilation", 1))}
+        else:
+            geometry = {name: getattr(layer, name)
+                        for name in ("kernel_size", "padding", "stride", "dilation")}
+        unfolded = unfold2d(a.contiguous(), **geometry)
+        gram_a = torch.bmm(unfolded.transpose(1, 2), unfolded)
+        gram_g = torch.bmm(grads.transpose(1, 2), grads)
         total = total + (gram_a * gram_g).sum(dim=(1, 2))
     if layer.bias is not None and layer.bias.requires_grad:
-        bias = grads.sum(dim=1)
+        bias = grads.sum(dim=2)
         total = total + (bias * bias).sum(dim=1)
     return total
-
-
-def conv_unfold_grad_samples(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor, g: torch.Tensor
-                             ) -> ParamTensors:
-    """Per-example parameter gradients of a groups-1 ``Conv1d`` / ``Conv2d`` from its
-    patches (:func:`conv_patches`) and one batched product ``P^T G`` ([n, p, C_out],
-    rearranged to the weight's [C_out, C_in, k...] per example)."""
-    out: ParamTensors = {}
-    grads = _positions_last(g)
-    if layer.weight.requires_grad:
-        w = layer.weight
-        per_example = torch.bmm(conv_patches(layer, a).transpose(1, 2), grads)
-        kh, kw = (1, w.shape[2]) if w.dim() == 3 else w.shape[2:]
-        per_example = per_example.reshape(len(a), kh, kw, w.shape[1], w.shape[0])
-        out[w] = per_example.permute(0, 4, 3, 1, 2).reshape(len(a), *w.shape)
-    if layer.bias is not None and layer.bias.requires_grad:
-        out[layer.bias] = grads.sum(dim=1)
-    return out
 
 
 def conv_grouped_grad_samples(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor, g: torch.Tensor
@@ -346,13 +315,14 @@ def conv_grouped_grad_samples(layer: nn.Conv1d | nn.Conv2d, a: torch.Tensor, g: 
 @FAST_RULES.register(nn.Conv1d, nn.Conv2d)
 class ConvRule(FastRule):
     """``Conv1d`` / ``Conv2d`` (zero padding): T = output positions, p = C_in k (k_h k_w),
-    d = C_out. Routes: ``per_example`` (:func:`conv_grouped_grad_samples`, kept),
-    ``unfold`` (:func:`conv_unfold_grad_samples`; Opacus's grad sampler for groups > 1, kept)
-    and, for groups 1, ``ghost`` (:func:`conv_ghost_sq_norms`). Weighted sum of a ghost norm:
+    d = C_out. Routes: ``unfold`` (Opacus's grad sampler: the unfolded input and one
+    batched product, kept; first, so the rule's non-ghost route), ``per_example``
+    (:func:`conv_grouped_grad_samples`, kept) and, for groups 1, ``ghost``
+    (:func:`conv_ghost_sq_norms`). Weighted sum of a ghost norm:
     ``aten.convolution_backward`` of ``c g`` with only the weight and bias outputs (the op
     the plain backward runs for them; any memory format)."""
 
-    ROUTES = (PER_EXAMPLE, UNFOLD, GHOST)
+    ROUTES = (UNFOLD, PER_EXAMPLE, GHOST)
 
     def problem(self, layer: nn.Module) -> str | None:
         if layer.padding_mode != "zeros":
@@ -374,12 +344,8 @@ class ConvRule(FastRule):
         route = route or self.default_route(layer, a, g, kind)
         if route == GHOST:
             return LayerNorms(conv_ghost_sq_norms(layer, a, g))
-        if route == PER_EXAMPLE:
-            samples = conv_grouped_grad_samples(layer, a, g)
-        elif layer.groups == 1:
-            samples = conv_unfold_grad_samples(layer, a, g)
-        else:
-            samples = _grad_samples(layer, a, g)  # Opacus's unfold of a grouped convolution
+        samples = conv_grouped_grad_samples(layer, a, g) if route == PER_EXAMPLE \
+            else _grad_samples(layer, a, g)
         return LayerNorms(_from_grad_samples(samples, kind), samples)
 
     def weight_gradients(self, layer: nn.Module, a: torch.Tensor, g: torch.Tensor

@@ -149,7 +149,8 @@ def test_each_route_forced_on_every_layer_type_it_applies_to_gives_the_reference
 
 def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
     """Ghost norm exactly where 2 T^2 < p d (L2 only): cnn4's first conv (16x16 input, 8x8
-    output, p d = 64 x 16) keeps per-example gradients, a wide conv on a 4x4 output not."""
+    output, p d = 64 x 16) keeps per-example gradients (the unfold: the rule's route without a
+    ghost norm), a wide conv on a 4x4 output not."""
     from tfpipe import fast
 
     rule = fast.FAST_RULES.get(tf.keras.layers.Conv2D)
@@ -161,9 +162,9 @@ def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
         a, g = tf.random.normal(shape), tf.random.normal(out)
         ghost = layer is wide  # narrow: 2 * 64^2 > 64 * 16; wide: 2 * 16^2 < 576 * 64
         assert (rule.norms(layer, a, g, "l2").kept is None) == ghost
-        assert rule.default_route(layer, a, g, "l2") == ("ghost" if ghost else "per_example")
+        assert rule.default_route(layer, a, g, "l2") == ("ghost" if ghost else "unfold")
         assert rule.norms(layer, a, g, "l1").kept is not None  # L1 has no ghost form
-        assert rule.routes(layer, a, "l1") == ("per_example", "unfold")
+        assert rule.routes(layer, a, "l1") == ("unfold", "per_example")
 
 
 def test_every_rule_is_registered_by_type_with_the_decorator() -> None:

@@ -377,6 +377,42 @@ def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
     assert set(rule.norms(narrow, a, g, "l2").kept) == {narrow.weight, narrow.bias}
 
 
+def test_the_rule_s_routes_compute_the_opacus_kernels_bits() -> None:
+    """Under Book-Keeping's rule (the default) every layer's norms and kept per-example
+    gradients are Opacus's own kernels' bits, so that a run's bits do not depend on the
+    faster routes that measurement may pick: a dense layer's L2 ghost norm, a convolution's
+    unfold (its grad sampler) and the embedding's L2 norms (hand-written: the same sorted
+    pairs, additions and square root as Opacus's norm sampler)."""
+    from opacus.grad_sample.embedding import compute_embedding_norm_sample
+    from opacus.grad_sample.grad_sample_module import GradSampleModule
+    from opacus.grad_sample.linear import compute_linear_norm_sample
+
+    from torchpipe import fast
+
+    gen = torch.Generator().manual_seed(0)
+    dense = torch.nn.Linear(32, 10)
+    a, g = torch.randn(6, 32, generator=gen), torch.randn(6, 10, generator=gen)
+    norms = compute_linear_norm_sample(dense, [a], g)
+    expected = torch.stack([n * n for n in norms.values()]).sum(dim=0)
+    assert torch.equal(fast.FAST_RULES.get(torch.nn.Linear).norms(dense, a, g, "l2").sums,
+                       expected)
+
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    a, g = torch.randn(6, 3, 28, 28, generator=gen), torch.randn(6, 8, 28, 28, generator=gen)
+    rule = fast.FAST_RULES.get(torch.nn.Conv2d)
+    assert rule.default_route(conv, a, g, "l2") == "unfold"
+    kept = rule.norms(conv, a, g, "l2").kept
+    reference = GradSampleModule.GRAD_SAMPLERS[torch.nn.Conv2d](conv, [a], g)
+    assert kept is not None and all(torch.equal(kept[p], reference[p]) for p in reference)
+
+    table = torch.nn.Embedding(50, 16)
+    ids = torch.randint(0, 50, (6, 40), generator=gen)  # repeats within an example
+    g = torch.randn(6, 40, 16, generator=gen)
+    expected = compute_embedding_norm_sample(table, [ids], g)[table.weight] ** 2
+    assert torch.equal(fast.FAST_RULES.get(torch.nn.Embedding).norms(table, ids, g, "l2").sums,
+                       expected)
+
+
 def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
     from torchpipe import fast
 
