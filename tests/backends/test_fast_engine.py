@@ -14,6 +14,7 @@ tf = pytest.importorskip("tensorflow")
 
 from dpcore.config import ModelSpec, PerfSpec  # noqa: E402
 from tests.backends.train_helpers import (  # noqa: E402
+    check_a_route_the_layer_lacks_is_refused,
     check_padding_changes_nothing,
     check_routes_measured_recorded_replayed,
     chunks_of,
@@ -314,13 +315,10 @@ def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray])
 
 def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
         start: dict[str, np.ndarray]) -> None:
-    from dpcore.errors import ConfigError
     from tfpipe.fast import FastTfStepEngine
 
-    perf = PerfSpec(engine="fast", physical_batch_size=16, routes={"16": {"fc1": "unfold"}})
-    with pytest.raises(ConfigError, match=r"perf.routes\['16'\]\['fc1'\]='unfold'.*valid: "
-                                          r"ghost"):
-        _cnn4_step(FastTfStepEngine, perf, start)
+    check_a_route_the_layer_lacks_is_refused(
+        lambda perf: _cnn4_step(FastTfStepEngine, perf, start), "fc1")
 
 
 @pytest.mark.parametrize("private", [True, False])

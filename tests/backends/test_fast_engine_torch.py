@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 from dpcore.config import ModelSpec, PerfSpec  # noqa: E402
 from tests.backends.train_helpers import (  # noqa: E402
+    check_a_route_the_layer_lacks_is_refused,
     check_padding_changes_nothing,
     check_routes_measured_recorded_replayed,
     chunks_of,
@@ -496,13 +497,8 @@ def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray])
 
 def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
         start: dict[str, np.ndarray]) -> None:
-    from dpcore.errors import ConfigError
-
-    perf = PerfSpec(engine="fast", physical_batch_size=16,
-                    routes={"16": {"layers.fc1": "unfold"}})
-    with pytest.raises(ConfigError, match=r"perf.routes\['16'\]\['layers.fc1'\]='unfold'.*"
-                                          r"valid: ghost"):
-        _cnn4_step(True, perf, start)
+    check_a_route_the_layer_lacks_is_refused(lambda perf: _cnn4_step(True, perf, start),
+                                             "layers.fc1")
 
 
 @pytest.mark.parametrize("private", [True, False])

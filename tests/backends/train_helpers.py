@@ -276,6 +276,21 @@ def check_routes_measured_recorded_replayed(
     assert rel_error(diff(weights, start), diff(measured, start)) < tol
 
 
+def check_a_route_the_layer_lacks_is_refused(step: Callable[[Any], Any], fc1: str) -> None:
+    """``step(perf)`` (:func:`cnn4_step`) given ``perf.routes`` that send cnn4's dense layer
+    ``fc1`` (as the backend names it) down the unfold, which a dense layer does not have, is
+    refused with a ConfigError naming the entry and the layer's only route."""
+    import re
+
+    from dpcore.config import PerfSpec
+    from dpcore.errors import ConfigError
+
+    perf = PerfSpec(engine="fast", physical_batch_size=16, routes={"16": {fc1: "unfold"}})
+    with pytest.raises(ConfigError, match=re.escape(f"perf.routes['16'][{fc1!r}]='unfold'")
+                       + r".*valid: ghost"):
+        step(perf)
+
+
 def check_padding_changes_nothing(step: Callable[..., tuple[Any, Weights]], start: Weights,
                                   private: bool) -> None:
     """``step(pad=...)`` (:func:`cnn4_step`, physical chunks of 256: 16, 16 and 3 examples,
