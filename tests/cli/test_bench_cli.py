@@ -73,9 +73,10 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         assert all(r["extra_ms"] == pytest.approx(r["norm_ms"] + r["sum_ms"] - r["plain_ms"])
                    for r in table)
         # cnn4's first conv on 16x16: T = 64 positions, p d = 64 x 16: 2 T^2 > p d, so the
-        # rule's default is a per-example route; the ghost norm (~6x the MACs) is not timed
+        # rule's default is a per-example route, the unfold; the ghost norm (~6x the MACs) is
+        # not timed
         assert (table[0]["T"], table[0]["p"], table[0]["d"], table[0]["default_route"]) == (
-            64, 64, 16, "per_example")
+            64, 64, 16, "unfold")
         assert set(table[0]["routes_ms"]) == {"per_example", "unfold"}
         assert table[0]["route"] in table[0]["routes_ms"]
         assert all(r["route"] == "ghost" and not r["routes_ms"] for r in table[2:])  # dense
