@@ -35,8 +35,9 @@ of float sums):
 * ``unfold``: the per-example weight gradients from an explicit unfold of the layer input
   ([n, T, p] patches) and one batched matrix product, kept for the clipped sum.
 
-Book-Keeping's rule gives each layer its *default* route (:func:`default_route`); the engines
-time the applicable routes on the layer's real input at warm-up and keep the fastest
+Book-Keeping's rule gives each layer its *default* route (:func:`default_route`), the route
+the engines take unless told otherwise; with ``perf.route_choice: measure`` they time the
+applicable routes on the layer's real input at warm-up and keep the fastest
 (:mod:`dpcore.fastroutes`). :func:`route_macs` is the arithmetic of each route, used to leave
 out of the timing a route that is modelled to be many times slower than the best.
 """
