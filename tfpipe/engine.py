@@ -8,11 +8,13 @@ that :mod:`tfpipe.fast` can extend it without an import cycle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from dpcore.chunkpad import pad_chunk, padded_size
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.noise_key import noise_key
 from dpcore.stepengine import Chunk, StepMechanism
@@ -38,21 +40,48 @@ class TfStepEngine:
         y_spec = tf.TensorSpec([None], tf.int64)
         state_spec = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables]
         self._x_dtype = x_dtype.as_numpy_dtype
-        self._accumulate = tf.function(self._accumulate_chunk, jit_compile=perf.xla,
-                                       input_signature=[x_spec, y_spec, state_spec])
+        #: XLA-compiled chunk steps (``perf.compile`` or ``perf.xla``), their chunks padded to
+        #: their size class with zero-weight rows (not with microbatches: rows are grouped).
+        self.compiled = perf.compile or perf.xla
+        self.pad_chunks = self.compiled and mechanism.microbatch_size == 1
+        self.physical = perf.physical_batch_size
+        self._chunk_signature = [x_spec, y_spec, tf.TensorSpec([None], tf.float32), state_spec]
+        self._accumulate = self._trace(self._accumulate_chunk)
         self._apply = tf.function(self._apply_update, input_signature=[
             state_spec, tf.TensorSpec([], tf.float32)])
         self._predict = probability_function(model)
         self._outputs = output_function(model)
 
-    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
-                          ) -> tuple[list[tf.Tensor], tf.Tensor]:
+    def _trace(self, chunk: Callable[..., Any]) -> Callable[..., Any]:
+        """``chunk(x, y, weights, state) -> (state, loss)`` as a ``tf.function`` (XLA when
+        compiled)."""
+        return tf.function(chunk, jit_compile=self.compiled,
+                           input_signature=self._chunk_signature)
+
+    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor,
+                          state: list[tf.Tensor]) -> tuple[list[tf.Tensor], tf.Tensor]:
+        """Add one chunk's clipped per-example gradients (or its summed gradient) to
+        ``state``; rows of weight 0 (padding) add nothing. Returns the state and the chunk's
+        summed loss over its weighted rows."""
         if self.query.per_example:
             losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
+            records = [r * tf.reshape(weights, [-1] + [1] * (len(r.shape) - 1))
+                       for r in records]
             records = dp.microbatch_means(records, self.mechanism.microbatch_size)
         else:
-            losses, records = dp.summed_gradient(self.model, self.variables, x, y)
-        return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses)
+            losses, records = dp.summed_gradient(self.model, self.variables, x, y, weights)
+        return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses * weights)
+
+    def _accumulator(self, x: np.ndarray, y: np.ndarray) -> Callable[..., Any]:
+        """The traced chunk function that adds the chunk ``(x, y)`` (one for every chunk
+        here; the fast engine keeps one per chunk size class)."""
+        return self._accumulate
+
+    def perf_record(self) -> dict[str, Any]:
+        """What the run's ``perf`` records of this engine: whether the chunk steps were
+        compiled and their chunks padded."""
+        return {"compiled": "XLA (tf.function jit_compile)" if self.compiled else None,
+                "chunks_padded": self.pad_chunks}
 
     def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> None:
         grads = self.optimizer.noised_mean(state, divisor)
@@ -69,8 +98,13 @@ class TfStepEngine:
         state = self.optimizer.initial_sample_state(self.variables)
         loss = 0.0
         for x, y in chunks:
-            state, chunk_loss = self._accumulate(
-                tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state)
+            x, y = np.asarray(x, self._x_dtype), np.asarray(y, np.int64)
+            if self.pad_chunks:
+                x, y, weights = pad_chunk(x, y, padded_size(len(y), self.physical))
+            else:
+                weights = np.ones(len(y), np.float32)
+            state, chunk_loss = self._accumulator(x, y)(
+                tf.constant(x), tf.constant(y), tf.constant(weights), state)
             loss += float(chunk_loss)
         if extra is not None:
             state = self.optimizer.add_to_sum(
