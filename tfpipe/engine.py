@@ -13,10 +13,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import tensorflow as tf
 
+from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.config import PerfSpec, RunConfig
+from dpcore.errors import ConfigError
 from dpcore.stepengine import Chunk, StepMechanism, noise_seed
+from tfpipe import canaries as tfcanaries
 from tfpipe import dp
-from tfpipe.models import get_weights, neutral_to_variables, set_weights
+from tfpipe.models import get_weights, neutral_to_variables, set_weights, variable_keys
 from tfpipe.predict import output_function, probability_function
 
 
@@ -33,49 +36,105 @@ class TfStepEngine:
         x_dtype = model.inputs[0].dtype
         x_spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], x_dtype)
         y_spec = tf.TensorSpec([None], tf.int64)
-        state_spec = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables]
+        self._state_spec = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables]
         self._x_dtype = x_dtype.as_numpy_dtype
+        self._input_shape = tuple(model.inputs[0].shape[1:])
+        self._variable_keys = variable_keys(model, self.variables)
+        self._routed = tfcanaries.routed_layers(model)
         self._accumulate = tf.function(self._accumulate_chunk, jit_compile=perf.xla,
-                                       input_signature=[x_spec, y_spec, state_spec])
-        self._apply = tf.function(self._apply_update, input_signature=[
-            state_spec, tf.TensorSpec([], tf.float32)])
+                                       input_signature=[x_spec, y_spec, self._state_spec,
+                                                        tfcanaries.canary_signature(
+                                                            len(self.variables),
+                                                            self._routed)])
+        self._watch: list[tf.Tensor | None] = [None] * len(self.variables)
+        self._watched: dict[str, np.ndarray] | None = None
+        self._build_apply()
         self._predict = probability_function(model)
         self._outputs = output_function(model)
 
-    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
-                          ) -> tuple[list[tf.Tensor], tf.Tensor]:
+    def _build_apply(self) -> None:
+        self._apply = tf.function(self._apply_update, input_signature=[
+            self._state_spec, tf.TensorSpec([], tf.float32)])
+
+    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor],
+                          canary: tfcanaries.CanaryInput) -> tuple[list[tf.Tensor], tf.Tensor]:
         if self.query.per_example:
-            losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
-            records = dp.microbatch_means(records, self.mechanism.microbatch_size)
+            losses, records = tf.cond(  # a chunk of canaries alone has no example to map over
+                tf.shape(x)[0] > 0,
+                lambda: dp.per_example_gradients(self.model, self.variables, x, y),
+                lambda: (tf.zeros([0], tf.float32),
+                         [tf.zeros([0, *v.shape], v.dtype) for v in self.variables]))
+            k = self.mechanism.microbatch_size
+            # the canaries: more per-example records, before the microbatch means and the
+            # query's clipping (k copies each: a microbatch whose mean is the canary)
+            records = [tf.concat([r, c], axis=0) for r, c in zip(
+                records, tfcanaries.gradient_rows(canary, self.variables, k), strict=True)]
+            records = dp.microbatch_means(records, k)
         else:
             losses, records = dp.summed_gradient(self.model, self.variables, x, y)
         return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses)
 
-    def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> None:
+    def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> list[tf.Tensor]:
         grads = self.optimizer.noised_mean(state, divisor)
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
+        return tfcanaries.watched_values(grads, self._watch)
+
+    def _empty_chunk(self) -> Chunk:
+        """A chunk of zero examples (canaries alone in it)."""
+        return (np.zeros((0, *self._input_shape), self._x_dtype), np.zeros(0, np.int64))
 
     def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
-                   extra: Mapping[str, np.ndarray] | None = None) -> float:
+                   extra: Mapping[str, np.ndarray] | None = None,
+                   canaries: CanaryRecords | None = None) -> float:
         """Accumulate the chunks' clipped gradients, then noise once, divide and step.
 
         ``divisor``: of the noised sum; default the expected batch size B (see
         ``factors.normalisation``). ``extra``: a neutral-layout vector added to the clipped
-        sum before the noise (the audit's canary hook, :class:`dpcore.trainloop.StepEngine`).
+        sum before the noise; ``canaries``: per-example records clipped with the chunks'
+        examples (both: :class:`dpcore.stepengine.StepEngine`).
         """
+        chunks = list(chunks)
         state = self.optimizer.initial_sample_state(self.variables)
         loss = 0.0
-        for x, y in chunks:
+        per_chunk = max((len(y) for _, y in chunks), default=1)
+        for i, part in with_canaries(len(chunks), canaries, per_chunk):
+            x, y = self._empty_chunk() if i is None else chunks[i]
             state, chunk_loss = self._accumulate(
-                tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state)
+                tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state,
+                tfcanaries.canary_input(part, self._variable_keys, self._routed))
             loss += float(chunk_loss)
         if extra is not None:
             state = self.optimizer.add_to_sum(
                 state, neutral_to_variables(self.model, self.variables, extra))
         if divisor is None:
             divisor = float(self.mechanism.expected_batch_size)
-        self._apply(state, tf.constant(divisor, tf.float32))
+        values = self._apply(state, tf.constant(divisor, tf.float32))
+        if self._watching:
+            watched = [k for k, idx in zip(self._variable_keys, self._watch, strict=True)
+                       if idx is not None]
+            self._watched = {str(k): np.asarray(v, np.float64) * divisor
+                             for k, v in zip(watched, values, strict=True)}
         return loss
+
+    @property
+    def _watching(self) -> bool:
+        return any(idx is not None for idx in self._watch)
+
+    def watch(self, coordinates: Mapping[str, np.ndarray]) -> None:
+        """Report the noised sum at ``coordinates`` after every step (:meth:`watched`)."""
+        unknown = sorted(set(coordinates) - {k for k in self._variable_keys if k})
+        if unknown:
+            raise ConfigError(f"watched weight key {unknown[0]!r} is not one the engine "
+                              "trains")
+        self._watch = [None if k not in coordinates else
+                       tf.constant(np.asarray(coordinates[k], np.int64), tf.int64)
+                       for k in self._variable_keys]
+        self._build_apply()
+
+    def watched(self) -> dict[str, np.ndarray] | None:
+        """The last step's noised sum at the watched coordinates (the gradient handed to the
+        optimizer, times the divisor), or None."""
+        return self._watched
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities of one batch of model inputs."""

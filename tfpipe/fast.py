@@ -50,6 +50,7 @@ from tensorflow_privacy.privacy.fast_gradient_clipping import gradient_clipping_
 from dpcore.errors import ConfigError
 from dpcore.fastrules import use_ghost_norm
 from dpcore.registry import Registry
+from tfpipe import canaries as tfcanaries
 from tfpipe.engine import TfStepEngine
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
@@ -382,18 +383,26 @@ def record_layers(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor
 
 
 def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
-                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str
+                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str,
+                         canary: tfcanaries.CanaryInput | None = None
                          ) -> tuple[tf.Tensor, list[tf.Tensor]]:
     """Losses [n] and ``sum_i min(1, clip / ||grad_i||) grad_i`` (one tensor per variable, in
     the order of ``variables``) from one forward and one backward pass (Book-Keeping).
 
     The clip factor is :func:`tfpipe.dp.clip_per_example`'s, ``clip / max(norm, clip)``, with
     the norm flat over all variables (``kind`` ``"l2"`` or ``"l1"``). Needs a model whose
-    trainable layers are all supported (see :func:`unsupported_layers`).
+    trainable layers are all supported (see :func:`unsupported_layers`). ``canary``: the
+    audit's gradient canaries, as more rows of the layers' ``(a, g)`` pairs
+    (:func:`tfpipe.canaries.with_canary_rows`): the sums and norms below treat them as
+    examples (they add no loss).
     """
     if kind not in ("l2", "l1"):
         raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
-    losses, records = record_layers(model, x, y)
+    # a chunk of canaries alone: the layers' pairs of one zero example, cut to no row
+    n = tf.shape(x)[0]
+    losses, records = record_layers(model, *tfcanaries.at_least_one(x, y))
+    losses, records = losses[:n], [(layer, a[:n], g[:n]) for layer, a, g in records]
+    records = tfcanaries.with_canary_rows(records, canary)  # the audit's canary rows
     rules = [FAST_RULES.get(type(layer)) for layer, _, _ in records]
     layer_norms = [rule.norms(layer, a, g, kind)
                    for rule, (layer, a, g) in zip(rules, records, strict=True)]
@@ -412,15 +421,17 @@ class FastTfStepEngine(TfStepEngine):
     """:class:`~tfpipe.engine.TfStepEngine` with layer-wise clipping.
 
     Noise, the division by B and the optimizer step are the reference engine's (TF Privacy
-    query and optimizer); each chunk's clipped sum comes from :func:`clipped_gradient_sum`
-    and is added with the query's ``accumulate_preprocessed_record``.
+    query and optimizer); each chunk's clipped sum (its canary rows included) comes from
+    :func:`clipped_gradient_sum` and is added with the query's
+    ``accumulate_preprocessed_record``.
     """
 
-    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor]
-                          ) -> tuple[list[tf.Tensor], tf.Tensor]:
+    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor],
+                          canary: tfcanaries.CanaryInput) -> tuple[list[tf.Tensor], tf.Tensor]:
         if not self.query.per_example:
-            return super()._accumulate_chunk(x, y, state)
+            return super()._accumulate_chunk(x, y, state, canary)
         losses, summed = clipped_gradient_sum(self.model, self.variables, x, y,
-                                              self.mechanism.clip_norm, self.mechanism.clip_kind)
+                                              self.mechanism.clip_norm, self.mechanism.clip_kind,
+                                              canary)
         state = list(self.query.accumulate_preprocessed_record(state, summed))
         return state, tf.reduce_sum(losses)

@@ -53,11 +53,13 @@ from opacus.grad_sample.linear import compute_linear_grad_sample, compute_linear
 from opacus.grad_sample.utils import register_norm_sampler
 from torch import nn
 
+from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.errors import ConfigError
 from dpcore.fastrules import use_ghost_norm
 from dpcore.registry import Registry
 from dpcore.stepengine import Chunk
 from torchpipe import dp
+from torchpipe.canaries import with_canary_rows
 from torchpipe.device import model_device
 from torchpipe.engine import TorchStepEngine
 from torchpipe.predict import labels_tensor, to_tensor
@@ -387,7 +389,8 @@ def record_layers(model: nn.Module, x: torch.Tensor, y: torch.Tensor
 
 
 def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float,
-                         kind: str) -> tuple[torch.Tensor, list[torch.Tensor]]:
+                         kind: str, canaries: CanaryRecords | None = None
+                         ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Losses [n] and ``sum_i c_i grad_i`` (one tensor per trainable parameter, in the order
     of ``model.parameters()``) from one forward and one backward pass (Book-Keeping).
 
@@ -396,10 +399,19 @@ def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, cli
     (:func:`unsupported_layers` empty). Per layer, the rule's ghost norm or per-example
     gradients (:func:`dpcore.fastrules.use_ghost_norm`) and, for the sum, the kept
     per-example gradients or one weight-gradient op (:meth:`FastRule.weighted_sum`).
+    ``canaries``: the audit's gradient canaries, as more rows of the modules' ``(a, g)``
+    pairs (:func:`torchpipe.canaries.with_canary_rows`): the norms and sums below treat them
+    as examples (they add no loss).
     """
     if kind not in ("l2", "l1"):
         raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
+    # a chunk of canaries alone: the modules' pairs of one zero example, cut to no row
+    n = len(y)
+    if n == 0:
+        x, y = torch.zeros(1, *x.shape[1:], dtype=x.dtype, device=x.device), y.new_zeros(1)
     losses, records = record_layers(model, x, y)
+    losses, records = losses[:n], [(m, a[:n], g[:n]) for m, a, g in records]
+    records = with_canary_rows(records, canaries)  # the audit's canary rows
     rules = [FAST_RULES.get(type(m)) for m, _, _ in records]
     summed: dict[int, torch.Tensor] = {}
     with torch.no_grad():
@@ -432,11 +444,13 @@ class FastTorchStepEngine(TorchStepEngine):
         return model
 
     def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
-                   extra: Mapping[str, np.ndarray] | None = None) -> float:
+                   extra: Mapping[str, np.ndarray] | None = None,
+                   canaries: CanaryRecords | None = None) -> float:
         """Clipped sums chunk by chunk, then the Opacus optimizer's noise, division and step.
 
         ``divisor``: of the noised sum; default the expected batch size B. ``extra``: added
-        to the clipped sum before the noise (the canary hook, as the reference engine).
+        to the clipped sum before the noise; ``canaries``: rows of the layers' ``(a, g)``
+        pairs, clipped with the chunks' examples (both: as the reference engine).
         """
         if not self.mechanism.private:
             return super().train_step(chunks, divisor)
@@ -445,13 +459,16 @@ class FastTorchStepEngine(TorchStepEngine):
         summed = [torch.zeros_like(p) for p in params]
         device = model_device(self.model)
         total = 0.0
-        for x, y in chunks:
-            if len(y) == 0:
+        chunks = list(chunks)
+        per_chunk = max((len(y) for _, y in chunks), default=1)
+        for i, rows in with_canaries(len(chunks), canaries, per_chunk):
+            x, y = self._empty_chunk() if i is None else chunks[i]
+            if len(y) == 0 and rows is None:
                 continue
             losses, parts = clipped_gradient_sum(
                 self.model, to_tensor(x, self.text, device, self.memory_format),
                 labels_tensor(y, device),
-                self.mechanism.clip_norm, self.mechanism.clip_kind)
+                self.mechanism.clip_norm, self.mechanism.clip_kind, rows)
             total += float(losses.sum())
             for acc, part in zip(summed, parts, strict=True):
                 acc += part
@@ -462,6 +479,7 @@ class FastTorchStepEngine(TorchStepEngine):
         optimizer.add_noise()
         with torch.no_grad():
             scale = self.mechanism.expected_batch_size if divisor is None else divisor
+            self._divisor = float(scale)
             for p in params:
                 p.grad /= scale
         optimizer.original_optimizer.step()

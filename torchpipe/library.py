@@ -8,6 +8,10 @@ training loop with ``nn.CrossEntropyLoss()``; PyTorch's default initialisers (se
 ``torch.manual_seed(config.seed)``). Its epsilon is the engine's accountant (Opacus's default,
 PRV), named in the result. ``privacy.sampling: shuffle`` passes ``poisson_sampling=False``
 (an Opacus option: the loader is then the shuffled one the user gave).
+
+The audit's gradient canaries (white-box, ``audit_canaries.kind: gradient``) enter the stock
+step: their per-example gradients are appended to ``grad_sample`` before the stock
+``DPOptimizer`` clips (:meth:`OpacusRunner.use_canaries`).
 """
 
 from __future__ import annotations
@@ -22,9 +26,12 @@ from torch.utils.data import DataLoader, TensorDataset
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.errors import ConfigError
 from dpcore.libraryloop import LibraryRecipe, LibraryRunner
 from dpcore.predicting import model_inputs
 from dpcore.recipes import LIBRARY_TRAINERS
+from dpcore.trainhooks import CanarySource
+from torchpipe.canaries import GradientWatch, append_grad_samples
 from torchpipe.device import model_device
 from torchpipe.models import get_weights
 from torchpipe.predict import is_text_model, outputs, probabilities, to_tensor
@@ -68,6 +75,22 @@ class OpacusRunner:
         self.steps_per_epoch = len(loader)
         self.sampling_rate = 1.0 / len(loader)
         self.criterion = nn.CrossEntropyLoss()
+        self.canaries: CanarySource | None = None
+        self.watch: GradientWatch | None = None
+
+    def use_canaries(self, canaries: CanarySource) -> None:
+        """Take the audit's gradient canaries in every step: their per-example gradients are
+        appended to each parameter's ``grad_sample`` after the backward pass, before the
+        stock ``DPOptimizer`` clips (``clip_and_accumulate``), sums, noises and divides
+        them with the batch's; the noised sum it is about to apply is read at the canaries'
+        coordinates (a step pre-hook of its ``original_optimizer``)."""
+        if self.engine is None:
+            raise ConfigError("gradient canaries need DP-SGD (Opacus's DPOptimizer)")
+        self.canaries = canaries
+        optimizer = self.optimizer
+        self.watch = GradientWatch(  # one backward pass per step: Opacus divides by B
+            self.model, canaries.coordinates(), optimizer.original_optimizer,
+            lambda: optimizer.expected_batch_size)
 
     def train_epoch(self, epoch: int) -> tuple[float, int]:
         """One pass over the (Poisson) loader; returns (summed example loss, examples)."""
@@ -76,6 +99,7 @@ class OpacusRunner:
         device = model_device(self.model)
         for x, y in self.loader:
             x, y = x.to(device), y.to(device)
+            records = None if self.canaries is None else self.canaries.step_records()
             self.optimizer.zero_grad()
             loss = self.criterion(self.module(x), y) if len(y) else None
             if loss is not None:
@@ -84,7 +108,13 @@ class OpacusRunner:
                     loss.backward()
                 total += float(loss.detach()) * len(y)
                 examples += len(y)
+            if records is not None:  # the audit's canaries, before Opacus clips
+                append_grad_samples(self.optimizer.params, records, self.model)
             self.optimizer.step()  # an empty Poisson batch is a noise-only step in Opacus
+            if self.canaries is not None and self.watch is not None \
+                    and self.watch.values is not None:
+                self.canaries.observed(self.watch.values)
+                self.watch.values = None
         return total, examples
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -109,7 +139,9 @@ class OpacusRunner:
                 float(self.engine.get_epsilon(plan.delta))}
 
     def close(self) -> None:
-        """Remove Opacus's hooks from the model."""
+        """Remove Opacus's hooks (and the canaries' watch) from the model."""
+        if self.watch is not None:
+            self.watch.close()
         remove = getattr(self.module, "_close", None)
         if remove is not None and self.module is not self.model:
             remove()

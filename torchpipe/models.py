@@ -426,6 +426,32 @@ def neutral_to_parameters(model: nn.Module, vector: Mapping[str, np.ndarray]
     return out
 
 
+def parameter_indices(model: nn.Module, coordinates: Mapping[str, np.ndarray]
+                      ) -> dict[str, tuple[nn.Parameter, np.ndarray]]:
+    """Neutral coordinates in PyTorch's layout: key -> (its parameter, the flat indices in
+    the parameter of the neutral flat indices ``coordinates[key]``, same order).
+
+    Raises:
+        ConfigError: a key that is not one of the model's weights.
+    """
+    params = _parameters(model)
+    unknown = sorted(set(coordinates) - set(params))
+    if unknown:
+        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
+                          f"{', '.join(sorted(params))}")
+    out: dict[str, tuple[nn.Parameter, np.ndarray]] = {}
+    for key, flat in coordinates.items():
+        kind, param, tensor = params[key]
+        n = tensor.numel()
+        neutral = np.arange(n, dtype=np.int64).reshape(
+            from_torch_layout(kind, param, np.empty(tuple(tensor.shape))).shape)
+        native = to_torch_layout(kind, param, neutral).reshape(-1)
+        position = np.empty(n, np.int64)
+        position[native] = np.arange(n, dtype=np.int64)
+        out[key] = (tensor, position[np.asarray(flat, np.int64)])
+    return out
+
+
 def set_weights(model: nn.Module, weights: Mapping[str, np.ndarray]) -> None:
     """Load neutral-layout weights; all-or-nothing.
 

@@ -51,14 +51,35 @@ BROKEN_FLAG = "deliberately broken"
 
 #: Columns of :func:`privacy_columns` that hold text.
 PRIVACY_TEXT_COLUMNS = ("epsilon_proved_reason", "epsilon_proved_relation", "fault",
-                        "audit_kind", "privacy_violation", *COMPANION_COLUMNS)
+                        "audit_kind", "privacy_violation", "per_step_flagged",
+                        *COMPANION_COLUMNS)
+
+#: The flag of a run whose per-step canary audit found the noise not fresh at every step.
+NOT_FRESH = "NOT FRESH"
+
+
+def per_step_columns(one_run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run-row columns of the per-step canary audit (:mod:`dpcore.audit.per_step`), in
+    the tensor of the smallest p-value: ``per_step_ratio`` (S, the noise residuals' variance
+    left after predicting each from the step before, over the configured noise variance),
+    ``per_step_threshold``, ``per_step_rho`` (their lag-1 correlation) and
+    ``per_step_flagged`` ("yes"/""); none for a run without a per-step audit (a frame of
+    such runs has no such columns)."""
+    per_step = one_run.get("per_step")
+    if not per_step:
+        return {}
+    return {"per_step_ratio": float(per_step.get("value", math.nan)),
+            "per_step_threshold": float(per_step.get("threshold", math.nan)),
+            "per_step_rho": float(per_step.get("rho_1", math.nan)),
+            "per_step_flagged": "yes" if per_step.get("flagged") else ""}
 
 
 def privacy_columns(result: RunResult) -> dict[str, Any]:
     """The run-row columns of one RunResult: ``epsilon_claimed``, ``epsilon_proved`` (NaN when
     none is proved), its reason and relation, ``epsilon_audited`` (NaN without an audit),
     ``audit_kind``/``audit_m``/``audit_k``/``audit_correct``, ``fault`` ("" when honest) and
-    ``privacy_violation`` ("yes"/""); a run audited by an audit companion
+    ``privacy_violation`` ("yes"/"": the audited bound above the proved or claimed epsilon, or
+    the per-step audit flagged, :func:`per_step_columns`); a run audited by an audit companion
     (:mod:`compare.reporting.audited_column`) also ``audit_companion`` and its status, and its
     violation is tested against the companion's own claimed and proved epsilon."""
     figures = figures_of_result(result)
@@ -67,6 +88,8 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
     fault = str((result.config.get("factors") or {}).get("fault", "none"))
     claimed, proved = figures.get("epsilon_claimed"), figures.get("epsilon_proved")
     reference = reference_figures(one_run, claimed, proved)  # an audit companion's own
+    per_step = per_step_columns(one_run)
+    violation = is_violation(audited, *reference) or per_step.get("per_step_flagged") == "yes"
     return {
         "epsilon_claimed": math.nan if claimed is None else float(claimed),
         "epsilon_proved": math.nan if proved is None else float(proved),
@@ -78,7 +101,8 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
         "audit_k": one_run.get("k"),
         "audit_correct": one_run.get("correct"),
         "fault": "" if fault == "none" else fault,
-        "privacy_violation": "yes" if is_violation(audited, *reference) else "",
+        "privacy_violation": "yes" if violation else "",
+        **per_step,
         **companion_column(one_run),
     }
 
@@ -127,9 +151,28 @@ def honest(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["fault"].astype(str) == ""] if "fault" in frame else frame
 
 
+def per_step_cell(group: pd.DataFrame) -> str:
+    """The per-step audit of one (setting, backend)'s runs: the smallest S over seeds with
+    its threshold and lag-1 correlation, and how many runs it flagged ("" when no run has a
+    per-step audit)."""
+    if "per_step_ratio" not in group:
+        return ""
+    ratio = group["per_step_ratio"].astype(float)
+    if not ratio.notna().any():
+        return ""
+    worst = group.loc[ratio.idxmin()]
+    flagged = int((group["per_step_flagged"] == "yes").sum())
+    text = (f"S {fmt(worst['per_step_ratio'], 3)} (threshold "
+            f"{fmt(worst['per_step_threshold'], 3)}, rho_1 {fmt(worst['per_step_rho'], 3)})")
+    if flagged:
+        return f"{NOT_FRESH} ({flagged} of {int(ratio.notna().sum())} runs): {text}"
+    return f"fresh: {text}"
+
+
 def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (setting, backend) of finished runs: claimed and proved epsilon (they do not depend
-    on the seed), the largest audited bound over seeds with its audit, violations, fault."""
+    on the seed), the largest audited bound over seeds with its audit, the per-step noise
+    check where a run has one (:func:`per_step_cell`), violations, fault."""
     done = frame[frame["status"] == "finished"]
     rows = []
     for (setting, backend), group in done.groupby(["setting", "backend"], sort=False):
@@ -143,6 +186,8 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
             "audit (kind, correct/k of m)": "" if best is None else (
                 f"{best['audit_kind']}, {fmt(best['audit_correct'])}/{fmt(best['audit_k'])} of "
                 f"{fmt(best['audit_m'])}{companion_note(best)}"),
+            **({"per-step noise": per_step_cell(group)} if "per_step_ratio" in group
+               else {}),
             "violation": (f"{VIOLATION_FLAG} ({int((group['privacy_violation'] == 'yes').sum())}"
                           f" of {int(audited.notna().sum())} runs)"
                           if (group["privacy_violation"] == "yes").any() else ""),
@@ -265,6 +310,22 @@ HOW_TO_AUDIT = (
     "advantage, not an audited epsilon.")
 
 
+#: What the per-step column says (shown where some run has a per-step audit).
+PER_STEP_TEXT = (
+    "*Per-step noise*: gradient canaries are per-example records that each backend clips, "
+    "sums and noises with its own examples, and the step engine reports the noised sum at "
+    "the canaries' coordinates every step, before the optimizer. The residual there "
+    "(observed minus the canaries' clipped contribution an honest step adds) is the step's "
+    "fresh noise plus the real gradients. S is the residuals' variance left after predicting "
+    "each from the step before (with their lag-1 correlation rho_1), over the configured "
+    "noise variance sigma^2 C^2 (dpcore/audit/per_step.py): fresh noise cannot be predicted, "
+    "so S >= 1 whatever the real gradients do, while noise reused across steps (or far "
+    "smaller than sigma C, or strongly correlated from step to step) leaves S near 0. A run "
+    "is flagged when S is below a threshold that an honest run passes with probability "
+    "0.999 (family-wise over the parameter tensors; the smallest S over seeds is shown); a "
+    "flagged run counts as a privacy violation.")
+
+
 def is_informative_plot(frame: pd.DataFrame) -> bool:
     """Whether :func:`privacy_figure` shows more than the table: some run has an audited
     bound, or some setting's proved epsilon differs from its claim (or none is proved).
@@ -291,6 +352,8 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
     table = privacy_table(dp)
     if table.empty:
         return SectionOutput()
+    per_step = "per-step noise" in table and table["per-step noise"].astype(str).str.len().gt(
+        0).any()
     lines = ["## Privacy: claimed, proved, audited", "",
              "*Claimed*: the shared accountant's epsilon for the setting (local DP: the "
              "per-image epsilon). *Proved*: the tightest bound known for what actually ran "
@@ -299,10 +362,13 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
              "canaries in the same run (max over seeds), where the run audited; not the "
              "membership-inference audit, which gives no epsilon. An audited bound above "
              "the proved epsilon (the claimed one where nothing is proved) is a privacy "
-             "violation; `fault` marks a deliberately broken step (an audit check).", "",
-             markdown_table(table, ["setting", "backend", "seeds", "claimed", "proved",
-                                    "audited (max)", "audit (kind, correct/k of m)",
-                                    "violation", "fault"]), ""]
+             "violation; `fault` marks a deliberately broken step (an audit check).", ""]
+    if per_step:
+        lines += [PER_STEP_TEXT, ""]
+    columns = ["setting", "backend", "seeds", "claimed", "proved", "audited (max)",
+               "audit (kind, correct/k of m)", *(["per-step noise"] if per_step else []),
+               "violation", "fault"]
+    lines += [markdown_table(table, columns), ""]
     audited = table["audited (max)"].map(lambda v: not (isinstance(v, float) and math.isnan(v)))
     if not audited.any():
         lines += [HOW_TO_AUDIT, ""]
@@ -380,9 +446,10 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     return "; ".join(parts) + "."
 
 
-__all__ = ["BROKEN_FLAG", "HOW_TO_AUDIT", "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG",
+__all__ = ["BROKEN_FLAG", "HOW_TO_AUDIT", "NOT_FRESH", "PER_STEP_TEXT",
+           "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG",
            "apply_flags", "flag_settings", "flags_of_results", "honest",
-           "is_informative_plot", "setting_flags",
+           "is_informative_plot", "per_step_cell", "per_step_columns", "setting_flags",
            "plot_privacy", "privacy", "privacy_columns", "privacy_figure", "privacy_long",
            "privacy_section",
            "privacy_sentence", "privacy_table"]

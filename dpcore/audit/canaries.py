@@ -4,14 +4,17 @@ Both kinds draw which of the M canaries are included (independently, probability
 generator seeded by :func:`canary_seed` of the run seed, so a run's canaries are the same on
 both backends and are recorded by that seed.
 
-* :class:`GradientCanaries` (white-box, harmonised DP-SGD): canary i is a per-example gradient
-  of norm :data:`CANARY_NORM_MULTIPLE` x C along its own coordinate of the neutral weight
-  layout (:mod:`dpcore.weights`). In every step each included canary joins the batch with the
-  run's sampling probability q (Poisson), is clipped by the step's rule (scaled by
-  C / max(norm, C), in the step's norm; a single coordinate has the same L1 and L2 norm) and
-  is added to the clipped sum before the noise: dpcore computes that vector, each backend only
-  adds it (the ``extra`` of :meth:`dpcore.trainloop.StepEngine.train_step`). Score: how far
-  the weight moved against the canary's gradient over training, w_0[j] - w_T[j].
+* :class:`GradientCanaries` (white-box, DP-SGD): canary i is a per-example gradient of norm
+  :data:`CANARY_NORM_MULTIPLE` x C whose own coordinate j of the neutral weight layout
+  (:mod:`dpcore.weights`) is drawn at random (the record, :mod:`dpcore.audit.canary_records`,
+  may also touch its output unit's bias). In every step each included canary joins the batch
+  with the run's sampling probability q (Poisson) as one more per-example record, which the
+  step engine clips, sums and noises with its real examples, in its own code (the
+  ``canaries`` of :meth:`dpcore.stepengine.StepEngine.train_step`; a missing clip lets it
+  through 100-fold). dpcore knows what an honest step adds for it (:func:`clipped_sum`), and
+  the engine reports the noised sum at the canaries' coordinates every step, so the residuals
+  (:mod:`dpcore.audit.per_step`) show whether the noise is fresh. Score of the one-run bound:
+  how far the weight moved against the canary's gradient over training, w_0[j] - w_T[j].
 * :class:`InputCanaries` (black-box, any recipe): canary i is a copy of a training image with
   a fixed wrong label; the included ones are appended to the training set. Score: the trained
   model's probability of that wrong label.
@@ -26,17 +29,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcore.audit.canary_records import (
+    CANARY_NORM_MULTIPLE,
+    CanaryRecord,
+    CanaryRecords,
+    canary_records,
+    clipped_sum,
+)
 from dpcore.audit.one_run import OneRunAudit, audit_scores
+from dpcore.audit.per_step import CanaryTrace
 from dpcore.errors import ConfigError
 
 if TYPE_CHECKING:
+    from dpcore.architectures import Architecture
     from dpcore.config import AuditCanarySpec
     from dpcore.data.dataset import Dataset
-    from dpcore.stepengine import StepMechanism
 
-#: A gradient canary's norm in units of the clip norm C: well above C, so that clipping is
-#: what bounds it (a step that forgets to clip lets it through 100-fold).
-CANARY_NORM_MULTIPLE = 100.0
+__all__ = ["CANARY_NORM_MULTIPLE", "GRADIENT_SCORE", "INPUT_SCORE", "GradientCanaries",
+           "InputCanaries", "canary_seed", "inclusion"]
 
 GRADIENT_SCORE = "movement of the weight against the canary gradient, w_0[j] - w_T[j]"
 INPUT_SCORE = "trained model's probability of the canary's wrong label"
@@ -63,8 +73,12 @@ class GradientCanaries:
             position ``flat_index[i]``.
         included: which canaries are in.
         sampling_rate: q, each included canary's chance to join a step.
-        value: the clipped canary gradient's value along its coordinate.
+        records: canary i's per-example record (:mod:`dpcore.audit.canary_records`), of norm
+            :data:`CANARY_NORM_MULTIPLE` C in the step's clip norm.
+        clip_norm, clip_kind: the config's C and clip norm (``"l2"`` / ``"l1"``): what an
+            honest step clips each record to.
         seed: the canary generator's seed.
+        trace: what each step added at the canaries' coordinates (:class:`CanaryTrace`).
     """
 
     keys: list[str]
@@ -73,18 +87,27 @@ class GradientCanaries:
     flat_index: np.ndarray
     included: np.ndarray
     sampling_rate: float
-    value: float
+    records: list[CanaryRecord]
+    clip_norm: float
+    clip_kind: str
     seed: int
     rng: np.random.Generator = dataclasses.field(repr=False, default_factory=np.random.default_rng)
+    trace: CanaryTrace = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.trace is None:
+            self.trace = CanaryTrace.of(self.records, self.clip_norm, self.clip_kind)
 
     @classmethod
     def for_run(cls, spec: AuditCanarySpec, run_seed: int, shapes: Mapping[str, tuple[int, ...]],
-                mechanism: StepMechanism, sampling_rate: float, clip_norm: float
-                ) -> GradientCanaries:
+                arch: Architecture, sampling_rate: float, clip_norm: float,
+                clip_kind: str = "l2") -> GradientCanaries:
         """Draw the coordinates and the inclusion of ``spec.count`` canaries.
 
-        ``clip_norm`` is the config's C (the canaries' norm is :data:`CANARY_NORM_MULTIPLE`
-        C); ``mechanism`` is the step as it runs (a ``no_clip`` fault clips nothing).
+        ``shapes``: the trained weights (neutral layout) of model ``arch``; ``clip_norm`` and
+        ``clip_kind``: the config's C and clip norm (each record's norm is
+        :data:`CANARY_NORM_MULTIPLE` C in it; the step engine clips it as it clips its
+        examples, with whatever clip norm its step runs: a ``no_clip`` fault clips nothing).
 
         Raises:
             ConfigError: more canaries than weight coordinates (each needs its own).
@@ -103,25 +126,54 @@ class GradientCanaries:
         coords = rng.choice(total, size=m, replace=False)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         key_index = np.searchsorted(starts, coords, side="right") - 1
-        norm = CANARY_NORM_MULTIPLE * float(clip_norm)
-        value = norm * min(1.0, mechanism.clip_norm / max(norm, mechanism.clip_norm))
+        flat_index = coords - starts[key_index]
+        records = canary_records(arch, [keys[i] for i in key_index], flat_index,
+                                 CANARY_NORM_MULTIPLE * float(clip_norm), clip_kind)
         return cls(keys=keys, shapes={k: tuple(shapes[k]) for k in keys}, key_index=key_index,
-                   flat_index=coords - starts[key_index], included=included,
-                   sampling_rate=float(sampling_rate), value=float(value), seed=seed, rng=rng)
+                   flat_index=flat_index, included=included,
+                   sampling_rate=float(sampling_rate), records=records,
+                   clip_norm=float(clip_norm), clip_kind=clip_kind, seed=seed, rng=rng)
+
+    def sample_step(self) -> np.ndarray:
+        """Which canaries join this step: each included one with probability q (Poisson).
+        Draws from the canary generator, so call it exactly once per step."""
+        return self.included & (self.rng.random(len(self.included)) < self.sampling_rate)
+
+    def step_records(self) -> CanaryRecords | None:
+        """The records of the canaries sampled in this step (:meth:`sample_step`, in canary
+        order), or None when none is; the trace keeps what an honest step adds for them."""
+        sampled = self.sample_step()
+        self.trace.sampled(sampled)
+        if not sampled.any():
+            return None
+        return CanaryRecords.of([self.records[i] for i in np.flatnonzero(sampled)])
 
     def step_gradient(self) -> dict[str, np.ndarray] | None:
-        """The summed clipped gradients of the canaries sampled in this step (neutral layout;
-        only the keys they touch), or None when none is sampled. Draws from the canary
-        generator, so call it exactly once per step."""
-        sampled = self.included & (self.rng.random(len(self.included)) < self.sampling_rate)
+        """What an honest step adds for the canaries sampled now (:meth:`sample_step`):
+        their summed clipped gradients (neutral layout; only the keys they touch), or None
+        when none is sampled. Draws from the canary generator, as :meth:`step_records`."""
+        sampled = self.sample_step()
         if not sampled.any():
             return None
         out: dict[str, np.ndarray] = {}
-        for i in np.flatnonzero(sampled):
-            key = self.keys[self.key_index[i]]
-            flat = out.setdefault(key, np.zeros(int(np.prod(self.shapes[key])), np.float32))
-            flat[self.flat_index[i]] += self.value
-        return {k: v.reshape(self.shapes[k]) for k, v in out.items()}
+        summed = clipped_sum([self.records[i] for i in np.flatnonzero(sampled)],
+                             self.clip_norm, self.clip_kind)
+        for key, entries in summed.items():
+            flat = np.zeros(int(np.prod(self.shapes[key])), np.float32)
+            for index, value in entries.items():
+                flat[index] += value
+            out[key] = flat.reshape(self.shapes[key])
+        return out
+
+    def coordinates(self) -> dict[str, np.ndarray]:
+        """The canaries' own coordinates: neutral key -> flat indices, in canary order within
+        each key (what the step engine reports after each step,
+        :meth:`dpcore.stepengine.StepEngine.watch`)."""
+        return self.trace.coordinates()
+
+    def observed(self, values: Mapping[str, np.ndarray]) -> None:
+        """The engine's report of this step's noised sum at :meth:`coordinates`."""
+        self.trace.observed(values)
 
     def scores(self, initial: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
                ) -> np.ndarray:
