@@ -1,4 +1,4 @@
-"""The IMDB epsilon puzzle (issue 14, item 5): which inputs give TF Privacy's 4.10 / 7.83 / 9.32?
+"""The IMDB epsilon puzzle: which inputs give TF Privacy's 4.10 / 7.83 / 9.32?
 
 The library benchmark (Kotevska et al., Table II) reports, at identical settings (IMDB, 25,000
 training reviews, batch 64, q = 0.00256, noise multiplier 0.56, delta 1e-5, 15 / 45 / 60

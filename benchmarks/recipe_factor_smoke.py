@@ -1,4 +1,4 @@
-"""Smoke run of every factor switch of the harmonised recipe on one backend (issue 14).
+"""Smoke run of every factor switch of the harmonised recipe on one backend.
 
 ``python -m benchmarks.recipe_factor_smoke tf|torch [DATA_DIR]``: sklearn's digits at 16x16,
 cnn4, 3 epochs, batch 64, lr 0.5, noise 1.0, one seed; prints one JSON line per variant

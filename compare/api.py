@@ -42,7 +42,7 @@ calls that need them.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +62,11 @@ from compare.reproduce import reproduce as run_reproduction
 from compare.run_config import as_config, check_backend, resolve_config, with_train_defaults
 from compare.tidy import faithfulness, history, load_results, results
 from compare.train_run import DEFAULT_TRAIN_OUT, train
+from compare.verify import verify_config
 from dpcore import accounting_figures as figures
 from dpcore.accounting_figures import PYTHON_NAMES
 from dpcore.backend import load_backend
-from dpcore.config import RunConfig
+from dpcore.config import PerfSpec, RunConfig
 from dpcore.data import dataset_table, resolve_data_root
 from dpcore.data.download import DOWNLOADS
 from dpcore.data.download import download as fetch
@@ -86,7 +87,7 @@ __all__ = [
     "gradcam", "history", "load_data", "load_grid", "load_model", "mechanisms",
     "predict_proba", "privatise", "rebuild_report", "report", "reproduce", "resolve_config",
     "results",
-    "train", "with_train_defaults",
+    "train", "verify", "with_train_defaults",
 ]
 
 #: Noise distributions of :func:`epsilon` / :func:`calibrate` by their CLI names, CLI name ->
@@ -117,7 +118,7 @@ def epsilon(
             exactly one of ``epochs`` and ``steps``.
         steps: number of noised steps.
         sampling_rate: q in (0, 1]; default B / N.
-        delta: target delta in (0, 1); default 1/N rounded down to a power of ten.
+        delta: target delta in (0, 1); default the largest power of ten below 1/(10 N).
         mechanism: ``gaussian`` or ``laplace``.
         library: also compute Opacus's (RDP, PRV) and TF Privacy's own epsilon (imports
             both frameworks); False leaves them None.
@@ -246,6 +247,18 @@ def reproduce(report_dir: str | Path, *, runs: int | None = None,
                             seed=seed, threads=threads, data_dir=data_dir, progress=progress,
                             log=print if progress else (lambda _msg: None), command=command,
                             dry_run=dry_run)
+
+
+def verify(config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
+           data_dir: str | Path | None = None, engine: str = "all",
+           perf: PerfSpec | None = None, log: Callable[[str], None] | None = None) -> Any:
+    """``dpcompare verify``: a conformance check of one configured DP step (sensitivity,
+    noise, divisor, accounting) on ``backend``, training nothing. ``config`` is anything
+    :func:`train` takes, completed by :func:`resolve_config`; the rest is
+    :func:`compare.verify.verify_config`'s (arguments, report and errors there)."""
+    backend = check_backend(backend)
+    return verify_config(resolve_config(config, backend)[0], backend, data_dir=data_dir,
+                         engine=engine, perf=perf, log=log)
 
 
 # --- models and data -------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Audit companion runs: one extra, audited run per configuration of a grid (issue 30 item 4).
+"""Audit companion runs: one extra, audited run per configuration of a grid.
 
 A one-run audit (:mod:`dpcore.audit`) changes what trains (its canaries are extra examples), so
 auditing a grid's own runs would change their configs and hashes. A grid section

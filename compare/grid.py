@@ -22,6 +22,9 @@ A grid file (YAML; the presets in ``compare/presets`` are grid files) looks like
                                 # training, against compare/published and the grid's settings)
     audit_companions: {...}     # optional: one audited extra run per configuration, run
                                 # after the others (see compare.companions)
+    selection: {...}            # optional: how the hyper-parameters were selected, and
+                                # whether that selection's privacy is accounted (see
+                                # dpcore.tuning.selection); said in the report, in no config
 
 Every cell becomes one :class:`RunConfig`, run identically on each backend.
 """
@@ -44,10 +47,11 @@ from dpcore.config import PerfSpec, RunConfig, apply_overrides, load_mapping_fil
 from dpcore.defaults import fill_defaults
 from dpcore.errors import ConfigError
 from dpcore.results import BACKENDS, RunResult, run_id
+from dpcore.tuning import parse_selections
 
 GRID_KEYS = {
     "name", "description", "base", "axes", "seeds", "backends", "perf", "evaluation",
-    "published", "notes", "version", "audit_companions",
+    "published", "notes", "version", "audit_companions", "selection",
 }
 EVALUATION_DEFAULTS: dict[str, Any] = {"faithfulness_subset": 500, "montage_images": 4,
                                        "faithfulness": True, "audit": False}
@@ -105,6 +109,11 @@ class Grid:
     evaluation: dict[str, Any] = field(default_factory=dict)
     published: tuple[dict[str, Any], ...] = ()
     notes: str = ""
+    #: how the hyper-parameters were selected: the checked ``selection:`` block, or list of
+    #: blocks each naming its settings (:func:`dpcore.tuning.parse_selections`); None when the
+    #: grid has none. It describes the grid and is never part of a cell's config, so it moves
+    #: no config hash.
+    selection: dict[str, Any] | list[dict[str, Any]] | None = None
     #: audit companion cells (:mod:`compare.companions`), run after every cell of ``cells``
     companions: tuple[GridCell, ...] = ()
 
@@ -256,6 +265,12 @@ def expand_grid(
             isinstance(p, Mapping) for p in published):
         raise ConfigError(f"grid 'published' must be a list of mappings, got {published!r}")
     validate_published(published, (cell.setting for cell in cells), BACKENDS)
+    selection: Any = raw.get("selection")
+    if selection is not None:
+        parsed = parse_selections(selection, [cell.setting for cell in cells],
+                                  "grid 'selection'")
+        selection = ([p.to_dict() for p in parsed] if isinstance(selection, list)
+                     else parsed[0].to_dict())
     main = Grid(name="", description="", cells=tuple(cells), backends=grid_backends, perf=perf)
     companions = companion_cells(main.runs(), parse_companions(raw.get("audit_companions")))
     return Grid(
@@ -267,6 +282,7 @@ def expand_grid(
         evaluation=evaluation,
         published=tuple(published),
         notes=str(raw.get("notes", "")),
+        selection=selection,
         companions=companions,
     )
 

@@ -63,8 +63,8 @@ def _montage_sample(dataset: Dataset, n_images: int) -> tuple[np.ndarray, np.nda
 def _true_labels(members: Sequence[tuple[GridCell, str]], datasets: DatasetCache,
                  shown: np.ndarray, n_images: int,
                  log: Callable[[str], None]) -> np.ndarray | None:
-    """The true classes of the montage images ``shown`` (taken from committed montage arrays
-    stored before true labels were kept): the test labels at the montage's sample indices of
+    """The true classes of the montage images ``shown`` (for committed montage arrays without
+    their true labels): the test labels at the montage's sample indices of
     the first member's data set whose images there are ``shown``; None (logged) when the data
     set cannot be loaded here or shows other images."""
     # runs without local DP first: their data set is not privatised for this
@@ -172,7 +172,7 @@ def store_montages(grid: Grid, store: ResultsStore, datasets: DatasetCache,
                     f"{column['run_id']} shows other images; left out")
         if base is None or not columns:
             continue
-        if labels is None:  # every column committed before true labels were kept
+        if labels is None:  # no column keeps its true labels
             labels = _true_labels(members, datasets, base, n_images, log)
         name = safe_file_name(f"{data_name}-{model_name}")
         folder = grid_montage_folder(store.root, grid.name)

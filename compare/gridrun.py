@@ -268,6 +268,7 @@ def report_context(grid: Grid, command: str, wall_seconds: float) -> ReportConte
         montage_grid=grid.name,
         audit_companions=grid.companion_runs() or None,
         faithfulness=Evaluation.of_grid(grid.evaluation).asks_faithfulness,
+        selection=grid.selection,
     )
 
 

@@ -35,10 +35,11 @@ import pandas as pd
 
 from dpcore.errors import DataError
 from dpcore.io import atomic_write_text
+from dpcore.mechanisms import privatises_images
+from dpcore.registry import Registry
 
 __all__ = ["BACKEND_NAMES", "LATEX_FOLDER", "LATEX_TABLES", "LatexTable", "latex_interval",
-           "latex_number", "latex_scientific", "latex_signed", "latex_table", "latex_text",
-           "report_slug",
+           "latex_number", "latex_scientific", "latex_signed", "latex_text", "report_slug",
            "to_booktabs", "write_latex_tables"]
 
 LATEX_FOLDER = "latex"
@@ -65,18 +66,10 @@ class LatexTable:
     caption: str
 
 
-#: File name -> the function that builds its tables from a report folder (empty: none).
-LATEX_TABLES: dict[str, Callable[[Path], list[LatexTable]]] = {}
-
-
-def latex_table(filename: str) -> Callable[[Callable[[Path], list[LatexTable]]],
-                                           Callable[[Path], list[LatexTable]]]:
-    """Register a table builder under ``filename`` in :data:`LATEX_TABLES`."""
-    def register(builder: Callable[[Path], list[LatexTable]]
-                 ) -> Callable[[Path], list[LatexTable]]:
-        LATEX_TABLES[filename] = builder
-        return builder
-    return register
+#: File name -> the function that builds its tables from a report folder (an empty list:
+#: none), in registration order: ``@LATEX_TABLES.register("accuracy.tex")``.
+LATEX_TABLES: Registry[str, Callable[[Path], list[LatexTable]]] = Registry(
+    "LaTeX table builders", key="LaTeX file")
 
 
 def write_latex_tables(report_dir: str | Path, out_dir: str | Path | None = None
@@ -264,7 +257,7 @@ def _read(folder: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(path) if path.is_file() else pd.DataFrame()
 
 
-@latex_table("accuracy.tex")
+@LATEX_TABLES.register("accuracy.tex")
 def accuracy_tables(folder: Path) -> list[LatexTable]:
     """Test accuracy and AUC per setting and backend, epsilon and collapsed runs."""
     summary = _read(folder, "summary.csv")
@@ -288,7 +281,7 @@ def accuracy_tables(folder: Path) -> list[LatexTable]:
         cells.append(tuple(line))
     mechanisms = set(summary["mechanism"].astype(str)) if "mechanism" in summary else set()
     local = ("local DP runs (their per-image epsilon is in the report's local-DP table) and "
-             if "ldp" in mechanisms else "")
+             if any(privatises_images(m) for m in mechanisms) else "")
     caption = (f"Test accuracy{' and AUC' if has_auc else ''} per setting and backend. "
                + interval_caption(summary["seeds"], runs.get("n_test", ()))
                + " $\\varepsilon$: the shared accountant's epsilon (RDP) of the setting; "
@@ -318,7 +311,7 @@ def _over_seeds(values: pd.Series, digits: int) -> str:
     return f"{latex_number(finite.min(), digits)}--{latex_number(finite.max(), digits)}"
 
 
-@latex_table("privacy.tex")
+@LATEX_TABLES.register("privacy.tex")
 def privacy_tables(folder: Path) -> list[LatexTable]:
     """Per DP-SGD setting and backend: sigma, steps, q, delta and every epsilon."""
     table = _read(folder, "epsilon.csv")
@@ -358,9 +351,12 @@ def privacy_tables(folder: Path) -> list[LatexTable]:
 
 # --- published.tex ------------------------------------------------------------------------------
 
-#: Words of the bundled papers' row values and column names, as the tables print them.
-_WORDS = {"opacus": "Opacus", "tf_privacy": "TF Privacy", "auc": "AUC", "ldp": "LDP",
-          "dpsgd": "DP-SGD", "epsilon": "ε", "eps": "ε", "pct": "(%)"}
+#: Words of the bundled papers' row values and column names (their YAML keys, not the bench's
+#: mechanism names), as the tables print them: (key word, printed word) pairs.
+PAPER_WORDS: tuple[tuple[str, str], ...] = (
+    ("opacus", "Opacus"), ("tf_privacy", "TF Privacy"), ("auc", "AUC"), ("ldp", "LDP"),
+    ("dpsgd", "DP-SGD"), ("epsilon", "ε"), ("eps", "ε"), ("pct", "(%)"))
+_WORDS = dict(PAPER_WORDS)
 
 
 def human_name(key: Any) -> str:
@@ -397,13 +393,14 @@ def paper_cell_name(row: Mapping[str, Any], column: str) -> str:
     return f"{', '.join(parts)}: {human_name(column)}"
 
 
-@latex_table("published.tex")
+@LATEX_TABLES.register("published.tex")
 def published_tables(folder: Path) -> list[LatexTable]:
     """One table per ``published:`` entry with a table: the paper's cells beside ours."""
     from compare.records import has_records, read_records
     from compare.reporting.frames import results_frame
     from compare.reporting.published import load_paper, paper_table
     from compare.reporting.published_section import cell_figures
+    from compare.reporting.reproduction import CELL_RULE
 
     if not has_records(folder):
         return []
@@ -419,20 +416,21 @@ def published_tables(folder: Path) -> list[LatexTable]:
         mixed = len(set(seeds)) > 1
         collapsed = any(f.collapsed for f in figures)
         headings = ["Paper's figure", "Published", "Ours", "Ours $-$ published", "Our setting",
-                    *(["Seeds"] if mixed else []), *(["Collapsed runs"] if collapsed else [])]
+                    *(["Seeds"] if mixed else []), *(["Collapsed runs"] if collapsed else []),
+                    "Verdict"]
         cells = []
         for f in figures:
             line = [latex_text(paper_cell_name(f.cell["row"], f.cell["column"])),
                     "not reported" if f.printed is None else latex_number(f.printed),
                     "not run" if not f.ours.n else latex_interval(f.ours.mean, f.ours.low,
                                                                   f.ours.high, 2),
-                    latex_signed(f.difference, 2),
-                    latex_text(f"{f.cell['setting']}, "
-                               f"{BACKEND_NAMES.get(f.backend, f.backend)}")]
+                    latex_signed(f.difference, 2), latex_text(f.label)]
             if mixed:
                 line.append(str(f.ours.n) if f.ours.n else "--")
             if collapsed:
                 line.append(_collapsed_cell(f.collapsed, f.ours.n))
+            word, detail = f.verdict
+            line.append(latex_text(word if word == "reproduced" else f"{word}: {detail}"))
             cells.append(tuple(line))
         table = paper_table(str(entry["paper"]), str(entry["table"]))
         source = " ".join(str(load_paper(table.paper).get("source", "")).split())
@@ -441,9 +439,11 @@ def published_tables(folder: Path) -> list[LatexTable]:
                    f"{latex_text(human_name(table.name))}, as printed (never corrected); ours "
                    f"in the paper's unit. {interval} "
                    + (COLLAPSED_MEANING + " " if collapsed else "")
+                   + latex_text(CELL_RULE.replace("*", "")) + " "
                    + "The report lists the differences of setting.")
         key = "published" if len(entries) == 1 else \
             f"published-{re.sub(r'[^a-z0-9]+', '-', table.name.lower()).strip('-')}"
         tables.append(LatexTable(key, tuple(headings), tuple(cells),
-                                 "l" + "r" * 3 + "l" + "r" * (len(headings) - 5), caption))
+                                 "l" + "r" * 3 + "l" + "r" * (len(headings) - 6) + "l",
+                                 caption))
     return tables

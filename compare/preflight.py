@@ -1,9 +1,9 @@
 """Every check of a grid's runs before the first one trains (:func:`check_grid`).
 
-A grid used to find a model too large for its images, or a target epsilon no noise reaches,
-only when that run started, after other runs had trained. Here each run still to do is checked
-first: its data set and model names, what its backend's library recipe can run, that the model
-fits the data's shape, and that its privacy plan exists. Every problem is reported at once, in
+Each run still to do is checked before any trains, so that a model too large for its images or
+a target epsilon no noise reaches is found before other runs have spent their time: its data
+set and model names, what its backend's library recipe can run, that the model fits the
+data's shape, and that its privacy plan exists. Every problem is reported at once, in
 one line, and nothing is trained or written.
 """
 

@@ -91,8 +91,8 @@ def privatise(
     ``ldp_out/<dataset>-<mechanism>-seed<seed>``).
 
     Args:
-        delta: delta of the Gaussian (epsilon, delta) figures; default 1/N rounded down to a
-            power of ten, N = number of noised images.
+        delta: delta of the Gaussian (epsilon, delta) figures; default the largest power of
+            ten below 1/(10 N), N = number of noised images.
         image_size: pixels a side (default: as ``train`` loads the data set).
         quality_images: PSNR/SSIM on at most this many images per split (seeded subset).
         dry_run: check everything and load the data set, noise and write nothing.

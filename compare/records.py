@@ -303,6 +303,8 @@ def _context_dict(context: ReportContext) -> dict[str, Any]:
         raw["audit_companions"] = dict(sorted(context.audit_companions.items()))
     if context.faithfulness:  # the context of a grid asking for it, as before the key
         del raw["faithfulness"]
+    if context.selection is None:  # the context of a grid without a selection block
+        del raw["selection"]
     raw["records_version"] = RECORDS_VERSION
     return raw
 

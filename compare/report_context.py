@@ -4,7 +4,7 @@ the report writer."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,3 +41,7 @@ class ReportContext:
     #: the faithfulness figures are left out, also those a record shared with another grid
     #: holds (that grid's evaluation, for some of the runs only).
     faithfulness: bool = True
+    #: How the grid's hyper-parameters were selected: the preset's ``selection:`` block or
+    #: list of blocks (:mod:`dpcore.tuning.selection`, checked by the grid); None: the grid
+    #: says nothing.
+    selection: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None

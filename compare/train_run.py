@@ -23,6 +23,7 @@ from dpcore.errors import ConfigError
 from dpcore.library_run import library_as_run
 from dpcore.mechanisms import noises_gradients
 from dpcore.names import check_names
+from dpcore.noise_key import noise_key_label, resolved_noise_key
 from dpcore.pipeline import prepare_dataset
 from dpcore.recipes import check_backend_recipe
 from dpcore.results import ResultsStore, RunResult, run_id
@@ -151,6 +152,7 @@ def start_line(config: RunConfig, backend: str, dataset: Dataset, plan: PrivacyP
                        f"({figures(plan.epsilon_rdp, plan.epsilon_pld)} planned for "
                        f"{plan.batches.steps})")
             steps = f"{ran.steps} steps of B={plan.batches.expected_batch_size}"
+        privacy += f", noise key {noise_key_label(resolved_noise_key(config))}"
     notes = "".join(f"; data: {note}" for note in data_notes(dataset.extra))
     return (f"{backend}: {config.model.name} on {dataset.name} "
             f"({len(dataset.x_train)} train / {len(dataset.x_test)} test), {privacy}, "

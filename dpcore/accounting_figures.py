@@ -91,7 +91,7 @@ def accounting_figures(
             ``epochs`` and ``steps``.
         steps: number of noised steps.
         sampling_rate: q in (0, 1]; default B / N.
-        delta: target delta in (0, 1); default 1/N rounded down to a power of ten.
+        delta: target delta in (0, 1); default the largest power of ten below 1/(10 N).
         mechanism: the CLI name of a registered DP-SGD mechanism (:func:`epsilon_mechanisms`).
         calibrate_with: the accountant that calibrates (:func:`calibrators`); default the
             mechanism's first.

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # type-only: these modules import no framework either, but ke
     from dpcore.libraryloop import LibraryRecipe
     from dpcore.stepengine import StepEngine, StepMechanism
     from dpcore.trained import TrainedModel
+    from dpcore.verify.steppers import LibraryStep
 
 #: Backend name (one of :data:`dpcore.results.BACKENDS`, the names a result may hold) ->
 #: package. The only mapping from a backend name to code in the project.
@@ -139,6 +140,12 @@ class Backend(Protocol):
 
     def unsupported_fast_layers(self, model: Any) -> list[str]:
         """Trainable layers of ``model`` the fast engine has no rule for (empty: all)."""
+
+    def library_step(self, config: RunConfig, dataset: Dataset, plan: PrivacyPlan,
+                     perf: PerfSpec) -> LibraryStep:
+        """The ``recipe: library`` step of ``config``, built as the library recipe builds it
+        (noise multiplier from ``plan``), for ``dpcompare verify`` to step on batches it
+        gives (:class:`dpcore.verify.steppers.LibraryStep`)."""
 
 
 def load_backend(name: str) -> Backend:

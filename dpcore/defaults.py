@@ -1,6 +1,6 @@
 """The hyper-parameters ``dpcompare train`` and ``compare.api.train`` use when the user gives none.
 
-The config dataclasses (:mod:`dpcore.config`) keep their historical defaults (ReLU, SGD lr 0.1,
+The config dataclasses (:mod:`dpcore.config`) keep their own defaults (ReLU, SGD lr 0.1,
 batch 256, no momentum, 1 epoch): every stored run and every preset was hashed with them, and a
 preset sets its own hyper-parameters. These defaults are applied one level up, where the CLI
 and the API turn a user's *partial* settings (options, a config file, a mapping) into a
@@ -27,7 +27,7 @@ Scope:
   each library's own sampling (TF Privacy: shuffled fixed batches; Opacus: Poisson).
 
 The presets give every one of these keys they rely on (their hashes predate these defaults),
-so filling defaults never changes a preset's runs (``tests/compare/test_one_defaults.py``).
+so filling defaults never changes a preset's runs (``tests/compare/test_defaults_callers.py``).
 Every run's record stores the keys filled here (``RunResult.defaults``).
 """
 

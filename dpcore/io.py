@@ -16,8 +16,7 @@
   0-d unicode array under :data:`META_KEY`. Members are written in name order with a fixed
   timestamp, so the same arrays and metadata give a byte-identical file (hand-written:
   ``numpy.savez`` stamps the current time and offers no option). :func:`read_npz` also reads
-  files of the older layout whose metadata member is ``meta`` (the decoded-data cache before
-  this module).
+  files whose metadata member is ``meta`` (:data:`LEGACY_META_KEY`).
 * **One JSON sanitiser** (:func:`json_safe`): NaN/inf become ``None`` (JSON ``null``), numpy
   scalars and arrays become Python values, named tuples (e.g. dp_accounting's DpEvent form)
   become objects, tuples become lists, keys become strings.

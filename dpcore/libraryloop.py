@@ -55,30 +55,37 @@ class LibraryRunner(Protocol):
         weights. Called once training ends, however it ends."""
 
 
-class CanaryRunner(Protocol):
+class CanaryRunner(LibraryRunner, Protocol):
     """A :class:`LibraryRunner` whose library step takes the audit's gradient canaries
     (``audit_canaries.kind: gradient`` under ``recipe: library``): it asks ``canaries`` for
     each logical step's records (:meth:`~dpcore.trainhooks.CanarySource.step_records`),
     puts them through the library's own clipping with the step's examples, and reports the
     step's noised sum at :meth:`~dpcore.trainhooks.CanarySource.coordinates` to
-    :meth:`~dpcore.trainhooks.CanarySource.observed`."""
+    :meth:`~dpcore.trainhooks.CanarySource.observed`.
+
+    Attributes:
+        sampling: how the library samples its batches, ``poisson`` or ``shuffle`` (the
+            canaries are sampled the same way, at ``sampling_rate``, ``steps_per_epoch``
+            steps an epoch).
+    """
+
+    sampling: str
 
     def use_canaries(self, canaries: CanarySource) -> None:
         """Take ``canaries`` in every step from now on (before the first epoch)."""
 
 
-def use_canaries(runner: LibraryRunner, canaries: CanarySource, trainer: str) -> None:
-    """Hand ``canaries`` to ``runner`` (a :class:`CanaryRunner`).
+def canary_runner(runner: LibraryRunner, trainer: str) -> CanaryRunner:
+    """``runner`` as a :class:`CanaryRunner`.
 
     Raises:
         ConfigError: a runner whose library step has no entry for gradient canaries.
     """
-    use = getattr(runner, "use_canaries", None)
-    if use is None:
+    if not (hasattr(runner, "use_canaries") and hasattr(runner, "sampling")):
         raise ConfigError(
             f"audit_canaries.kind='gradient' has no entry into {trainer}; valid there: "
             "audit_canaries.kind=input")
-    use(canaries)
+    return runner  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
 from dpcore.frontcache import FixedFront, cache_inputs, front_not_cached_reason
 from dpcore.ldp.record import LdpRecord
-from dpcore.libraryloop import use_canaries
+from dpcore.libraryloop import canary_runner
 from dpcore.mechanisms import get_mechanism, privatises_images
 from dpcore.recipes import recipe_record
 from dpcore.results import json_safe, utc_now
@@ -301,7 +301,7 @@ def fit(
             config, mechanism) else None
     initial = engine.get_weights()
     canaries = run_gradient_canaries(config, dataset, {k: v.shape for k, v in initial.items()},
-                                     plan.batches.sampling_rate)
+                                     plan.batches, config.privacy.sampling)
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
                                callbacks=callbacks, inputs=inputs, canaries=canaries,
@@ -345,11 +345,16 @@ def fit_library(
     plan = privacy_plan(config, len(dataset.x_train))
     runner = recipe.make_runner(plan, dataset)
     initial = runner.get_weights()
-    canaries = run_gradient_canaries(config, dataset, {k: v.shape for k, v in initial.items()},
-                                     runner.sampling_rate)
+    canaries = None
     try:
-        if canaries is not None:  # white-box: through the library's own clipping
-            use_canaries(runner, canaries, recipe.trainer)
+        spec = config.audit_canaries
+        if spec.active and spec.kind == "gradient":  # white-box: the library's own clipping
+            taker = canary_runner(runner, recipe.trainer)
+            canaries = run_gradient_canaries(  # sampled as the library samples its batches
+                config, dataset, {k: v.shape for k, v in initial.items()},
+                dataclasses.replace(plan.batches, sampling_rate=runner.sampling_rate,
+                                    steps_per_epoch=runner.steps_per_epoch), taker.sampling)
+            taker.use_canaries(canaries)
         outcome = run_library_training(dataset, plan, runner, n_epochs=library_epochs(plan),
                                        callbacks=callbacks)
         own: dict[str, float | None] = {}

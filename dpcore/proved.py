@@ -8,16 +8,25 @@ states the neighbouring relation it assumes:
 
 * Poisson sampling, per-example clipping, a fixed divisor (B): the claim itself
   (add-or-remove-one example; sensitivity C).
-* Microbatches of k > 1 examples under Poisson sampling: one example can move its
-  microbatch's clipped mean by up to 2C, so the Gaussian events use noise multiplier sigma / 2
-  (add-or-remove-one; TF Privacy's ``compute_dp_sgd_privacy_statement(used_microbatching=True)``
-  halves the noise multiplier the same way).
+* Microbatches of k > 1 examples under Poisson sampling: ``None``. The bound TF Privacy's
+  ``compute_dp_sgd_privacy_statement(used_microbatching=True)`` states (noise multiplier
+  sigma / 2: one example moves its microbatch's clipped mean by up to 2C) assumes that one
+  example touches one microbatch. Here a Poisson batch is sorted and cut into consecutive
+  groups of k (both engines), so adding or removing one example shifts every later group:
+  the clipped sum can move by up to 2C per group after it (one constructed batch of 63 moves
+  by 31 C, tests/dpcore/test_proved.py). A grouping fixed by each example's identity (group =
+  a function of the example, not of its position in the batch) would make the 2C bound true;
+  the engines do not group that way.
 * Shuffled fixed-size batches (any k): no amplification by sampling. Under replace-one (the
-  relation of fixed-size batches, where a data set's size is public) the replaced example sits
-  in exactly one batch per epoch and moves that batch's clipped sum by at most 2C (from one
-  clipped unit to another), so each epoch is one Gaussian release with noise multiplier
-  sigma / 2, composed over the epochs (TF Privacy's statement, "each example occurring once
-  per epoch", composes per epoch the same way). A loose upper bound: shuffling does amplify,
+  relation of fixed-size batches, where a data set's size is public; the replaced example
+  keeps its index, so the sorted batches and their microbatch groups stay the same) the
+  replaced example sits in exactly one batch per epoch and moves that batch's clipped sum by
+  at most 2C (from one clipped unit to another), so each epoch is one Gaussian release with
+  noise multiplier sigma / 2, composed over the epochs (TF Privacy's statement, "each example
+  occurring once per epoch", composes per epoch the same way). The proved figure is that
+  composition by PLD (dp_accounting's ``PLDAccountant``: exact up to its pessimistic
+  discretisation), with the RDP figure of the same event beside it (``epsilon_rdp``; both
+  valid upper bounds, PLD the tighter). Still a loose upper bound: shuffling does amplify,
   but no tight bound for it is implemented here.
 * A divisor that depends on who is in the batch (the actual size under Poisson), pixel
   statistics of the private set (``input_scaling: standardised``), accuracy measured on the
@@ -27,14 +36,17 @@ states the neighbouring relation it assumes:
   specifies, which the faulty step (a simulated implementation bug) no longer runs; the audit
   is what can tell.
 
-:func:`privacy_figures` gives both figures for a stored RunResult (new or old), so that a
-report rebuilt from old records shows them too. Epsilons come from dp_accounting's RDP
-accountant (Gaussian; as the claim) or PLD accountant (Laplace, which RDP supports only
-without subsampling); this module only builds events and calls :mod:`dpcore.accounting`.
+:func:`privacy_figures` gives both figures for any stored RunResult: a record that stores none, or
+stores them under other rules than :data:`PROVED_RULES`, gets them computed by the current rules, so
+no report repeats a bound the rules do not give. Epsilons come from dp_accounting's RDP accountant
+(Gaussian under Poisson sampling; as the claim) or PLD accountant (Laplace, which RDP supports only
+without subsampling; and the shuffled rule, with the RDP figure beside it); this module only builds
+events and calls :mod:`dpcore.accounting`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -59,6 +71,18 @@ ADD_REMOVE = "add-or-remove-one example"
 REPLACE_ONE = "replace-one example (the data set's size is public)"
 LDP_RELATION = "one image's pixel values changed (local DP, per image)"
 
+#: Version of the rules above, stored with a record's figures (``epsilon_proved_rules``): 2
+#: gives microbatches under Poisson sampling no bound and the shuffled rule by PLD (1 proved
+#: the former at sigma / 2 and the latter by RDP).
+PROVED_RULES = 2
+
+#: Why microbatches under Poisson sampling have no proved epsilon (see the module docstring).
+POISSON_MICROBATCH_REASON = (
+    "microbatches of {k} under Poisson sampling: the batch is sorted and cut into consecutive "
+    "groups of {k}, so adding or removing one example shifts every later group and moves the "
+    "clipped sum by up to 2C per group, not 2C; the sigma / 2 bound holds only for groups "
+    "fixed by each example's identity, which the engines do not use; no bound is cited")
+
 #: Data-dependent divisors (:func:`dpcore.recipes.divisor_rule`) no bound covers.
 DATA_DEPENDENT_DIVISORS = ("actual batch size", "actual microbatch count")
 
@@ -72,12 +96,15 @@ class ProvedEpsilon:
         relation: the neighbouring relation the bound assumes ("" where none applies).
         reason: how the bound was obtained, or why there is none.
         accountant: ``rdp``, ``pld``, ``ldp`` (the LDP layer's) or ``None``.
+        epsilon_rdp: where ``epsilon`` is by PLD, the RDP accountant's figure of the same
+            event (another valid, looser, bound), else ``None``.
     """
 
     epsilon: float | None
     relation: str
     reason: str
     accountant: str | None = None
+    epsilon_rdp: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,8 +189,12 @@ def _epsilon(event: dpe.DpEvent, mechanism: str, delta: float) -> tuple[float | 
     return _EPSILON_OF[accountant](event, delta), accountant
 
 
+@functools.lru_cache(maxsize=512)
 def proved_dpsgd(f: StepFacts) -> ProvedEpsilon:
-    """The proved epsilon of a DP-SGD run described by ``f`` (see the module docstring)."""
+    """The proved epsilon of a DP-SGD run described by ``f`` (see the module docstring).
+
+    Cached by ``f`` (frozen): the seeds of a setting share one computation (a PLD composition
+    takes seconds)."""
     reasons = [r for check in UNPROVABLE.values() if (r := check(f)) is not None]
     if reasons:
         return ProvedEpsilon(None, "", "; ".join(reasons))
@@ -173,7 +204,7 @@ def proved_dpsgd(f: StepFacts) -> ProvedEpsilon:
         epochs = max(1, math.ceil(f.steps / max(f.steps_per_epoch, 1)))
         event = dpe.SelfComposedDpEvent(
             _base_event(f.mechanism, f.noise_multiplier / 2), epochs)
-        eps, accountant = _epsilon(event, f.mechanism, f.delta)
+        eps, rdp = epsilon_pld(event, f.delta), epsilon_rdp(event, f.delta)
         poisson = _poisson_event(f, halve=True)
         as_poisson, _ = _epsilon(poisson, f.mechanism, f.delta)
         return ProvedEpsilon(
@@ -181,16 +212,12 @@ def proved_dpsgd(f: StepFacts) -> ProvedEpsilon:
             f"shuffled fixed-size batches: no amplification by sampling; each example is in "
             f"one batch per epoch, whose clipped sum it moves by at most 2C, so one release at "
             f"noise multiplier {f.noise_multiplier:g} / 2 per epoch, composed over {epochs} "
-            f"epochs (a loose upper bound: shuffling amplifies, but no tight bound is "
-            f"implemented; the same sigma / 2 with Poisson amplification, not proved for "
-            f"shuffling, would give {_fmt(as_poisson)})", accountant)
+            f"epochs by PLD ({_fmt(rdp)} by RDP for the same releases; a loose upper bound: "
+            f"shuffling amplifies, but no tight bound is implemented; the same sigma / 2 with "
+            f"Poisson amplification, not proved for shuffling, would give "
+            f"{_fmt(as_poisson)})", "pld", epsilon_rdp=rdp)
     if f.microbatch_size > 1:
-        eps, accountant = _epsilon(_poisson_event(f, halve=True), f.mechanism, f.delta)
-        return ProvedEpsilon(
-            eps, ADD_REMOVE,
-            f"microbatches of {f.microbatch_size}: one example moves its microbatch's clipped "
-            f"mean by up to 2C, so noise multiplier {f.noise_multiplier:g} / 2 with Poisson "
-            "amplification", accountant)
+        return ProvedEpsilon(None, "", POISSON_MICROBATCH_REASON.format(k=f.microbatch_size))
     eps, accountant = _epsilon(_poisson_event(f, halve=False), f.mechanism, f.delta)
     return ProvedEpsilon(eps, ADD_REMOVE,
                          "Poisson sampling, per-example clipping, fixed divisor: the claim "
@@ -281,7 +308,7 @@ def proved_for_record(config: Mapping[str, Any], backend: str, privacy: Mapping[
             proved.epsilon, proved.relation,
             f"{proved.reason}; DELIBERATELY BROKEN (factors.fault={fault}): this is the bound "
             "of the algorithm the config specifies, which the faulty step does not run",
-            proved.accountant)
+            proved.accountant, proved.epsilon_rdp)
     return proved
 
 
@@ -289,22 +316,26 @@ def privacy_figures(config: Mapping[str, Any], backend: str, privacy: Mapping[st
                     ) -> dict[str, Any]:
     """The RunResult ``privacy`` keys of both figures: ``epsilon_claimed``,
     ``epsilon_proved``, ``epsilon_proved_reason``, ``epsilon_proved_relation``,
-    ``epsilon_proved_accountant``."""
+    ``epsilon_proved_accountant``, ``epsilon_proved_rdp`` (the RDP figure beside a PLD
+    proved one, else None) and ``epsilon_proved_rules`` (:data:`PROVED_RULES`)."""
     proved = proved_for_record(config, backend, privacy)
     return {"epsilon_claimed": claimed_epsilon(privacy), "epsilon_proved": proved.epsilon,
             "epsilon_proved_reason": proved.reason,
             "epsilon_proved_relation": proved.relation,
-            "epsilon_proved_accountant": proved.accountant}
+            "epsilon_proved_accountant": proved.accountant,
+            "epsilon_proved_rdp": proved.epsilon_rdp, "epsilon_proved_rules": PROVED_RULES}
 
 
 def figures_of_result(result: Any) -> dict[str, Any]:
-    """:func:`privacy_figures` of a RunResult; a record that stores them keeps its own
-    (``epsilon_proved`` null in JSON for a non-private run is read back as ``inf``)."""
+    """:func:`privacy_figures` of a RunResult; a record that stores them under the current
+    :data:`PROVED_RULES` keeps its own (``epsilon_proved`` null in JSON for a non-private run
+    is read back as ``inf``), any other gets them computed from its config and plan."""
     privacy = result.privacy or {}
-    if "epsilon_proved_reason" in privacy:
+    if privacy.get("epsilon_proved_rules") == PROVED_RULES:
         out = {k: privacy.get(k) for k in (
             "epsilon_claimed", "epsilon_proved", "epsilon_proved_reason",
-            "epsilon_proved_relation", "epsilon_proved_accountant")}
+            "epsilon_proved_relation", "epsilon_proved_accountant", "epsilon_proved_rdp",
+            "epsilon_proved_rules")}
         if is_non_private(privacy.get("mechanism")):
             out["epsilon_claimed"] = out["epsilon_proved"] = math.inf
         return out
@@ -321,6 +352,8 @@ def is_violation(audited: float | None, claimed: float | None, proved: float | N
     return float(audited) > float(reference)
 
 
-__all__ = ["ADD_REMOVE", "REPLACE_ONE", "UNPROVABLE", "ProvedEpsilon", "StepFacts",
+__all__ = ["ADD_REMOVE", "POISSON_MICROBATCH_REASON", "PROVED_RULES", "REPLACE_ONE",
+           "UNPROVABLE",
+           "ProvedEpsilon", "StepFacts",
            "claimed_epsilon", "figures_of_result", "is_violation", "privacy_figures",
            "proved_dpsgd", "proved_for_record", "step_facts"]

@@ -35,6 +35,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from dpcore.backend import BACKEND_PACKAGES
+
 __all__ = [
     "ISA_FLAGS", "PROVENANCE_PACKAGES", "THREAD_VARIABLES", "TRAINING_SOURCES",
     "cpu_record", "current_sources", "git_record", "provenance_record", "repository_root",
@@ -45,8 +47,8 @@ __all__ = [
 #: ``dpcore`` package): a package folder means every ``.py`` file under it, a file itself.
 #: The one definition of the set the ``sources`` digest covers.
 TRAINING_SOURCES: tuple[str, ...] = (
-    "dpcore", "tfpipe", "torchpipe",
-    "compare/training.py", "compare/cellrun.py", "compare/calibrators.py", "compare/audit.py",
+    "dpcore", *BACKEND_PACKAGES.values(),
+    "compare/training.py", "compare/cellrun.py", "compare/calibrators.py",
 )
 
 #: Packages whose installed versions a record's provenance lists (the code of each computes

@@ -277,7 +277,7 @@ def library_schedule(config: RunConfig, n_train: int, backend: str) -> tuple[int
 
     The bench's own plan takes ``round(N / B)`` steps per epoch at q = B / N, so the two can
     differ (digits, B = 64: 22 planned, 23 run by Opacus). Checked against the runners in
-    ``tests/backends/test_recipe_cli.py``.
+    ``tests/cli/test_train_recipe_cli.py``.
     """
     batch = config.train.batch_size
     if backend == "torch":

@@ -12,6 +12,7 @@ from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.epochlog import TrainingOutcome
+from dpcore.noise_key import noise_key_record
 from dpcore.outputs import kept_outputs
 from dpcore.provenance import provenance_record
 from dpcore.results import RunResult, library_versions, run_id, utc_now
@@ -123,7 +124,8 @@ def build_run_result(
         status=outcome.status,
         versions=library_versions(),
         dataset=dataset_record(dataset),
-        privacy=privacy_record(plan, library_epsilon, outcome.steps_completed, ldp),
+        privacy={**privacy_record(plan, library_epsilon, outcome.steps_completed, ldp),
+                 **noise_key_record(config, backend)},  # which key; never the key itself
         metrics=metrics,
         history=[dict(r) for r in outcome.history],
         timing=timing_record(outcome),

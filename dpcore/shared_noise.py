@@ -10,12 +10,14 @@ canaries' path, :class:`dpcore.trainloop.StepEngine`), with their own noise swit
 (:func:`framework_mechanism`). A paired difference then measures the frameworks alone.
 
 The generator is numpy's counter-based ``Philox`` bit generator (Salmon et al. 2011, the
-well-kept choice for keyed streams): its 128-bit key is derived from the run seed (a
-``SeedSequence`` of the seed and a tag of this stream, independent of the batch sampler's, the
-initialiser's and the frameworks' noise seeds) and the step number sits in the top word of its
-256-bit counter, so the noise of step t depends on (seed, t) only: not on the steps drawn
-before, the framework, the engine, the chunking or the order in which a backend lists its
-weights (the keys are drawn in sorted order).
+well-kept choice for keyed streams): its 128-bit key is the run's noise key of stream
+``shared`` (:func:`dpcore.noise_key.noise_key`: derived from the seed and the config hash,
+independent of the batch sampler's, the initialiser's and the frameworks' noise streams; the
+config hash does not include the backend, so both backends draw the same vector) and the step
+number sits in the top word of its 256-bit counter, so the noise of step t depends on
+(key, t) only: not on the steps drawn before, the framework, the engine, the chunking or the
+order in which a backend lists its weights (the keys are drawn in sorted order). Shared noise
+needs ``privacy.noise_key: seed`` (both backends rebuild the key); a secret key refuses it.
 
 The distribution is the step's :class:`~dpcore.trainloop.StepMechanism` (after any audit
 fault): Gaussian with std ``noise_scale`` = sigma C per coordinate, or Laplace with scale b =
@@ -37,13 +39,10 @@ import numpy as np
 
 from dpcore.config import RunConfig
 from dpcore.errors import ConfigError
+from dpcore.noise_key import noise_key
 from dpcore.stepengine import StepMechanism
 
-__all__ = ["SHARED_NOISE_TAG", "SharedNoise", "framework_mechanism", "shared_noise_for",
-           "uses_shared_noise"]
-
-#: Tag of the shared-noise stream in the key's SeedSequence (a stream of its own).
-SHARED_NOISE_TAG = 0x5A4ED
+__all__ = ["SharedNoise", "framework_mechanism", "shared_noise_for", "uses_shared_noise"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,13 +50,13 @@ class SharedNoise:
     """The per-step noise of one run.
 
     Attributes:
-        seed: the run seed (the generator's key is derived from it).
+        key: the generator's 128-bit Philox key (the run's noise key of stream ``shared``).
         shapes: neutral-layout key -> weight shape (the keys of ``get_weights``).
         kind: ``"gaussian"`` or ``"laplace"``.
         scale: per-coordinate std (Gaussian) or scale b (Laplace), = sigma * C.
     """
 
-    seed: int
+    key: int = dataclasses.field(repr=False)
     shapes: Mapping[str, tuple[int, ...]]
     kind: str
     scale: float
@@ -71,14 +70,12 @@ class SharedNoise:
                               "number >= 0")
 
     def generator(self, step: int) -> np.random.Generator:
-        """The Philox generator of ``step`` (1-based): key from the seed, counter (0, 0, 0,
+        """The Philox generator of ``step`` (1-based): the run's key, counter (0, 0, 0,
         step)."""
         if step < 1:
             raise ConfigError(f"shared noise step={step} must be >= 1 (1-based step number)")
-        key = np.random.SeedSequence([int(self.seed), SHARED_NOISE_TAG]).generate_state(
-            2, np.uint64)
         counter = np.array([0, 0, 0, step], dtype=np.uint64)
-        return np.random.Generator(np.random.Philox(key=key, counter=counter))
+        return np.random.Generator(np.random.Philox(key=int(self.key), counter=counter))
 
     def step_noise(self, step: int) -> dict[str, np.ndarray]:
         """The noise vector of optimizer step ``step`` (1-based), neutral layout, float32.
@@ -116,7 +113,8 @@ def shared_noise_for(config: RunConfig, mechanism: StepMechanism,
     if mechanism.noise_kind not in ("gaussian", "laplace"):
         raise ConfigError(f"privacy.noise_source='shared' has no draw for noise kind "
                           f"{mechanism.noise_kind!r}; valid: gaussian, laplace")
-    return SharedNoise(int(config.seed), {k: tuple(int(d) for d in v) for k, v in shapes.items()},
+    return SharedNoise(noise_key(config, "shared", bits=128).value,
+                       {k: tuple(int(d) for d in v) for k, v in shapes.items()},
                        str(mechanism.noise_kind), float(mechanism.noise_scale))
 
 

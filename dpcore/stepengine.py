@@ -162,9 +162,3 @@ def add_neutral(a: Mapping[str, np.ndarray] | None, b: Mapping[str, np.ndarray] 
         value = np.asarray(value, np.float32)
         out[key] = out[key] + value if key in out else value
     return out
-
-
-def noise_seed(seed: int) -> int:
-    """Seed of a backend's noise generator, derived from the run seed (a stream of its own,
-    independent of the batch sampler's and the weight initialiser's)."""
-    return int(np.random.SeedSequence([int(seed), 0x401CE]).generate_state(1)[0])

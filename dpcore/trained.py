@@ -116,7 +116,7 @@ def checkpoint_sha256(path: str | Path) -> str:
 
 def verify_checkpoint(path: str | Path, expected_sha256: str | None) -> Path:
     """``path`` when its SHA-256 is ``expected_sha256`` (or nothing is expected: a record
-    written before checkpoints were digested); returns the path.
+    without ``checkpoint_sha256``); returns the path.
 
     Raises:
         CheckpointChangedError: one line naming the file and both digests: the file is not

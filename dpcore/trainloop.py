@@ -56,7 +56,6 @@ from dpcore.stepengine import (
     StepEngine,
     StepMechanism,
     add_neutral,
-    noise_seed,
     step_mechanism,
 )
 from dpcore.trainhooks import (
@@ -84,7 +83,7 @@ __all__ = [
     "PREDICT_BATCH_SIZE", "CanarySource", "Chunk", "EpochCallback", "LibraryRecipe",
     "LibraryRunner", "LoopHook", "NoiseSource", "StepEngine", "StepMechanism",
     "TrainingOutcome", "WeightEma", "add_neutral", "dataclass_replace_rate", "ema_decay_at",
-    "epsilon_spent", "library_epochs", "loop_hooks", "model_inputs", "noise_seed",
+    "epsilon_spent", "library_epochs", "loop_hooks", "model_inputs",
     "predict_in_batches", "run_epochs", "run_library_training", "run_training",
     "step_mechanism", "test_loss_and_accuracy", "training_chunks",
 ]

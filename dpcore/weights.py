@@ -33,6 +33,7 @@ import numpy as np
 from dpcore.architectures import architecture
 from dpcore.config import ModelSpec
 from dpcore.errors import ConfigError
+from dpcore.io import atomic_path
 
 Weights = dict[str, np.ndarray]
 
@@ -218,10 +219,11 @@ def _torch_default_weights(shapes: Mapping[str, tuple[int, ...]], seed: int) -> 
 
 
 def save_weights(path: str | Path, weights: Mapping[str, np.ndarray]) -> Path:
-    """Write neutral weights to an ``.npz`` file (keys kept as they are); returns the path."""
+    """Write neutral weights to an ``.npz`` file (keys kept as they are; ``numpy.savez``'s
+    format, so ``numpy.load`` reads it), atomically (:func:`dpcore.io.atomic_path`; its folder
+    created); returns the path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("wb") as fh:
+    with atomic_path(path) as tmp, tmp.open("wb") as fh:
         np.savez(fh, **{k: np.asarray(v) for k, v in weights.items()})
     return path
 

@@ -335,8 +335,8 @@ def test_neither_dpcore_nor_compare_imports_a_framework() -> None:
 
 
 def test_the_framework_check_sees_a_lazy_framework_import_in_compare(tmp_path: Path) -> None:
-    """An import of TF Privacy inside a function of a compare module is found (the audit
-    once did that); so is a plain ``import torch`` at module level."""
+    """An import of TF Privacy inside a function of a compare module is found; so is a plain
+    ``import torch`` at module level."""
     (tmp_path / "compare").mkdir()
     (tmp_path / "compare" / "__init__.py").write_text("")
     (tmp_path / "compare" / "audit.py").write_text(

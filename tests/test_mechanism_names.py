@@ -1,4 +1,4 @@
-"""No code outside the registry compares a privacy mechanism's name (issue 34).
+"""No code outside the registry compares a privacy mechanism's name.
 
 Every module of dpcore, compare, tfpipe and torchpipe is parsed; a comparison (``==``, ``!=``,
 ``in``, ``not in``), a ``startswith`` / ``endswith`` / ``isin`` call or a dict key against a

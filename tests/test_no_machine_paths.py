@@ -1,4 +1,4 @@
-"""No committed file names a folder of one machine (issue 31: reports, records and docs write
+"""No committed file names a folder of one machine (reports, records and docs write
 data locations relative to the data root, e.g. ``$DPCOMPARE_DATA_DIR/mnist``)."""
 
 from __future__ import annotations

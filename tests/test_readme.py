@@ -1,4 +1,4 @@
-"""Issue 37 item 6: every shell command in README.md is tested, whatever commands it holds.
+"""Every shell command in README.md is tested, whatever commands it holds.
 
 The commands are extracted from the README's fenced code blocks (continuation lines joined,
 ``&&`` chains and ``#`` comments split off), so that lines added later are checked too:

@@ -23,7 +23,7 @@ from tfpipe.device import device_record
 from tfpipe.engine import TfStepEngine
 from tfpipe.explain import gradcam
 from tfpipe.frontsplit import split_fixed_front
-from tfpipe.library import library_recipe
+from tfpipe.library import library_recipe, library_step
 from tfpipe.models import build_model, get_weights, set_weights
 from tfpipe.predict import predict_logits, predict_outputs, predict_proba
 from tfpipe.train import (
@@ -83,6 +83,7 @@ def eval_mode(model: Any) -> None:
 
 __all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "configure", "describe",
            "eval_mode", "get_weights", "gradcam", "library_epsilon", "library_recipe",
+           "library_step",
            "load_checkpoint", "membership_attack_library", "membership_attack_names",
            "membership_attacks", "place_model", "predict_logits", "predict_outputs",
            "predict_proba",

@@ -19,7 +19,9 @@ the library's pieces:
 * per-example gradients come from ``tf.vectorized_map`` over one chunk at a time (linear work;
   memory bounded by the chunk size).
 
-Noise is drawn from a seeded ``tf.random.Generator`` (deterministic for a seed).
+Noise is drawn from a ``tf.random.Generator`` keyed by the run's noise key
+(:mod:`dpcore.noise_key`: deterministic for ``noise_key: seed``); with ``noise_key: secret`` a
+Gaussian coordinate is the sum of four draws divided by two (:func:`hardened_normal`).
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ from tensorflow_privacy.privacy.optimizers import dp_optimizer_keras
 from dpcore.config import TrainSpec
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import NOISE_SAMPLERS
+from dpcore.noise_key import NoiseKey
 from dpcore.registry import Registry
 from dpcore.stepengine import StepMechanism
 
 #: The DP query of each noise sampler of :data:`dpcore.mechanisms.NOISE_SAMPLERS`, by name
-#: (``StepMechanism.noise_kind``); built as ``cls(clip_norm, noise_scale, seed)``.
+#: (``StepMechanism.noise_kind``); built as ``cls(clip_norm, noise_scale, key)``.
 QUERIES: Registry[str, type[dp_query.SumAggregationDPQuery]] = Registry(
     "TF Privacy DP queries", key="noise sampler")
 
@@ -99,20 +102,39 @@ def _laplace_noise(generator: tf.random.Generator, shape: tf.Tensor, scale: tf.T
     return tf.cast(scale, dtype) * (e1 - e2)
 
 
+def hardened_normal(generator: tf.random.Generator, shape: tf.Tensor, stddev: tf.Tensor
+                    ) -> tf.Tensor:
+    """N(0, stddev^2) samples as the sum of four N(0, stddev^2) draws divided by two.
+
+    Holohan & Braghin 2021 ("Secure random sampling in differential privacy", section 5.1):
+    summing 2n draws raises the cost of the floating-point attack on one Gaussian draw
+    (Jin et al. 2022) to about 2^(p (2n - 1)) for p-bit mantissas; n = 2 is what Opacus's
+    ``secure_mode`` draws. Hand-written: neither TF nor TF Privacy offers it. A mitigation,
+    not a proof of DP in floating point.
+    """
+    total = generator.normal(shape, stddev=stddev)
+    for _ in range(3):
+        total += generator.normal(shape, stddev=stddev)
+    return total / 2.0
+
+
 # ------------------------------------------------------------------------------ DP queries
 @QUERIES.register("gaussian")
 class SeededGaussianSumQuery(gaussian_query.GaussianSumQuery):
-    """``GaussianSumQuery`` whose noise comes from a seeded generator, with chunk clipping.
+    """``GaussianSumQuery`` whose noise comes from a keyed generator, with chunk clipping.
 
     Clipping, accumulation and the noised result are the library's; only the random source is
-    replaced (the library draws from TF's global seed) so a run is reproducible.
+    replaced (the library draws from TF's global seed): a generator keyed by the run's noise
+    key (``key``, :mod:`dpcore.noise_key`), hardened (:func:`hardened_normal`) when
+    ``key.hardened``.
     """
 
     per_example = True
 
-    def __init__(self, l2_norm_clip: float, stddev: float, seed: int) -> None:
+    def __init__(self, l2_norm_clip: float, stddev: float, key: NoiseKey) -> None:
         super().__init__(l2_norm_clip, stddev)
-        self._generator = tf.random.Generator.from_seed(seed)
+        self._generator = tf.random.Generator.from_seed(key.value)
+        self.hardened = key.hardened  # the four-draw sampler (secret keys)
 
     def preprocess_batch(self, params: Any, records: Sequence[tf.Tensor]) -> Records:
         """``preprocess_record`` applied to every example of a chunk (example axis first)."""
@@ -121,7 +143,10 @@ class SeededGaussianSumQuery(gaussian_query.GaussianSumQuery):
     def get_noised_result(self, sample_state: Any, global_state: Any) -> tuple[Any, Any, Any]:
         """The sum plus N(0, stddev^2) per coordinate, and the step's DpEvent."""
         def add_noise(v: tf.Tensor) -> tf.Tensor:
-            noise = self._generator.normal(tf.shape(v), stddev=global_state.stddev)
+            if self.hardened:
+                noise = hardened_normal(self._generator, tf.shape(v), global_state.stddev)
+            else:
+                noise = self._generator.normal(tf.shape(v), stddev=global_state.stddev)
             return v + tf.cast(noise, v.dtype)
 
         result = tf.nest.map_structure(add_noise, sample_state)
@@ -141,10 +166,12 @@ class LaplaceSumQuery(dp_query.SumAggregationDPQuery):
     _GlobalState = collections.namedtuple("_GlobalState", ["l1_norm_clip", "scale"])
     per_example = True
 
-    def __init__(self, l1_norm_clip: float, scale: float, seed: int) -> None:
+    def __init__(self, l1_norm_clip: float, scale: float, key: NoiseKey) -> None:
         self._l1_norm_clip = l1_norm_clip
         self._scale = scale
-        self._generator = tf.random.Generator.from_seed(seed)
+        # no hardened Laplace draw: the snapping mechanism (Mironov 2012) needs a bounded
+        # output, which a gradient sum has not (dpcore.noise_key says so in the record)
+        self._generator = tf.random.Generator.from_seed(key.value)
 
     def initial_global_state(self) -> Any:
         """Implements ``DPQuery.initial_global_state``."""
@@ -185,15 +212,19 @@ class PlainSumQuery(no_privacy_query.NoPrivacySumQuery):
         return list(records)
 
 
-def make_query(mechanism: StepMechanism, seed: int) -> dp_query.SumAggregationDPQuery:
-    """The DP query that implements ``mechanism`` (noise seeded by ``seed``): its noise
-    sampler's entry of :data:`QUERIES`."""
+def make_query(mechanism: StepMechanism, key: NoiseKey | None
+               ) -> dp_query.SumAggregationDPQuery:
+    """The DP query that implements ``mechanism`` (noise keyed by ``key``, the run's
+    :func:`dpcore.noise_key.noise_key`; None for a step without noise): its noise sampler's
+    entry of :data:`QUERIES`."""
     if mechanism.clip_kind is None:
         return PlainSumQuery()
+    if key is None:
+        raise ConfigError(f"a {mechanism.noise_kind!r} DP step needs a noise key; none given")
     sampler = NOISE_SAMPLERS.get(str(mechanism.noise_kind))
     if sampler is not None and sampler.clip_norm == mechanism.clip_kind \
             and sampler.name in QUERIES:
-        return QUERIES[sampler.name](mechanism.clip_norm, mechanism.noise_scale, seed)
+        return QUERIES[sampler.name](mechanism.clip_norm, mechanism.noise_scale, key)
     raise ConfigError(
         f"clip {mechanism.clip_kind!r} with noise {mechanism.noise_kind!r} is not supported; "
         "valid: l2 + gaussian, l1 + laplace, or no clipping and no noise"

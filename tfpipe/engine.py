@@ -16,7 +16,8 @@ import tensorflow as tf
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
-from dpcore.stepengine import Chunk, StepMechanism, noise_seed
+from dpcore.noise_key import noise_key
+from dpcore.stepengine import Chunk, StepMechanism
 from tfpipe import canaries as tfcanaries
 from tfpipe import dp
 from tfpipe.models import get_weights, neutral_to_variables, set_weights, variable_keys
@@ -31,7 +32,9 @@ class TfStepEngine:
         self.model = model
         self.mechanism = mechanism
         self.variables = list(model.trainable_variables)
-        self.query = dp.make_query(mechanism, noise_seed(config.seed))
+        # a 192-bit key fills TF's Philox state (counter and key): see dpcore.noise_key
+        key = noise_key(config, "engine", bits=192) if config.privacy.is_dpsgd else None
+        self.query = dp.make_query(mechanism, key)
         self.optimizer = dp.make_optimizer(config.train, self.query)
         x_dtype = model.inputs[0].dtype
         x_spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], x_dtype)

@@ -26,6 +26,13 @@ at sigma, and each step divides by its own microbatch count and the accumulator 
 clipped sum is divided by the logical batch's microbatch count. An epoch takes
 ``(n // batch) * k`` physical batches, whole logical batches only.
 
+Noise: TF Privacy's optimizers draw it with ``tf.random.normal`` and no seed argument, so the
+only key the recipe can give it is TF's global seed: set to the run's noise key
+(:mod:`dpcore.noise_key`, stream ``library``) after the model and the shuffled pipeline are
+built (their seeds stay the run seed's) and before ``compile``, so the noise ops are seeded
+by it. With ``noise_key: secret`` that key is secret; the draw itself is TF's single normal
+(the optimizer takes no sampler: no floating-point hardening is possible through its API).
+
 The audit's gradient canaries (white-box, ``audit_canaries.kind: gradient``) enter
 ``DPKerasSGDOptimizer``'s step through its own ``GaussianSumQuery``
 (:class:`CanaryGaussianSumQuery`: the library's ``accumulate_record`` clips them, its
@@ -37,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,10 +56,11 @@ from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
 from dpcore.libraryloop import LibraryRecipe, LibraryRunner
+from dpcore.noise_key import noise_key
 from dpcore.predicting import model_inputs
 from dpcore.recipes import LIBRARY_TRAINERS
 from dpcore.trainhooks import CanarySource
-from tfpipe.models import get_weights, variable_keys
+from tfpipe.models import build_model, get_weights, set_weights, variable_keys
 from tfpipe.predict import output_function, probability_function
 
 TRAINER = LIBRARY_TRAINERS["tf"]
@@ -243,6 +251,9 @@ class KerasFitRunner:
     distribution.
     """
 
+    #: How the pipeline samples its batches (shuffled, fixed size, remainder dropped).
+    sampling = "shuffle"
+
     def __init__(self, model: tf.keras.Model, config: RunConfig, dataset: Dataset,
                  plan: PrivacyPlan, physical_batch_size: int | None = None) -> None:
         self.model = model
@@ -253,14 +264,15 @@ class KerasFitRunner:
                               f"valid with recipe=library on tf: at most {n}")
         self.steps_per_epoch = n // batch
         self.sampling_rate = batch / n
+        self.batch_size = batch
         self.accumulation = accumulation_steps(config, physical_batch_size)
         self.trainer = trainer_name(config, self.accumulation)
-        physical = batch // self.accumulation
         x = model_inputs(dataset.x_train, dataset.task)
-        self.data = (tf.data.Dataset.from_tensor_slices((x, dataset.y_train.astype(np.int64)))
-                     .shuffle(n, seed=config.seed, reshuffle_each_iteration=True)
-                     .batch(physical, drop_remainder=True)
-                     .take(self.steps_per_epoch * self.accumulation))
+        self.data = self.batches(
+            tf.data.Dataset.from_tensor_slices((x, dataset.y_train.astype(np.int64))),
+            n, config.seed)
+        if config.privacy.is_dpsgd:  # the seed of TF Privacy's noise ops (module docstring)
+            tf.random.set_seed(noise_key(config, "library", bits=64).value >> 1)  # int64
         self.optimizer = make_optimizer(config, plan.noise_multiplier, self.accumulation,
                                         model.trainable_variables)
         model.compile(optimizer=self.optimizer, loss=make_loss(config))
@@ -268,6 +280,15 @@ class KerasFitRunner:
         self._predict = probability_function(model)
         self._outputs = output_function(model)
         self._dtype = model.inputs[0].dtype.as_numpy_dtype
+
+    def batches(self, source: tf.data.Dataset, n: int, seed: int) -> tf.data.Dataset:
+        """``source`` (n elements) as ``model.fit`` takes it: shuffled (reshuffled every
+        pass, seeded), in fixed physical batches, whole logical batches only. The order
+        depends on n and the seed only, so a source of indices gives the batches' indices."""
+        physical = int(self.batch_size) // self.accumulation
+        return (source.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+                .batch(physical, drop_remainder=True)
+                .take(self.steps_per_epoch * self.accumulation))
 
     def train_epoch(self, epoch: int) -> tuple[float, int]:
         """``model.fit`` for epoch ``epoch``; returns (summed example loss, examples)."""
@@ -311,6 +332,78 @@ class KerasFitRunner:
 
     def close(self) -> None:
         """Nothing to release: ``model.fit`` attaches nothing to the model."""
+
+
+class KerasFitStep:
+    """The TF Privacy recipe's step for ``dpcompare verify`` (``dpcore.verify.steppers.
+    LibraryStep``): a :class:`KerasFitRunner`'s compiled model, stepped with Keras's
+    ``train_on_batch`` (the step ``model.fit`` runs on each batch: TF Privacy's optimizer,
+    its Jacobian, clipping and noise) on a logical batch of exactly ``train.batch_size``
+    examples (TF Privacy's fixed number of microbatches), cut into the runner's
+    ``gradient_accumulation_steps`` physical batches. The divisor is TF Privacy's: the number
+    of microbatches of the logical batch; the sampler is the runner's ``tf.data`` pipeline.
+    """
+
+    sampling = "shuffle"
+
+    def __init__(self, config: RunConfig, dataset: Dataset, plan: PrivacyPlan,
+                 perf: PerfSpec) -> None:
+        tf.keras.utils.set_random_seed(config.seed)  # TF Privacy's noise draws from it
+        self.model = build_model(config.model, dataset.input_shape, dataset.n_classes,
+                                 seed=None, vocab_size=dataset.vocabulary_size)
+        self.runner = KerasFitRunner(self.model, config, dataset, plan,
+                                     perf.library_jacobian_batch_size)
+        self.seed = config.seed
+        self.n = len(dataset.x_train)
+        self.microbatch_size = config.factors.microbatch_size
+        self.fixed_batch_size = config.train.batch_size
+        self.sampling_rate = self.runner.sampling_rate
+        self.steps_per_epoch = self.runner.steps_per_epoch
+        self._dtype = self.model.inputs[0].dtype.as_numpy_dtype
+
+    def step(self, chunks: Sequence[tuple[np.ndarray, np.ndarray]], n_examples: int,
+             divisor: float | None = None) -> None:
+        """``train_on_batch`` on each physical batch of the logical batch ``chunks``."""
+        x = np.concatenate([c[0] for c in chunks]).astype(self._dtype)
+        y = np.concatenate([c[1] for c in chunks]).astype(np.int64)
+        if divisor is not None or len(y) != self.fixed_batch_size:
+            raise ConfigError(f"TF Privacy's step takes batches of exactly "
+                              f"{self.fixed_batch_size} examples and no divisor; got "
+                              f"{len(y)} and divisor {divisor}")
+        physical = self.fixed_batch_size // self.runner.accumulation
+        for start in range(0, len(y), physical):
+            self.model.train_on_batch(x[start:start + physical], y[start:start + physical])
+
+    def divisor_of(self, n_examples: int) -> float:
+        """TF Privacy divides by the logical batch's number of microbatches."""
+        return float(self.fixed_batch_size // self.microbatch_size)
+
+    def get_weights(self) -> dict[str, np.ndarray]:
+        return get_weights(self.model)
+
+    def set_weights(self, weights: Mapping[str, np.ndarray]) -> None:
+        set_weights(self.model, weights)
+
+    def index_batches(self, epochs: int) -> Iterator[np.ndarray]:
+        """The runner's pipeline (:meth:`KerasFitRunner.batches`) over indices: each logical
+        batch's example indices, ``epochs`` passes."""
+        pipeline = self.runner.batches(tf.data.Dataset.range(self.n), self.n, self.seed)
+        for _ in range(epochs):
+            parts: list[np.ndarray] = []
+            for physical in pipeline:
+                parts.append(physical.numpy().astype(np.int64))
+                if len(parts) == self.runner.accumulation:
+                    yield np.concatenate(parts)
+                    parts = []
+
+    def close(self) -> None:
+        """Nothing to release (Keras attaches nothing beyond the compiled model)."""
+
+
+def library_step(config: RunConfig, dataset: Dataset, plan: PrivacyPlan, perf: PerfSpec
+                 ) -> KerasFitStep:
+    """The recipe's step for ``dpcompare verify`` (:class:`KerasFitStep`)."""
+    return KerasFitStep(config, dataset, plan, perf)
 
 
 def tf_privacy_own_epsilon(config: RunConfig, n_train: int, epochs: int, noise: float,

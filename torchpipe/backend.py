@@ -23,7 +23,7 @@ from torchpipe.engine import DEFAULT_GRAD_SAMPLE_MODE, TorchStepEngine, runtime_
 from torchpipe.explain import gradcam
 from torchpipe.fast import FastTorchStepEngine
 from torchpipe.frontsplit import split_fixed_front
-from torchpipe.library import library_recipe
+from torchpipe.library import library_recipe, library_step
 from torchpipe.models import build_model, get_weights, set_weights
 from torchpipe.predict import predict_logits, predict_outputs, predict_proba
 from torchpipe.train import BACKEND, library_epsilon, load_checkpoint, save_checkpoint, train
@@ -68,6 +68,7 @@ def eval_mode(model: nn.Module) -> None:
 
 __all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "configure", "describe",
            "eval_mode", "get_weights", "gradcam", "library_epsilon", "library_recipe",
+           "library_step",
            "load_checkpoint", "place_model", "predict_logits", "predict_outputs",
            "predict_proba",
            "save_checkpoint", "set_weights", "split_fixed_front", "train",

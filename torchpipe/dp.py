@@ -12,7 +12,9 @@
 * Laplace DP-SGD: :class:`LaplaceDPOptimizer` overrides the two extension points,
   ``clip_and_accumulate`` (flat L1 per-example norm) and ``add_noise`` (Laplace noise).
 
-Noise comes from a seeded ``torch.Generator``.
+Noise comes from a ``torch.Generator`` keyed by the run's noise key (:mod:`dpcore.noise_key`);
+with ``noise_key: secret`` the Gaussian draw is Opacus's own ``secure_mode`` construction (four
+draws divided by two, :func:`make_dp_optimizer`) on that generator.
 
 Fix of an Opacus 1.6 bug (registered at import through Opacus's own extension point,
 ``register_grad_sampler``): its convolution grad sampler unfolds the layer input with
@@ -200,9 +202,16 @@ def make_base_optimizer(train: TrainSpec, params: Iterable[torch.nn.Parameter]
 
 
 def make_dp_optimizer(base: torch.optim.Optimizer, mechanism: StepMechanism,
-                      generator: torch.Generator) -> DPOptimizer:
+                      generator: torch.Generator, *, hardened: bool = False) -> DPOptimizer:
     """The Opacus DP optimizer of ``mechanism`` around ``base`` (divides by B = expected):
-    its noise sampler's entry of :data:`OPTIMIZERS`."""
+    its noise sampler's entry of :data:`OPTIMIZERS`.
+
+    ``hardened``: Opacus's ``secure_mode`` noise (``_generate_noise`` sums four Gaussian
+    draws and halves them, Holohan & Braghin 2021) drawn from ``generator``; Opacus's
+    CSPRNG (torchcsprng, which ``PrivacyEngine(secure_mode=True)`` needs) does not build with
+    torch 2.x, so the generator's key is the secret one instead (:mod:`dpcore.noise_key`).
+    The Laplace draw has no hardened form.
+    """
     sampler = NOISE_SAMPLERS.get(str(mechanism.noise_kind))
     if sampler is None or sampler.clip_norm != mechanism.clip_kind \
             or sampler.name not in OPTIMIZERS:
@@ -214,4 +223,4 @@ def make_dp_optimizer(base: torch.optim.Optimizer, mechanism: StepMechanism,
     return cls(base, noise_multiplier=mechanism.noise_multiplier,
                max_grad_norm=mechanism.clip_norm,
                expected_batch_size=mechanism.expected_batch_size,
-               loss_reduction="mean", generator=generator)
+               loss_reduction="mean", generator=generator, secure_mode=hardened)

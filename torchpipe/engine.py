@@ -22,7 +22,8 @@ from torch import nn
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
-from dpcore.stepengine import Chunk, StepMechanism, noise_seed
+from dpcore.noise_key import noise_key
+from dpcore.stepengine import Chunk, StepMechanism
 from torchpipe import dp
 from torchpipe.canaries import GradientWatch, append_grad_samples
 from torchpipe.device import model_device
@@ -90,10 +91,10 @@ class TorchStepEngine:
         if mechanism.private:
             self.module: nn.Module = self._wrap(model, grad_sample_mode)
             base = dp.make_base_optimizer(config.train, self.module.parameters())
-            generator = torch.Generator(device=model_device(model)).manual_seed(
-                noise_seed(config.seed))
+            key = noise_key(config, "engine", bits=64)  # manual_seed takes 64 bits
+            generator = torch.Generator(device=model_device(model)).manual_seed(key.value)
             self.optimizer: torch.optim.Optimizer = dp.make_dp_optimizer(
-                base, mechanism, generator)
+                base, mechanism, generator, hardened=key.hardened)
         else:
             self.module = model
             self.optimizer = dp.make_base_optimizer(config.train, model.parameters())

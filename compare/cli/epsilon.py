@@ -37,7 +37,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="expected passes over the data (steps = ceil(epochs * round(1/q)))")
     length.add_argument("--steps", type=int, help="number of noised steps")
     parser.add_argument("--delta", type=float, default=None,
-                        help="target delta in (0, 1); default 1/N rounded down to a power of 10")
+                        help="target delta in (0, 1); default the largest power of 10 below "
+                             "1/(10 N)")
     parser.add_argument("--mechanism", choices=sorted(api.mechanisms()), default="gaussian",
                         help="noise distribution of DP-SGD (default gaussian)")
     parser.add_argument("--calibrate-with", choices=api.CALIBRATE_WITH, default=None,

@@ -57,7 +57,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "perturbs every image; the others are kept clean, as float32 in [0, 1])")
     parser.add_argument("--delta", type=float, default=None,
                         help="delta of the Gaussian (epsilon, delta) figures, in (0, 1); default "
-                        "1/N rounded down to a power of ten, N = number of noised images")
+                        "the largest power of ten below 1/(10 N), N = number of noised images")
     parser.add_argument("--image-size", type=int, default=None,
                         help="resize the images to this side length first (default: as "
                         "`dpcompare train` loads the data set, e.g. digits at 16x16, so the "

@@ -62,6 +62,7 @@ SUBCOMMAND_MODULES: tuple[str, ...] = (
     "compare.cli.reproduce",
     "compare.cli.bench",
     "compare.cli.audit",
+    "compare.cli.verify",
 )
 
 

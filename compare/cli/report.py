@@ -6,7 +6,7 @@ rebuild report folders from the run records committed in them.
     dpcompare report --records reports/*                # every committed report with records
 
 A rebuild needs no training, no model, no store and no checkpoint. Folders without records
-(``reports/benchmarks``, ``reports/tuning``, or reports written before records existed) are
+(``reports/benchmarks``, ``reports/tuning``, or any report without ``records/``) are
 skipped with a line saying so when several folders are given, and are an error when one is.
 """
 

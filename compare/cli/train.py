@@ -50,6 +50,7 @@ from dpcore.mechanisms import (
     privatises_images,
 )
 from dpcore.names import resolve_backend
+from dpcore.noise_key import NOISE_KEYS, noise_key_label
 
 DEFAULT_OUT = api.DEFAULT_TRAIN_OUT
 
@@ -59,6 +60,33 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train one model with one backend (TF Privacy or Opacus)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_config_options(parser)
+    add_perf_options(parser)
+    add_engine_option(parser)
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"results store folder (default ./{DEFAULT_OUT})")
+    parser.add_argument("--faithfulness-subset", type=int, default=500, metavar="N",
+                        help="Grad-CAM faithfulness metrics on a fixed seeded subset of N test "
+                        "images (image conv models; default 500; 0 skips them)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
+    group = parser.add_argument_group(
+        "run claim (two processes training one run into one --out train it once)")
+    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
+                       help="when another process is training this run into --out, wait at "
+                            "most this long for its result (0: do not wait; default: until "
+                            "it ends), then stop without training (exit 2)")
+    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
+                       help="another host's claim on the run with no heartbeat for this long "
+                            "is dead and taken over (default 600; on this host a claim whose "
+                            "process is gone is taken over at once)")
+    parser.set_defaults(func=run)
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """The options that make a run's config (``--backend``, ``--config``, ``--dataset``...,
+    ``--set``, ``--data-dir``): :func:`given_settings` reads them. ``dpcompare verify`` takes
+    the same ones."""
     parser.add_argument("--backend", required=True,
                         help="tf (Keras + TensorFlow Privacy; also tensorflow, tf-privacy) or "
                         "torch (PyTorch + Opacus; also opacus, pytorch)")
@@ -94,8 +122,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "laplace; prv: Opacus's, as make_private_with_epsilon, gaussian only, "
                         "on either backend)")
     parser.add_argument("--max-grad-norm", type=float, help="per-example clip norm C")
-    parser.add_argument("--delta", type=float, help="delta (default 1/N rounded down to 10^-k)")
-    parser.add_argument("--seed", type=int, help="seed of batches, initial weights and noise")
+    parser.add_argument("--delta", type=float,
+                        help="delta (default: the largest 10^-k below 1/(10 N))")
+    parser.add_argument("--noise-key", choices=list(NOISE_KEYS),
+                        help="key of the DP-SGD noise: seed (from the seed and the config hash; "
+                        "reproducible, rebuildable by anyone with the config) or secret (OS "
+                        "entropy, kept nowhere; not reproducible). Default: seed for a "
+                        "registered public data set, secret for your own files")
+    parser.add_argument("--seed", type=int, help="seed of batches, initial weights and, with "
+                        "--noise-key seed, noise")
     parser.add_argument("--recipe", choices=["harmonised", "library"],
                         help="harmonised: the bench's one DP-SGD algorithm on both frameworks "
                              "(default); library: each library as its tutorials run it "
@@ -114,6 +149,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         metavar="KEY=VALUE",
                         help="override any config key, e.g. train.optimizer=adam (repeatable)")
     add_data_dir_option(parser)
+
+
+def add_perf_options(parser: argparse.ArgumentParser) -> None:
+    """The performance switches other than ``--engine`` (:func:`build_perf` reads them)."""
     parser.add_argument("--physical-batch-size", type=int,
                         help="largest chunk of examples per forward/backward pass (memory only; "
                         f"default {PerfSpec().physical_batch_size})")
@@ -130,25 +169,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-front-cache", action="store_true",
                         help="recompute a ScatterNet model's fixed scattering in every step "
                         "instead of once per data set (same result; for timing comparisons)")
-    add_engine_option(parser)
-    parser.add_argument("--out", default=DEFAULT_OUT,
-                        help=f"results store folder (default ./{DEFAULT_OUT})")
-    parser.add_argument("--faithfulness-subset", type=int, default=500, metavar="N",
-                        help="Grad-CAM faithfulness metrics on a fixed seeded subset of N test "
-                        "images (image conv models; default 500; 0 skips them)")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
-    parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
-    group = parser.add_argument_group(
-        "run claim (two processes training one run into one --out train it once)")
-    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
-                       help="when another process is training this run into --out, wait at "
-                            "most this long for its result (0: do not wait; default: until "
-                            "it ends), then stop without training (exit 2)")
-    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
-                       help="another host's claim on the run with no heartbeat for this long "
-                            "is dead and taken over (default 600; on this host a claim whose "
-                            "process is gone is taken over at once)")
-    parser.set_defaults(func=run)
 
 
 def parse_augment(text: str) -> dict[str, Any]:
@@ -209,6 +229,7 @@ def given_settings(args: argparse.Namespace) -> dict[str, Any]:
     put("factors.calibration_accountant", args.calibrate_with)
     put("privacy.max_grad_norm", args.max_grad_norm)
     put("privacy.delta", args.delta)
+    put("privacy.noise_key", args.noise_key)
     put("seed", args.seed)
     put("recipe", args.recipe)
     put("audit_canaries.count", args.audit_canaries)
@@ -353,8 +374,8 @@ def status_text(result: dict[str, Any]) -> str:
 
 def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the claimed, proved and audited epsilon (or how to audit, without a one-run
-    audit), and whether the audit found a privacy violation (none for a record written before
-    these figures existed)."""
+    audit), and whether the audit found a privacy violation (none for a record without
+    ``privacy.epsilon_proved_reason``)."""
     from dpcore.proved import is_violation
 
     privacy = result["privacy"]
@@ -369,6 +390,11 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append((label, "n/a" if value is None else f"{value:.4f}"))
     if privacy.get("epsilon_proved") is None:
         rows.append(("  (why none)", str(privacy["epsilon_proved_reason"])))
+    if privacy.get("epsilon_proved_rdp") is not None:
+        rows.append(("  (by RDP)", f"{privacy['epsilon_proved_rdp']:.4f} (the proved figure "
+                     "is by PLD; both hold)"))
+    if privacy.get("noise_key"):
+        rows.append(("noise key", noise_key_label(privacy["noise_key"])))
     one_run = (result.get("audit") or {}).get("one_run")
     if one_run is None:
         rows.append(("epsilon audited", "not audited (--audit-canaries M runs the one-run "

@@ -26,12 +26,16 @@ their initial weights for a seed (:func:`shares_batches_and_init`: both harmonis
 backend, with the same sampling and the same initialisation); every other difference (a stock
 recipe, whose library draws its own batches and initialises its own way; a flip of the
 sampling or of the initialisation) uses Welch's unpaired interval (scipy) and says so.
+Each effect also has the p-value of the same test (paired t test or Welch's), and the
+p-values of all the effects of one attribution (factors, stock recipes, the gap) are
+Holm-adjusted together: an effect *moves accuracy* when its adjusted p is below
+:data:`~compare.reporting.stats.ALPHA`.
 A factor run counts toward the gap when every factor it changes moves from one stock
 recipe's value (held by the baseline) to the other's: toward TF Privacy's it adds its
-effect, toward Opacus's it subtracts it. Only effects whose 95% interval excludes 0 are
-summed (a factor "moves accuracy by more than its interval"); the rest of the gap is left
-unexplained. The sum assumes the factors add up; that assumption is stated with the
-figures.
+effect, toward Opacus's it subtracts it. Only effects that move accuracy are summed; the
+rest of the gap is left unexplained. The sum assumes the factors add up: the share of the
+gap they explain, its bootstrap interval and whether the grid tests that assumption come
+from :mod:`compare.reporting.attribution_uncertainty`.
 """
 
 from __future__ import annotations
@@ -47,12 +51,16 @@ from scipy import stats
 
 from compare.grid import setting_label
 from compare.reporting.collapse import collapse_reason
+from compare.reporting.labels import FRAMEWORK_OF, LIBRARY_RECIPE
 from compare.reporting.published import METRICS, find_row, paper_table
 from compare.reporting.stats import (
+    ALPHA,
     CONFIDENCE,
     Interval,
     bootstrap_interval,
     contrast_interval,
+    difference_p_value,
+    holm_adjusted,
     mean_interval,
 )
 from dpcore.errors import ConfigError
@@ -120,9 +128,13 @@ class Configuration:
 
     @property
     def name(self) -> str:
-        """The setting, with its library when the setting does not name it."""
-        library = LIBRARY_NAMES.get(self.backend, self.backend)
-        return self.setting if library in self.setting else f"{self.setting} ({library})"
+        """The setting, with what ran when the setting does not name it: its library for a
+        library recipe, its framework for the harmonised step (never a library's name for
+        the bench's own step: :func:`compare.reporting.labels.what_ran`)."""
+        if self.recipe == LIBRARY_RECIPE:
+            library = LIBRARY_NAMES.get(self.backend, self.backend)
+            return self.setting if library in self.setting else f"{self.setting} ({library})"
+        return f"{self.setting} ({FRAMEWORK_OF.get(self.backend, self.backend)} backend)"
 
 
 @dataclass(frozen=True)
@@ -141,12 +153,24 @@ class Effect:
     #: ``((+1, minuend accuracy by seed), (-1, subtrahend accuracy by seed))``: the groups
     #: the effect is a contrast of (for :func:`contrast_interval`).
     parts: tuple[tuple[float, Mapping[int, float]], ...] = ()
+    #: The p-value of the effect's test (paired t test or Welch's); NaN without one.
+    p_value: float = math.nan
+    #: ``p_value`` Holm-adjusted over the attribution's effects (:func:`attribute`).
+    p_holm: float = math.nan
+    #: The two configurations the effect compares (minuend, subtrahend), when it has them.
+    sides: tuple[Configuration, Configuration] | None = None
 
     @property
     def significant(self) -> bool:
-        """True when the 95% interval excludes 0 (never with fewer than 2 values)."""
+        """True when the effect moves accuracy: its Holm-adjusted p below
+        :data:`~compare.reporting.stats.ALPHA` (where it has one; else its 95% interval
+        excludes 0); never with fewer than 2 values."""
         i = self.interval
-        return i.n >= 2 and not math.isnan(i.low) and (i.low > 0 or i.high < 0)
+        if i.n < 2 or math.isnan(i.low):
+            return False
+        if not math.isnan(self.p_holm):
+            return self.p_holm < ALPHA
+        return i.low > 0 or i.high < 0
 
 
 @dataclass(frozen=True)
@@ -233,7 +257,7 @@ def proved_of(result: RunResult) -> tuple[float | None, str]:
 
     As recorded in the run (``privacy.epsilon_proved``), or computed from its stored config
     and privacy entry by the same rules (:func:`dpcore.proved.figures_of_result`) for a record
-    written before proved epsilons existed.
+    without ``privacy.epsilon_proved``.
     """
     from dpcore.proved import figures_of_result
 
@@ -280,7 +304,7 @@ def configurations(results: Sequence[RunResult]) -> tuple[Configuration, ...]:
             accuracy={r.seed: float(r.metrics["accuracy"]) for r in runs},
             epsilon_shared=None if shared is None else float(shared),
             library_epsilon=own,
-            claim=str(claim.get("status", "not recorded (result written before issue 14)")),
+            claim=str(claim.get("status", "not recorded (no recipe.privacy_claim in the result)")),
             reasons=tuple(str(x) for x in claim.get("reasons") or ()),
             collapsed=sum(collapse_reason(r.metrics) is not None for r in runs),
             epsilon_proved=proved, proved_note=proved_note,
@@ -412,13 +436,15 @@ def attribute(configs: Sequence[Configuration],
             continue
         sign, why = direction(c.factors, base.factors, stock)
         factor_effects.append(_effect(
-            f"{c.setting} − harmonised ({LIBRARY_NAMES.get(c.backend, c.backend)})", "factor",
+            f"{c.setting} − harmonised ({FRAMEWORK_OF.get(c.backend, c.backend)} backend)",
+            "factor",
             c, base, sign, why))
     stock_effects = [_effect(f"{LIBRARY_NAMES.get(b, b)} stock − harmonised", "stock", c,
                              baselines[b]) for b, c in stock.items()]
     gap = None
     if "tf" in stock and "torch" in stock:
         gap = _effect("TF Privacy stock − Opacus stock", "stock", stock["tf"], stock["torch"])
+    factor_effects, stock_effects, gap = _holm(factor_effects, stock_effects, gap)
     explained = _explain(tuple(configs), baselines, stock, tuple(factor_effects),
                          tuple(stock_effects), gap, targets(published, configs))
     return dataclasses.replace(explained,
@@ -428,13 +454,33 @@ def attribute(configs: Sequence[Configuration],
 def _effect(label: str, kind: str, a: Configuration, b: Configuration, sign: int = 0,
             why: str = "") -> Effect:
     """``a - b`` as an :class:`Effect` (:func:`difference`, paired by seed only when the two
-    share batches and initial weights), with the factors that differ."""
+    share batches and initial weights), with the factors that differ and the p-value of the
+    same test."""
     interval, paired, per_seed = difference(a.accuracy, b.accuracy,
                                             pair=shares_batches_and_init(a, b))
+    if per_seed is not None:
+        p_value = difference_p_value(list(per_seed.values()))
+    else:
+        xa, xb = (np.asarray(list(v.values()), float) for v in (a.accuracy, b.accuracy))
+        p_value = (float(stats.ttest_ind(xa, xb, equal_var=False).pvalue)
+                   if min(xa.size, xb.size) >= 2 and (np.ptp(xa) > 0 or np.ptp(xb) > 0)
+                   else math.nan)
     return Effect(label=label, kind=kind, changed=describe_change(a.factors, b.factors),
                   names=tuple(changed_factors(a.factors, b.factors)), interval=interval,
                   paired=paired, per_seed=per_seed, direction=sign, why_not=why,
-                  parts=((1.0, a.accuracy), (-1.0, b.accuracy)))
+                  parts=((1.0, a.accuracy), (-1.0, b.accuracy)), p_value=p_value,
+                  sides=(a, b))
+
+
+def _holm(factor_effects: Sequence[Effect], stock_effects: Sequence[Effect],
+          gap: Effect | None) -> tuple[list[Effect], list[Effect], Effect | None]:
+    """The effects with their p-values Holm-adjusted together (the attribution's family)."""
+    every = [*factor_effects, *stock_effects, *([gap] if gap is not None else [])]
+    adjusted = holm_adjusted([e.p_value for e in every])
+    every = [dataclasses.replace(e, p_holm=float(p)) for e, p in zip(every, adjusted,
+                                                                      strict=True)]
+    n, m = len(factor_effects), len(stock_effects)
+    return every[:n], every[n:n + m], (every[n + m] if gap is not None else None)
 
 
 def _one_per_backend(role: str, found: Sequence[Configuration]) -> dict[str, Configuration]:

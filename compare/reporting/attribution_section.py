@@ -22,7 +22,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from compare.reporting.attribution import (
-    LIBRARY_NAMES,
     Attribution,
     AttributionError,
     Effect,
@@ -34,6 +33,7 @@ from compare.reporting.attribution import (
 )
 from compare.reporting.attribution_text import conclusion
 from compare.reporting.claims_section import claims_section
+from compare.reporting.labels import what_ran
 from compare.reporting.section import ReportData, SectionOutput, saved_figure, section
 from compare.reporting.stats import CONFIDENCE
 from compare.reporting.tables import fmt, markdown_table
@@ -59,7 +59,7 @@ def configuration_table(a: Attribution) -> tuple[pd.DataFrame, list[str]]:
             refs.append(f"[{reasons.index(reason) + 1}]")
         i = c.interval
         rows.append({
-            "configuration": c.setting, "library": LIBRARY_NAMES.get(c.backend, c.backend),
+            "configuration": c.setting, "what ran": what_ran(c.backend, c.recipe),
             "recipe": c.recipe, "trainer": c.trainer or "–",
             "factors changed (vs harmonised)": describe_change(c.factors,
                                                                harmonised_defaults(c.backend)),

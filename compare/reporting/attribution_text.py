@@ -1,9 +1,11 @@
 """The written conclusion of the gap attribution, generated from its numbers.
 
 Every sentence is built from an :class:`~compare.reporting.attribution.Attribution`; nothing is
-hard-coded. Wording rules: a factor "explains" part of the gap only when its 95% interval
-excludes 0 and it points along the gap (:attr:`Effect.direction`); an interval that crosses 0
-is reported as "within its interval", never as an explanation.
+hard-coded. Wording rules: a factor "explains" part of the gap only when it moves accuracy
+(its Holm-adjusted p below 0.05, :attr:`Effect.significant`) and it points along the gap
+(:attr:`Effect.direction`); an effect that does not is reported as "no effect shown", never as
+an explanation. The explained points and share carry their bootstrap interval, and the
+additivity they assume is stated or tested (:mod:`compare.reporting.attribution_uncertainty`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from compare.reporting.attribution import (
     PublishedGap,
     Target,
 )
-from compare.reporting.stats import CONFIDENCE, Interval
+from compare.reporting.attribution_uncertainty import additivity_sentence, gap_share
+from compare.reporting.stats import ALPHA, CONFIDENCE, Interval
 
 
 def points(value: float) -> str:
@@ -54,11 +57,13 @@ def conclusion(a: Attribution) -> list[str]:
         f"{100 * CONFIDENCE:g}% t interval over seeds, paired by seed only where one seed "
         f"gives both sides the same batches and initial weights (harmonised runs of one "
         f"framework with the same sampling and initialisation), else Welch's unpaired "
-        f"interval; a factor *moves accuracy* when that "
-        f"interval excludes 0; a configuration *reaches* a published figure when its mean "
+        f"interval; a factor *moves accuracy* when the same test's p-value, Holm-adjusted "
+        f"over this section's effects (corrected for its comparisons), is below {ALPHA:g}; a "
+        f"configuration *reaches* a published figure when its mean "
         f"over seeds is at least the figure minus {100 * REACH_TOLERANCE:g} point "
         f"(tolerance). Factor effects are measured on the "
-        f"harmonised recipe of one backend and assumed to add up."]
+        f"harmonised recipe of one backend; summed, they are assumed to add up "
+        f"(see below)."]
     collapsed = [c for c in a.configurations if c.collapsed]
     if collapsed:
         out.append("Collapsed (some seed's model predicts almost one class, so its accuracy "
@@ -129,14 +134,19 @@ def _factor_sentences(effects: tuple[Effect, ...]) -> list[str]:
     within = [e for e in effects if not e.significant]
     out = []
     if moving:
-        out.append("Factors that move accuracy by more than their interval: " + "; ".join(
-            f"{e.label} ({e.changed}): {interval_text(e.interval)}" for e in moving) + ".")
+        out.append("Factors that move accuracy (Holm-adjusted p below the level): "
+                   + "; ".join(f"{e.label} ({e.changed}): {interval_text(e.interval)}"
+                               f"{_holm_text(e)}" for e in moving) + ".")
     else:
-        out.append("No factor moves accuracy by more than its interval.")
+        out.append("No factor moves accuracy (no Holm-adjusted p below the level).")
     if within:
-        out.append("Within their interval (no effect shown): " + "; ".join(
-            f"{e.label}: {interval_text(e.interval)}" for e in within) + ".")
+        out.append("No effect shown: " + "; ".join(
+            f"{e.label}: {interval_text(e.interval)}{_holm_text(e)}" for e in within) + ".")
     return out
+
+
+def _holm_text(e: Effect) -> str:
+    return "" if math.isnan(e.p_holm) else f", Holm p = {e.p_holm:.2g}"
 
 
 def _gap_sentences(a: Attribution) -> list[str]:
@@ -151,23 +161,22 @@ def _gap_sentences(a: Attribution) -> list[str]:
                    f"(recipe=library, test accuracy); missing: {', '.join(missing)}.")
         return out
     gap = a.gap
-    out.append(f"The gap, stock TF Privacy − stock Opacus: {interval_text(gap.interval)}."
+    out.append(f"The gap, stock TF Privacy − stock Opacus: {interval_text(gap.interval)}"
+               f"{_holm_text(gap)}."
                + ("" if gap.significant or gap.interval.n < 2 else
-                  " Its interval crosses 0: no difference between the stock recipes is shown."))
+                  " No difference between the stock recipes is shown (Holm-adjusted)."))
     if a.counted:
-        parts = [f"{e.label} explains {points(e.direction * e.interval.mean)} points "
+        parts = [f"{e.label} accounts for {points(e.direction * e.interval.mean)} points "
                  f"(it moves {e.changed}, toward "
                  f"{'TF Privacy' if e.direction > 0 else 'Opacus'}'s stock value)"
                  for e in a.counted]
-        share = ("" if gap.interval.mean == 0 or a.explained is None else
-                 f", {100 * a.explained / gap.interval.mean:.0f}% of the gap")
-        out.append("Of the gap, " + "; ".join(parts) + f". Together: "
-                   f"{points(a.explained or 0.0)} points{share}.")
+        out.append("Of the gap, " + "; ".join(parts) + ". " + _share_text(a))
     else:
         out.append("No factor that moves accuracy by more than its interval lies along the "
                    "gap, so no part of the gap is explained by the factors run.")
     if a.unexplained is not None:
         out.append(f"Left unexplained: {interval_text(a.unexplained)}.")
+    out.append(additivity_sentence(a))
     aside = [e for e in a.factor_effects if e.significant and e.direction == 0]
     if aside:
         out.append("Moving accuracy but not part of the stock difference: " + "; ".join(
@@ -177,6 +186,26 @@ def _gap_sentences(a: Attribution) -> list[str]:
                    + "; ".join(a.untested) + ". The unexplained rest may come from them or "
                    "from what no factor describes (each library's own training loop).")
     return out
+
+
+def _share_text(a: Attribution) -> str:
+    """The explained points and their share of the gap, each with its 95% percentile
+    bootstrap interval over seeds (:func:`~compare.reporting.attribution_uncertainty.
+    gap_share`)."""
+    share = gap_share(a)
+    if share is None:
+        return f"Together: {points(a.explained or 0.0)} points (no interval)."
+    e, s = share.explained, share.share
+
+    def pct(v: float) -> str:
+        return f"{100 * v:.0f} %"
+
+    undefined = (f"; {share.undefined} resamples with no gap left out"
+                 if share.undefined else "")
+    return (f"Together: {points(e.mean)} points (95% bootstrap interval {points(e.low)} to "
+            f"{points(e.high)}), a share of {pct(s.mean)} of the gap (95% bootstrap interval "
+            f"{pct(s.low)} to {pct(s.high)}; {share.resamples} resamples of each "
+            f"configuration's seeds, the same seeds where runs pair{undefined}).")
 
 
 def _target_sentence(t: Target) -> str:

@@ -102,9 +102,9 @@ def companion_column(one_run: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def audited_cell(group: pd.DataFrame) -> Any:
-    """The ``audited (max)`` cell of one (setting, backend): the largest audited bound, else
-    "not yet run" when its companion has no record (the companion's status when it did not
-    finish), else NaN."""
+    """The ``audited (max over seeds)`` cell of one (setting, backend): the largest audited
+    bound over its seeds, else "not yet run" when its companion has no record (the
+    companion's status when it did not finish), else NaN."""
     audited = group["epsilon_audited"].astype(float)
     if audited.notna().any():
         return audited.max()

@@ -1,9 +1,9 @@
 """The report's "Privacy claims" section: settings whose epsilon is claimed, not proved.
 
-Every RunResult written since issue 14 records, in ``recipe.privacy_claim``, whether the shared
-accountant's epsilon is a proved bound for what ran (:func:`dpcore.recipes.privacy_claim`). A
-report lists each (setting, backend) whose claim is "claimed, not proved" with the reasons, so
-that nothing is hidden; reports of the gap-attribution kind show the same in their table
+A RunResult records, in ``recipe.privacy_claim``, whether the shared accountant's epsilon is a
+proved bound for what ran (:func:`dpcore.recipes.privacy_claim`; a record without it is not
+listed). A report lists each (setting, backend) whose claim is "claimed, not proved" with the
+reasons, so that nothing is hidden; reports of the gap-attribution kind show the same in their table
 (:mod:`compare.reporting.attribution_section`) instead.
 """
 

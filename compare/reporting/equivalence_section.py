@@ -144,9 +144,10 @@ def framework_equivalence_lines(rows: pd.DataFrame, results: Sequence[RunResult]
     """The section's Markdown lines for the seed pairs ``rows`` (:func:`equivalence_rows`)."""
     lines = ["## Framework equivalence (shared noise)", "",
              "Both backends added the same noise vector in every step (`privacy.noise_source: "
-             "shared`: drawn once in dpcore by a Philox generator keyed by the run seed, with "
-             "the step as its counter, in the shared weight layout), on the same batches from "
-             "the same initial weights; a seed's two runs differ only by the frameworks. "
+             "shared`: drawn once in dpcore by a Philox generator keyed by the run's noise "
+             "key, which the privacy section names, with the step as its counter, in the "
+             "shared weight layout), on the same batches from the same initial weights; a "
+             "seed's two runs differ only by the frameworks. "
              "`difference`: torch minus tf test accuracy; `weights`: ||w_tf - "
              "w_torch|| / ||w_torch|| of the final weights (neutral layout); `Grad-CAM r`: "
              "mean Pearson correlation of the two backends' Grad-CAM maps on the montage's "

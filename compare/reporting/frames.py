@@ -15,7 +15,7 @@ ran). Besides the stored fields each run row gets:
 * ``auc_scoring``: how the AUC was scored (:func:`auc_scoring`);
 * ``ldp_test_inputs`` (the test images of a local-DP run's headline metrics, ``clean`` or
   ``privatised``; "" otherwise) and ``accuracy_clean_test`` / ``accuracy_privatised_test``
-  (its test accuracy on each; NaN for other runs and records stored before both were kept).
+  (its test accuracy on each; NaN for other runs and for a record without both).
 * ``epsilon_claimed`` / ``epsilon_proved`` / ``epsilon_audited``, ``privacy_violation``,
   ``fault``: :mod:`compare.reporting.privacy_section` (which also flags the setting label).
 """
@@ -63,7 +63,7 @@ TEXT_COLUMNS = ("run_id", "config_hash", "backend", "status", "setting", "panel"
                 "peak_memory_scope", "front_end", "randomisation_check", "ldp_test_inputs",
                 "temperature_fit", "bound_accountant", "eval_split", "auc_scoring")
 
-#: ``bound_accountant`` of an audit record written before the audit recorded its accountant.
+#: ``bound_accountant`` of an audit record without its accountant.
 NOT_RECORDED = "not recorded"
 
 
@@ -84,7 +84,7 @@ def audit_bound_epsilon(audit: Mapping[str, Any]) -> tuple[float | None, str]:
 def front_end(result: RunResult) -> str:
     """How a run computed its model's fixed front end (:mod:`dpcore.frontcache`, the
     ScatterNets' scattering): ``"cached"`` (once per data set, before training), ``"every
-    step"`` (in each training step: stored before the cache existed, or run with
+    step"`` (in each training step: a record without ``perf.fixed_front_cached``, or run with
     ``perf.cache_fixed_front=false``, ``augment`` or a library recipe) or ``""`` (the model
     has no fixed front end, or the record does not say which model and input it had).
 
@@ -178,7 +178,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
             "mechanism": config["privacy"]["mechanism"],
             "recipe": (r.recipe or {}).get("name", config.get("recipe", "harmonised")),
             # "proved" / "claimed, not proved" / "not private" (dpcore.recipes.privacy_claim);
-            # empty for results written before the claim was recorded
+            # empty for a result without recipe.privacy_claim
             "privacy_claim": ((r.recipe or {}).get("privacy_claim") or {}).get("status", ""),
             "target_epsilon": config["privacy"].get("target_epsilon"),
             "noise_multiplier": privacy.get("noise_multiplier"),
@@ -236,7 +236,7 @@ def results_frame(results: Sequence[RunResult]) -> pd.DataFrame:
         row["ldp_test_inputs"] = ldp_eval.get("headline", "")
         for name in ("clean", "privatised"):
             row[f"accuracy_{name}_test"] = (ldp_eval.get(name) or {}).get("accuracy")
-        row.update(privacy_columns(r))  # claimed | proved | audited (issue 30)
+        row.update(privacy_columns(r))  # claimed | proved | audited
         if r.audit:
             row["attack_auc"] = r.audit.get("attack_auc")
             row["attack_advantage"] = r.audit.get("advantage")
@@ -273,7 +273,7 @@ def auc_scoring(result: RunResult) -> str:
 def randomisation_verdict(result: RunResult) -> str:
     """``"passes"`` / ``"fails"`` (the model-randomisation check of the run's Grad-CAM maps,
     :mod:`dpcore.metrics.sanity`), or ``""`` when the run has no check (not computed, or
-    stored before the check existed)."""
+    its record has none)."""
     check = (result.faithfulness or {}).get("randomisation_check") or {}
     if "passes" not in check:
         return ""
@@ -284,7 +284,7 @@ def temperature_fit(result: RunResult) -> str:
     """The split the run's calibrated faithfulness fitted its temperature on
     (:func:`dpcore.evaluation.calibrated.calibrated_faithfulness_of`): ``"validation"``,
     ``"test"`` (test images outside the faithfulness subset) or ``"faithfulness subset"``
-    (half of it); read from ``fit_on`` for records stored before ``fit_split``; ``""``
+    (half of it); read from ``fit_on`` for a record without ``fit_split``; ``""``
     without calibration."""
     calibrated = (result.faithfulness or {}).get("calibrated") or {}
     if "fit_split" in calibrated:

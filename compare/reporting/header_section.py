@@ -28,7 +28,7 @@ def engines_used(results: Sequence[RunResult]) -> str:
         engine = perf.get("engine_used", perf.get("engine"))
         if engine == "library":
             how = f"library recipe: {perf.get('trainer', '?')}"
-        elif engine is None and perf.get("grad_sample_mode"):  # results written before engines
+        elif engine is None and perf.get("grad_sample_mode"):  # a record without perf.engine(_used)
             how = f"Opacus grad-sample mode {perf['grad_sample_mode']}"
         else:
             how = f"{engine or '?'} engine"

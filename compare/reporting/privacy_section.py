@@ -1,8 +1,8 @@
 """The report's privacy figures: claimed | proved | audited epsilon, side by side, per run.
 
-*Claimed* and *proved* come from :func:`dpcore.proved.figures_of_result` (stored in records
-written since issue 30, recomputed from the config and privacy plan of older ones, so a report
-rebuilt from old records shows them too). *Audited* is the one-run audit's 95 % lower bound
+*Claimed* and *proved* come from :func:`dpcore.proved.figures_of_result` (a record's own
+figures when it stores them under the current rules, else recomputed from its config and
+privacy plan, so every record shows them). *Audited* is the one-run audit's 95 % lower bound
 (``audit.one_run``), where the run audited. An audited bound above the proved epsilon (above
 the claim where nothing is proved) is a **privacy violation**; a run with ``factors.fault`` is
 **deliberately broken**. Both are flagged in every table and figure through the setting's
@@ -41,8 +41,10 @@ from compare.reporting.section import (
     drawn_figure,
     section,
 )
+from compare.reporting.selection_text import selection_lines
 from compare.reporting.tables import fmt, markdown_table
 from dpcore.mechanisms import is_non_private, noises_gradients
+from dpcore.noise_key import noise_key_label
 from dpcore.proved import figures_of_result, is_violation
 from dpcore.results import RunResult
 
@@ -51,8 +53,17 @@ BROKEN_FLAG = "deliberately broken"
 
 #: Columns of :func:`privacy_columns` that hold text.
 PRIVACY_TEXT_COLUMNS = ("epsilon_proved_reason", "epsilon_proved_relation", "fault",
-                        "audit_kind", "privacy_violation", "per_step_flagged",
+                        "audit_kind", "privacy_violation", "noise_key", "per_step_flagged",
                         *COMPANION_COLUMNS)
+
+#: The audited column: the largest of the seeds' one-run bounds (each a 95 % lower bound).
+AUDITED_MAX = "audited (max over seeds)"
+#: Beside it: each seed's one-run 95 % lower bound.
+AUDITED_PER_SEED = "audited per seed (95% lower bounds)"
+#: The RDP figure beside a proved epsilon computed by PLD.
+PROVED_RDP = "proved by RDP"
+#: The per-step canary audit's column (where some run has one).
+PER_STEP = "per-step noise"
 
 #: The flag of a run whose per-step canary audit found the noise not fresh at every step.
 NOT_FRESH = "NOT FRESH"
@@ -79,7 +90,10 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
     none is proved), its reason and relation, ``epsilon_audited`` (NaN without an audit),
     ``audit_kind``/``audit_m``/``audit_k``/``audit_correct``, ``fault`` ("" when honest) and
     ``privacy_violation`` ("yes"/"": the audited bound above the proved or claimed epsilon, or
-    the per-step audit flagged, :func:`per_step_columns`); a run audited by an audit companion
+    the per-step audit flagged, :func:`per_step_columns`), ``epsilon_proved_rdp`` (the RDP
+    figure beside a proved epsilon by PLD, NaN otherwise) and ``noise_key`` (which key the
+    DP-SGD noise had, :func:`dpcore.noise_key.noise_key_label`; "" without gradient noise);
+    a run audited by an audit companion
     (:mod:`compare.reporting.audited_column`) also ``audit_companion`` and its status, and its
     violation is tested against the companion's own claimed and proved epsilon."""
     figures = figures_of_result(result)
@@ -88,11 +102,16 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
     fault = str((result.config.get("factors") or {}).get("fault", "none"))
     claimed, proved = figures.get("epsilon_claimed"), figures.get("epsilon_proved")
     reference = reference_figures(one_run, claimed, proved)  # an audit companion's own
+    proved_rdp = figures.get("epsilon_proved_rdp")
+    privacy = result.privacy or {}
     per_step = per_step_columns(one_run)
     violation = is_violation(audited, *reference) or per_step.get("per_step_flagged") == "yes"
     return {
         "epsilon_claimed": math.nan if claimed is None else float(claimed),
         "epsilon_proved": math.nan if proved is None else float(proved),
+        "epsilon_proved_rdp": math.nan if proved_rdp is None else float(proved_rdp),
+        "noise_key": noise_key_label(privacy.get("noise_key"))
+        if noises_gradients(privacy.get("mechanism")) else "",
         "epsilon_proved_reason": str(figures.get("epsilon_proved_reason") or ""),
         "epsilon_proved_relation": str(figures.get("epsilon_proved_relation") or ""),
         "epsilon_audited": math.nan if audited is None else float(audited),
@@ -169,10 +188,35 @@ def per_step_cell(group: pd.DataFrame) -> str:
     return f"fresh: {text}"
 
 
+def per_seed_bounds(group: pd.DataFrame) -> str:
+    """Each audited seed's one-run 95 % lower bound, ``"seed 0: 0.19, seed 1: 0.07"`` in seed
+    order ("" when none audited); an audit companion's bound under the companion's seed."""
+    audited = group[group["epsilon_audited"].astype(float).notna()]
+    seeds = [int(row["audit_companion_seed"]) if pd.notna(row.get("audit_companion_seed"))
+             else int(row["seed"]) for _, row in audited.iterrows()]
+    bounds = sorted(zip(seeds, audited["epsilon_audited"].astype(float), strict=True))
+    return ", ".join(f"seed {seed}: {fmt(bound)}" for seed, bound in bounds)
+
+
+def over_seeds(values: pd.Series) -> float | str:
+    """A setting's claimed or proved epsilon over its seeds: the value when every seed gives
+    it (at 4 significant digits), else ``"low to high"`` (a per-seed calibration: a library
+    recipe's own loader or an audit's canaries change what each seed trains on); NaN when no
+    seed has one."""
+    known = values.dropna().astype(float)
+    if known.empty:
+        return float("nan")
+    if len({f"{v:.4g}" for v in known}) == 1:
+        return float(known.iloc[0])
+    return f"{fmt(float(known.min()))} to {fmt(float(known.max()))}"
+
+
 def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (setting, backend) of finished runs: claimed and proved epsilon (they do not depend
-    on the seed), the largest audited bound over seeds with its audit, the per-step noise
-    check where a run has one (:func:`per_step_cell`), violations, fault."""
+    """Per (setting, backend) of finished runs: claimed and proved epsilon (one value, or the
+    range over the seeds where they differ: :func:`over_seeds`; the RDP figure beside a PLD
+    proved one), the largest audited bound over seeds with its audit and each seed's bound
+    beside it, the per-step noise check where a run has one (:func:`per_step_cell`),
+    violations, fault."""
     done = frame[frame["status"] == "finished"]
     rows = []
     for (setting, backend), group in done.groupby(["setting", "backend"], sort=False):
@@ -180,13 +224,16 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
         best = group.loc[audited.idxmax()] if audited.notna().any() else None
         rows.append({
             "setting": setting, "backend": backend, "seeds": len(group),
-            "claimed": group["epsilon_claimed"].iloc[0],
-            "proved": group["epsilon_proved"].iloc[0],
-            "audited (max)": audited_cell(group),
+            "claimed": over_seeds(group["epsilon_claimed"]),
+            "proved": over_seeds(group["epsilon_proved"]),
+            PROVED_RDP: over_seeds(group["epsilon_proved_rdp"])
+            if "epsilon_proved_rdp" in group else math.nan,
+            AUDITED_MAX: audited_cell(group),
+            AUDITED_PER_SEED: per_seed_bounds(group),
             "audit (kind, correct/k of m)": "" if best is None else (
                 f"{best['audit_kind']}, {fmt(best['audit_correct'])}/{fmt(best['audit_k'])} of "
                 f"{fmt(best['audit_m'])}{companion_note(best)}"),
-            **({"per-step noise": per_step_cell(group)} if "per_step_ratio" in group
+            **({PER_STEP: per_step_cell(group)} if "per_step_ratio" in group
                else {}),
             "violation": (f"{VIOLATION_FLAG} ({int((group['privacy_violation'] == 'yes').sum())}"
                           f" of {int(audited.notna().sum())} runs)"
@@ -352,24 +399,30 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
     table = privacy_table(dp)
     if table.empty:
         return SectionOutput()
-    per_step = "per-step noise" in table and table["per-step noise"].astype(str).str.len().gt(
-        0).any()
+    audited = table[AUDITED_MAX].map(lambda v: not (isinstance(v, float) and math.isnan(v)))
+    by_rdp = table[PROVED_RDP].astype(float).notna().any()
+    per_seed = (table[AUDITED_PER_SEED] != "").any()
+    per_step = PER_STEP in table and table[PER_STEP].astype(str).str.len().gt(0).any()
+    columns = ["setting", "backend", "seeds", "claimed", "proved",
+               *([PROVED_RDP] if by_rdp else []), AUDITED_MAX,
+               *([AUDITED_PER_SEED] if per_seed else []), "audit (kind, correct/k of m)",
+               *([PER_STEP] if per_step else []), "violation", "fault"]
     lines = ["## Privacy: claimed, proved, audited", "",
              "*Claimed*: the shared accountant's epsilon for the setting (local DP: the "
              "per-image epsilon). *Proved*: the tightest bound known for what actually ran "
-             "(dpcore/proved.py; `–` where none is known, with the reason). *Audited*: the "
-             "one-run canary audit's 95% lower bound (Steinke, Nasr, Jagielski 2023) from "
-             "canaries in the same run (max over seeds), where the run audited; not the "
-             "membership-inference audit, which gives no epsilon. An audited bound above "
-             "the proved epsilon (the claimed one where nothing is proved) is a privacy "
-             "violation; `fault` marks a deliberately broken step (an audit check).", ""]
-    if per_step:
-        lines += [PER_STEP_TEXT, ""]
-    columns = ["setting", "backend", "seeds", "claimed", "proved", "audited (max)",
-               "audit (kind, correct/k of m)", *(["per-step noise"] if per_step else []),
-               "violation", "fault"]
-    lines += [markdown_table(table, columns), ""]
-    audited = table["audited (max)"].map(lambda v: not (isinstance(v, float) and math.isnan(v)))
+             "(dpcore/proved.py; `–` where none is known, with the reason"
+             + ("; where it is computed by PLD, `proved by RDP` gives the RDP accountant's "
+                "figure of the same releases, also valid, looser" if by_rdp else "")
+             + "). *Audited*: the one-run canary audit's 95% lower bound (Steinke, Nasr, "
+             "Jagielski 2023) from canaries in the same run, where the run audited: `"
+             + AUDITED_MAX + "` is the largest of the seeds' bounds"
+             + (", each seed's own beside it" if per_seed else "")
+             + "; not the membership-inference audit, which gives no epsilon. An audited "
+             "bound above the proved epsilon (the claimed one where nothing is proved) is a "
+             "privacy violation; `fault` marks a deliberately broken step (an audit check).",
+             "", *([PER_STEP_TEXT, ""] if per_step else []), markdown_table(table, columns),
+             ""]
+    lines += noise_key_lines(dp)
     if not audited.any():
         lines += [HOW_TO_AUDIT, ""]
     figure = privacy_figure(dp) if is_informative_plot(dp) else None
@@ -386,14 +439,35 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
     return SectionOutput(lines, {"privacy.csv": table}, [figure] if figure else [])
 
 
+def noise_key_lines(frame: pd.DataFrame) -> list[str]:
+    """One line on the noise keys of the finished DP-SGD runs of ``frame``: which key, for
+    how many runs (a record without one: :data:`dpcore.noise_key.LEGACY_NOISE_KEY`), and
+    that a run with a secret key is not bit-reproducible; empty without DP-SGD runs."""
+    if "noise_key" not in frame:
+        return []
+    done = frame[(frame["status"] == "finished") & (frame["noise_key"].astype(str) != "")]
+    if done.empty:
+        return []
+    counts = done["noise_key"].value_counts(sort=False)
+    keys = "; ".join(f"{key} ({n} run{'s' if n != 1 else ''})" for key, n in counts.items())
+    text = f"Noise key of the DP-SGD runs: {keys}."
+    if done["noise_key"].str.startswith("secret").any():
+        text += (" A run with a secret key cannot be rebuilt, its noise included: a rerun "
+                 "draws other noise, so a difference from a rerun is no failure.")
+    return [text, ""]
+
+
 @section("privacy")
 def privacy(data: ReportData) -> SectionOutput:
-    """Claimed | proved | audited epsilon (:func:`privacy_section` of the run table), and what
+    """Claimed | proved | audited epsilon (:func:`privacy_section` of the run table), what
     the grid's audit companions are (:func:`~compare.reporting.audited_column.
-    companions_sentence`; nothing without companions)."""
+    companions_sentence`; nothing without companions), and how the hyper-parameters were
+    selected (:func:`~compare.reporting.selection_text.selection_lines`; nothing without a
+    selection block)."""
     output = privacy_section(data.frame)
     view = CompanionView(list(data.results), data.context, list(data.companions))
-    extra = companions_sentence(view)
+    extra = [*companions_sentence(view), *selection_lines(data.context.selection,
+                                                          data.results)]
     if not extra:
         return output
     return dataclasses.replace(output, lines=[*output.lines, *extra])
@@ -446,10 +520,11 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     return "; ".join(parts) + "."
 
 
-__all__ = ["BROKEN_FLAG", "HOW_TO_AUDIT", "NOT_FRESH", "PER_STEP_TEXT",
-           "PRIVACY_TEXT_COLUMNS", "VIOLATION_FLAG",
+__all__ = ["AUDITED_MAX", "AUDITED_PER_SEED", "BROKEN_FLAG", "HOW_TO_AUDIT", "NOT_FRESH",
+           "PER_STEP", "PER_STEP_TEXT", "PRIVACY_TEXT_COLUMNS", "PROVED_RDP", "VIOLATION_FLAG",
            "apply_flags", "flag_settings", "flags_of_results", "honest",
-           "is_informative_plot", "per_step_cell", "per_step_columns", "setting_flags",
+           "is_informative_plot", "noise_key_lines", "per_seed_bounds", "per_step_cell",
+           "per_step_columns", "setting_flags",
            "plot_privacy", "privacy", "privacy_columns", "privacy_figure", "privacy_long",
            "privacy_section",
            "privacy_sentence", "privacy_table"]

@@ -10,11 +10,15 @@ A grid's ``published:`` key is a list of entries, each naming one paper table::
         cells:                                # table cells set beside our figures
           - {row: {library: opacus, epochs: 15, private: true}, column: accuracy_pct,
              setting: "15 epochs · DP (noise 1.0)", backend: torch, metric: accuracy}
+        trends:                               # the paper's trends, checked against ours
+          - {claim: "...", metric: accuracy, row: {...}, points: [{column, setting}, ...]}
 
 ``row`` picks exactly one row of the table by the values of some of its columns; ``column`` is
 the printed figure; ``setting`` a setting of the grid (its axis labels joined); ``backend``
 optional (without it the cell is compared with every backend of the grid); ``metric`` one of
-:data:`METRICS` (our value is scaled to the paper's units). An entry without ``table`` states
+:data:`METRICS` (our value is scaled to the paper's units); ``not_comparable`` optional: why the
+cell cannot be judged (its verdict is then "not comparable" with that reason). A trend's points
+are checked as :mod:`compare.reporting.reproduction` says. An entry without ``table`` states
 instead, in ``no_table``, why no figure can be set beside ours. The paper's numbers are shown as
 printed; nothing is corrected or invented.
 """
@@ -37,8 +41,8 @@ METRICS: dict[str, tuple[str, float, str]] = {
     "masked_score": ("masked_score", 100.0, "score on saliency-masked inputs, %"),
     "auc": ("auc", 100.0, "test AUC, %"),
 }
-ENTRY_KEYS = {"paper", "table", "cells", "assumed", "deviations", "no_table"}
-CELL_KEYS = {"row", "column", "setting", "backend", "metric"}
+ENTRY_KEYS = {"paper", "table", "cells", "assumed", "deviations", "no_table", "trends"}
+CELL_KEYS = {"row", "column", "setting", "backend", "metric", "not_comparable"}
 
 
 @dataclass(frozen=True)
@@ -133,8 +137,23 @@ def validate_published(entries: Sequence[Mapping[str, Any]], settings: Iterable[
                 raise ConfigError("'cells' must be a non-empty list")
             for j, cell in enumerate(cells):
                 _validate_cell(j, cell, table, settings, backends)
+            _validate_trends(entry.get("trends"), table, settings)
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
+
+
+def _validate_trends(trends: Any, table: PaperTable, settings: list[str]) -> None:
+    if trends is None:
+        return
+    if not isinstance(trends, list):
+        raise ConfigError("'trends' must be a list of trends")
+    for trend in trends:
+        validate_trend(trend, table.columns, settings)
+        try:
+            for point in trend["points"]:
+                find_row(table, point.get("row") or trend.get("row") or {})
+        except ConfigError as exc:
+            raise ConfigError(f"trend {trend['claim']!r}: {exc}") from None
 
 
 def _validate_cell(j: int, cell: Any, table: PaperTable, settings: list[str],
@@ -167,5 +186,71 @@ def _validate_cell(j: int, cell: Any, table: PaperTable, settings: list[str],
                           f"valid: {', '.join(METRICS)}")
 
 
-__all__ = ["METRICS", "PaperTable", "find_row", "load_paper", "paper_names", "paper_table",
-           "validate_published"]
+
+# -- trends (checked here; judged by compare.reporting.reproduction) ------------------------
+TREND_KEYS = {"claim", "metric", "row", "points", "explanations", "backend"}
+POINT_KEYS = {"column", "columns", "setting", "settings", "row"}
+
+#: Trend metrics: our metric -> (the runs' column, or for local-DP runs the column of the test
+#: images named; factor to the paper's unit; unit). ``accuracy_clean_test`` and
+#: ``accuracy_privatised_test`` score a local-DP run on clean / privatised test images and
+#: every other run on its test images (which are clean).
+TREND_METRICS: dict[str, tuple[str, float, str]] = {
+    **METRICS,
+    "accuracy_clean_test": ("accuracy_clean_test", 100.0, "test accuracy on clean test images, %"),
+    "accuracy_privatised_test": ("accuracy_privatised_test", 100.0,
+                                 "test accuracy, local DP on privatised test images, %"),
+}
+
+
+def points_of(trend: Mapping[str, Any]
+              ) -> list[tuple[Mapping[str, Any], list[str], list[str]]]:
+    """(the paper's row, its columns, our settings) of each point of a ``trends:`` entry."""
+    out = []
+    for point in trend["points"]:
+        columns = point.get("columns") or [point["column"]]
+        settings = point.get("settings") or [point["setting"]]
+        out.append((point.get("row") or trend.get("row") or {}, [str(c) for c in columns],
+                    [str(s) for s in settings]))
+    return out
+
+
+def validate_trend(trend: Any, table_columns: Sequence[str], settings: Sequence[str]) -> None:
+    """Raise :class:`~dpcore.errors.ConfigError` (one line) for a malformed ``trends:``
+    entry: unknown keys, fewer than 2 points, an unknown column, setting or metric."""
+    if not isinstance(trend, Mapping):
+        raise ConfigError(f"a trend must be a mapping, got {trend!r}")
+    missing = sorted({"claim", "metric", "points"} - set(trend))
+    unknown = sorted(set(trend) - TREND_KEYS, key=str)
+    if missing or unknown:
+        raise ConfigError(f"trend {trend.get('claim')!r}: missing {', '.join(missing) or 'nothing'}"
+                          f", unknown {', '.join(map(str, unknown)) or 'nothing'}; keys: "
+                          f"{', '.join(sorted(TREND_KEYS))}")
+    if trend["metric"] not in TREND_METRICS:
+        raise ConfigError(f"trend {trend['claim']!r}: metric {trend['metric']!r} is not known; "
+                          f"valid: {', '.join(TREND_METRICS)}")
+    points = trend["points"]
+    if not isinstance(points, list) or len(points) < 2:
+        raise ConfigError(f"trend {trend['claim']!r}: needs at least 2 points")
+    for point in points:
+        if not isinstance(point, Mapping) or set(point) - POINT_KEYS or not (
+                {"column", "columns"} & set(point)) or not ({"setting", "settings"} & set(point)):
+            raise ConfigError(f"trend {trend['claim']!r}: a point needs column(s) and "
+                              f"setting(s), got {point!r}")
+    for point in points:
+        if "row" not in trend and "row" not in point:
+            raise ConfigError(f"trend {trend['claim']!r}: a point needs a row (or the trend one)")
+    for _, columns, names in points_of(trend):
+        for column in columns:
+            if column not in table_columns:
+                raise ConfigError(f"trend {trend['claim']!r}: column {column!r} is not in the "
+                                  f"table; valid: {', '.join(table_columns)}")
+        for name in names:
+            if name not in settings:
+                raise ConfigError(f"trend {trend['claim']!r}: setting {name!r} is not in the "
+                                  f"grid; valid: {'; '.join(settings)}")
+
+
+__all__ = ["METRICS", "POINT_KEYS", "TREND_KEYS", "TREND_METRICS", "PaperTable", "find_row",
+           "load_paper", "paper_names", "paper_table", "points_of", "validate_published",
+           "validate_trend"]

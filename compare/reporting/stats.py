@@ -16,6 +16,16 @@ Three intervals, each named wherever it is shown (:data:`INTERVAL_NAMES`):
 Both backends of one cell share the seed, hence the sampler's batches and the initial
 weights, so the two accuracies of a seed form a pair; the comparison is on the per-seed
 differences (torch minus tf). The t quantiles and the paired test come from scipy.
+
+**Corrected for the report's comparisons.** A report compares the backends in every setting
+at once, so its verdicts rest on Holm-adjusted p-values (:func:`holm_adjusted`, statsmodels'
+``multipletests(method="holm")``): "differ" when the Holm-adjusted paired t test is below
+:data:`ALPHA` (family: the settings with at least :data:`MIN_SEEDS` pairs whose differences
+are not all equal), "agree" when the Holm-adjusted equivalence test (two one-sided t tests
+against +/- :data:`AGREEMENT_TOLERANCE`, :func:`equivalence_p_value`) is below
+:data:`ALPHA` / 2 (family: the settings with at least :data:`MIN_SEEDS` pairs). For a single
+setting the two rules are the unadjusted 95% t interval's: excluding 0, and lying inside the
+band.
 """
 
 from __future__ import annotations
@@ -48,6 +58,10 @@ INTERVAL_NAMES = {"t": "95% t interval", "bootstrap": "95% percentile bootstrap 
 #: Backends "agree" on accuracy when the 95% interval of the paired difference lies inside
 #: +/- this many accuracy units (0.01 = 1 percentage point).
 AGREEMENT_TOLERANCE = 0.01
+#: Family-wise error rate of a report's verdicts (Holm): "differ" needs a Holm-adjusted
+#: two-sided p below it, "agree" a Holm-adjusted equivalence p below half of it (each one-sided
+#: test at ALPHA / 2: for one setting, the 95% t interval inside the band).
+ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -94,9 +108,13 @@ def bootstrap_interval(values: Sequence[float] | np.ndarray, level: float = CONF
     ``bootstrap``; NaN bounds when n < 2). All values equal: the interval is that value.
 
     Guarantee: ``min(values) <= low <= mean <= high <= max(values)``, so a metric's range is
-    never left. Deterministic: ``seed`` fixes scipy's resampling.
+    never left. Deterministic: ``seed`` fixes scipy's resampling, and the values are sorted
+    first, so the same values in any order give the same interval (the resampling draws
+    positions: unsorted, one setting's interval would differ between two tables that list its
+    seeds in different orders).
     """
-    arr = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    arr = np.sort(np.asarray([v for v in values if v is not None and np.isfinite(v)],
+                             dtype=float))
     n = int(arr.size)
     if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0, "bootstrap")
@@ -186,6 +204,70 @@ def verdict_word(text: str) -> str:
     return text.split(" (", 1)[0]
 
 
+def holm_adjusted(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm-adjusted p-values (statsmodels ``multipletests(method="holm")``) over the finite
+    entries of ``p_values``; a NaN entry (no test) stays NaN and is not counted as a
+    comparison. Guarantee: rejecting where the adjusted p is below alpha keeps the chance of
+    any false rejection among the tests at most alpha."""
+    from statsmodels.stats.multitest import multipletests
+
+    values = np.asarray(p_values, dtype=float)
+    out = np.full(values.shape, math.nan)
+    finite = np.isfinite(values)
+    if finite.any():
+        out[finite] = multipletests(values[finite], method="holm")[1]
+    return out
+
+
+def difference_p_value(differences: Sequence[float] | np.ndarray) -> float:
+    """Two-sided p-value of the paired t test that the mean of ``differences`` is 0 (scipy's
+    one-sample t test on the per-seed differences, the same as ``ttest_rel`` on the pairs);
+    NaN with fewer than 2 values or when every difference is the same (no spread, no test)."""
+    arr = np.asarray(differences, dtype=float)
+    if arr.size < 2 or np.ptp(arr) == 0:
+        return math.nan
+    return float(stats.ttest_1samp(arr, 0.0).pvalue)
+
+
+def equivalence_p_value(differences: Sequence[float] | np.ndarray,
+                        tolerance: float = AGREEMENT_TOLERANCE) -> float:
+    """p-value of the equivalence test that the mean of ``differences`` lies inside
+    ``(-tolerance, +tolerance)`` (two one-sided t tests, TOST: the larger of the p-values of
+    "mean <= -tolerance" and "mean >= +tolerance"). Below 0.025 for exactly the differences
+    whose 95% t interval lies inside the band. With no spread (every difference equal): 0
+    inside the band, 1 outside; NaN with fewer than 2 values.
+    (Hand-written: scipy has no TOST; statsmodels' ``ttost_paired`` needs the pairs, and is
+    the same computation.)"""
+    arr = np.asarray(differences, dtype=float)
+    n = int(arr.size)
+    if n < 2:
+        return math.nan
+    mean, sd = float(arr.mean()), float(arr.std(ddof=1))
+    if sd == 0.0:
+        return 0.0 if abs(mean) < tolerance else 1.0
+    se = sd / math.sqrt(n)
+    p_above_low = float(stats.t.sf((mean + tolerance) / se, n - 1))  # H0: mean <= -tolerance
+    p_below_high = float(stats.t.cdf((mean - tolerance) / se, n - 1))  # H0: mean >= tolerance
+    return max(p_above_low, p_below_high)
+
+
+def corrected_verdict(pairs: int, p_holm: float, equivalence_p_holm: float, *,
+                      collapsed: bool = False) -> str:
+    """The verdict of one setting from its Holm-adjusted p-values (:func:`holm_adjusted`):
+    ``agree`` (equivalence p below :data:`ALPHA` / 2), else ``differ`` (p below
+    :data:`ALPHA`), else ``inconclusive``; no verdict below :data:`MIN_SEEDS` pairs (as
+    :func:`verdict`), and never ``agree`` with a collapsed run."""
+    if pairs < 2:
+        return "one seed: no interval"
+    if pairs < MIN_SEEDS:
+        return f"{pairs} seeds: no interval"
+    if not math.isnan(equivalence_p_holm) and equivalence_p_holm < ALPHA / 2:
+        return "inconclusive (collapsed run)" if collapsed else "agree"
+    if not math.isnan(p_holm) and p_holm < ALPHA:
+        return "differ"
+    return "inconclusive"
+
+
 class SeedPair(NamedTuple):
     """One setting's runs paired by seed across two backends (seeds run on both only)."""
 
@@ -219,10 +301,14 @@ def paired_backend_table(
     """Per setting: ``second - first`` on ``metric``, paired by seed.
 
     Columns: setting, pairs (seeds finished on both backends), mean_difference, ci_low,
-    ci_high (95% t interval of the mean difference; NaN below :data:`MIN_SEEDS` pairs),
-    p_value (scipy's paired t test; NaN below :data:`MIN_SEEDS` pairs or with identical
-    differences), verdict (:func:`verdict`: none below :data:`MIN_SEEDS` pairs, never
-    ``agree`` with a collapsed run), min_difference / max_difference (over the paired seeds),
+    ci_high (95% t interval of the mean difference, unadjusted; NaN below :data:`MIN_SEEDS`
+    pairs), p_value (scipy's paired t test; NaN below :data:`MIN_SEEDS` pairs or with
+    identical differences), p_holm (Holm-adjusted over the table's settings with a p_value),
+    equivalence_p (:func:`equivalence_p_value` against +/- ``tolerance``; NaN below
+    :data:`MIN_SEEDS` pairs), equivalence_p_holm (Holm-adjusted over the table's settings
+    with one), verdict (:func:`corrected_verdict` of the adjusted p-values: none below
+    :data:`MIN_SEEDS` pairs, never ``agree`` with a collapsed run), min_difference /
+    max_difference (over the paired seeds),
     seed_differences (every seed's difference in points, ``"+0.30, -1.20"``), collapsed (the
     backends whose run of some paired seed is collapsed, e.g. ``"tf, torch"``, or ""),
     noised (True for a DP-SGD setting: each backend adds noise from its own generator, so a
@@ -233,10 +319,10 @@ def paired_backend_table(
     for pair in seed_pairs(frame, metric, first, second):
         a, b, group = pair.first_runs, pair.second_runs, pair.runs
         interval = mean_interval(pair.differences)
-        p_value = math.nan
-        if len(a) >= MIN_SEEDS and np.ptp(pair.differences) > 0:
-            p_value = float(stats.ttest_rel(b[metric].to_numpy(float),
-                                            a[metric].to_numpy(float)).pvalue)
+        p_value = equivalence = math.nan
+        if len(a) >= MIN_SEEDS:
+            p_value = difference_p_value(pair.differences)
+            equivalence = equivalence_p_value(pair.differences, tolerance)
         if len(a) < MIN_SEEDS:  # too few seeds for a t interval (few_seeds_reason)
             interval = Interval(interval.mean, math.nan, math.nan, interval.n)
         collapsed = [name for name, side in ((first, a), (second, b))
@@ -245,20 +331,45 @@ def paired_backend_table(
             if "mechanism" in group else False
         rows.append({"setting": pair.setting, "pairs": len(a),
                      "mean_difference": interval.mean, "ci_low": interval.low,
-                     "ci_high": interval.high, "p_value": p_value,
-                     "verdict": verdict(interval, tolerance, collapsed=bool(collapsed)),
+                     "ci_high": interval.high, "p_value": p_value, "p_holm": math.nan,
+                     "equivalence_p": equivalence, "equivalence_p_holm": math.nan,
+                     "verdict": "", "has_collapsed": bool(collapsed),
                      "min_difference": float(pair.differences.min()),
                      "max_difference": float(pair.differences.max()),
                      "seed_differences": ", ".join(f"{100 * d:+.2f}"
                                                    for d in pair.differences),
                      "collapsed": ", ".join(collapsed), "noised": noised})
-    return pd.DataFrame(rows, columns=PAIRED_COLUMNS)
+    table = pd.DataFrame(rows, columns=[*PAIRED_COLUMNS, "has_collapsed"])
+    if table.empty:
+        return table[PAIRED_COLUMNS]
+    table["p_holm"] = holm_adjusted(table["p_value"].to_numpy(float))
+    table["equivalence_p_holm"] = holm_adjusted(table["equivalence_p"].to_numpy(float))
+    table["verdict"] = [corrected_verdict(int(r.pairs), float(r.p_holm),
+                                          float(r.equivalence_p_holm),
+                                          collapsed=bool(r.has_collapsed))
+                        for r in table.itertuples()]
+    return table[PAIRED_COLUMNS]
 
 
 #: Columns of :func:`paired_backend_table`.
 PAIRED_COLUMNS = ["setting", "pairs", "mean_difference", "ci_low", "ci_high", "p_value",
-                  "verdict", "min_difference", "max_difference", "seed_differences",
-                  "collapsed", "noised"]
+                  "p_holm", "equivalence_p", "equivalence_p_holm", "verdict",
+                  "min_difference", "max_difference", "seed_differences", "collapsed",
+                  "noised"]
+
+
+def holm_family_text(paired: pd.DataFrame) -> str:
+    """How many comparisons each Holm adjustment of ``paired`` (:func:`paired_backend_table`)
+    counts: ``"Holm over the 3 settings with a test"``, or "" when no setting has one."""
+    tested = int(paired["p_value"].notna().sum()) if "p_value" in paired else 0
+    equivalence = int(paired["equivalence_p"].notna().sum()) if "equivalence_p" in paired \
+        else 0
+    if not tested and not equivalence:
+        return ""
+    if tested == equivalence:
+        return f"Holm over the {tested} setting{'s' if tested != 1 else ''} with a test"
+    return (f"Holm over the {tested} setting{'s' if tested != 1 else ''} with a difference "
+            f"test and the {equivalence} with an equivalence test")
 
 
 def contrast_interval(parts: Sequence[tuple[float, Mapping[int, float]]]) -> Interval:
@@ -274,24 +385,34 @@ def contrast_interval(parts: Sequence[tuple[float, Mapping[int, float]]]) -> Int
         The interval; NaN bounds when some group has fewer than 2 values; ``n`` is the smallest
         group size.
     """
+    return contrast_test(parts)[0]
+
+
+def contrast_test(parts: Sequence[tuple[float, Mapping[int, float]]]
+                  ) -> tuple[Interval, float]:
+    """:func:`contrast_interval` and the two-sided p-value of "the contrast is 0" from the same
+    Welch-Satterthwaite t distribution (NaN without an interval; 0 or 1 when no group has
+    any spread: the contrast is then known exactly)."""
     merged: dict[int, list[Any]] = {}
     for coef, values in parts:
         merged.setdefault(id(values), [0.0, values])[0] += coef
     terms = [(float(c), np.asarray(list(v.values()), float)) for c, v in merged.values()
              if abs(c) > 1e-12]
     if not terms or any(x.size == 0 for _, x in terms):
-        return Interval(math.nan, math.nan, math.nan, 0)
+        return Interval(math.nan, math.nan, math.nan, 0), math.nan
     mean = float(sum(c * x.mean() for c, x in terms))
     n = int(min(x.size for _, x in terms))
     if n < 2:
-        return Interval(mean, math.nan, math.nan, n)
+        return Interval(mean, math.nan, math.nan, n), math.nan
     shares = [c * c * x.var(ddof=1) / x.size for c, x in terms]
     se2 = float(sum(shares))
     if se2 == 0.0:
-        return Interval(mean, mean, mean, n)
+        return Interval(mean, mean, mean, n), (1.0 if mean == 0.0 else 0.0)
     dof = se2 ** 2 / sum(s * s / (x.size - 1) for s, (_, x) in zip(shares, terms, strict=True))
-    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof) * math.sqrt(se2))
-    return Interval(mean, mean - half, mean + half, n)
+    se = math.sqrt(se2)
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof) * se)
+    p_value = float(2 * stats.t.sf(abs(mean) / se, dof))
+    return Interval(mean, mean - half, mean + half, n), p_value
 
 
 def seeds_phrase(counts: pd.Series) -> str:
@@ -394,9 +515,11 @@ def randomisation_summary(verdicts: pd.Series) -> dict[str, Any]:
     return {"randomisation_fails": fails, "randomisation": text}
 
 
-__all__ = ["AGREEMENT_TOLERANCE", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED", "CONFIDENCE",
-           "ERROR_BARS", "INTERVAL_COLUMN", "INTERVAL_NAMES", "MIN_SEEDS", "PAIRED_COLUMNS",
-           "PERCENT_METRICS", "SUMMARY_METRICS", "Interval", "SeedPair", "bootstrap_interval",
-           "contrast_interval", "error_bars_phrase", "few_seeds_reason", "format_interval",
+__all__ = ["AGREEMENT_TOLERANCE", "ALPHA", "BOOTSTRAP_RESAMPLES", "BOOTSTRAP_SEED",
+           "CONFIDENCE", "ERROR_BARS", "INTERVAL_COLUMN", "INTERVAL_NAMES", "MIN_SEEDS",
+           "PAIRED_COLUMNS", "PERCENT_METRICS", "SUMMARY_METRICS", "Interval", "SeedPair",
+           "bootstrap_interval", "contrast_interval", "contrast_test", "corrected_verdict",
+           "difference_p_value", "equivalence_p_value", "error_bars_phrase",
+           "few_seeds_reason", "format_interval", "holm_adjusted", "holm_family_text",
            "mean_interval", "paired_backend_table", "randomisation_summary", "seed_pairs",
            "seeds_phrase", "summary_table", "verdict", "verdict_word", "wilson_interval"]

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from compare.reporting.section import SectionOutput
+from dpcore.io import atomic_path
 from dpcore.results import atomic_write_bytes
 
 #: The report's markdown file in its folder.
@@ -18,7 +19,8 @@ REPORT_FILE = "report.md"
 def write_report_files(out: str | Path, outputs: Sequence[SectionOutput]) -> Path:
     """Write ``outputs`` into the folder ``out`` (created): every table as CSV (no index),
     every figure as PNG (its ``write``; subfolders created), then ``report.md`` (the lines of
-    all outputs, in order, one per line, UTF-8). Returns the path of ``report.md``.
+    all outputs, in order, one per line, UTF-8), each file atomically (:mod:`dpcore.io`: a
+    write cut short leaves the earlier file). Returns the path of ``report.md``.
 
     Rewriting a report folder removes the tables and figures of the earlier report that this
     one no longer has (:data:`OWNED_FILES`: e.g. the faithfulness figures of a section now
@@ -29,7 +31,8 @@ def write_report_files(out: str | Path, outputs: Sequence[SectionOutput]) -> Pat
     written: set[Path] = set()
     for output in outputs:
         for name, table in output.tables.items():
-            table.to_csv(folder / name, index=False)
+            with atomic_path(folder / name) as tmp:
+                table.to_csv(tmp, index=False)
             written.add(folder / name)
     for output in outputs:
         for figure in output.figures:

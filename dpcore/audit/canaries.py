@@ -7,12 +7,15 @@ both backends and are recorded by that seed.
 * :class:`GradientCanaries` (white-box, DP-SGD): canary i is a per-example gradient of norm
   :data:`CANARY_NORM_MULTIPLE` x C whose own coordinate j of the neutral weight layout
   (:mod:`dpcore.weights`) is drawn at random (the record, :mod:`dpcore.audit.canary_records`,
-  may also touch its output unit's bias). In every step each included canary joins the batch
-  with the run's sampling probability q (Poisson) as one more per-example record, which the
-  step engine clips, sums and noises with its real examples, in its own code (the
-  ``canaries`` of :meth:`dpcore.stepengine.StepEngine.train_step`; a missing clip lets it
-  through 100-fold). dpcore knows what an honest step adds for it (:func:`clipped_sum`), and
-  the engine reports the noised sum at the canaries' coordinates every step, so the residuals
+  may also touch its output unit's bias). Each included canary joins the batches as the run
+  samples its examples: under Poisson sampling it joins every step with the run's
+  probability q; under shuffling it joins exactly one batch per epoch, the batch of a
+  position drawn uniformly among the epoch's N example positions, so the audit tests the
+  mechanism that ran. A sampled canary is one more per-example record, which the step engine
+  clips, sums and noises with its real examples, in its own code (the ``canaries`` of
+  :meth:`dpcore.stepengine.StepEngine.train_step`; a missing clip lets it through 100-fold).
+  dpcore knows what an honest step adds for it (:func:`clipped_sum`), and the engine reports
+  the noised sum at the canaries' coordinates every step, so the residuals
   (:mod:`dpcore.audit.per_step`) show whether the noise is fresh. Score of the one-run bound:
   how far the weight moved against the canary's gradient over training, w_0[j] - w_T[j].
 * :class:`InputCanaries` (black-box, any recipe): canary i is a copy of a training image with
@@ -44,6 +47,7 @@ if TYPE_CHECKING:
     from dpcore.architectures import Architecture
     from dpcore.config import AuditCanarySpec
     from dpcore.data.dataset import Dataset
+    from dpcore.sampling import BatchPlan
 
 __all__ = ["CANARY_NORM_MULTIPLE", "GRADIENT_SCORE", "INPUT_SCORE", "GradientCanaries",
            "InputCanaries", "canary_seed", "inclusion"]
@@ -72,7 +76,11 @@ class GradientCanaries:
         key_index, flat_index: canary i's coordinate is ``keys[key_index[i]]`` at flat
             position ``flat_index[i]``.
         included: which canaries are in.
-        sampling_rate: q, each included canary's chance to join a step.
+        sampling: ``poisson`` or ``shuffle``, as the run samples its examples.
+        sampling_rate: q, each included canary's chance to join a step (Poisson).
+        steps_per_epoch: steps of one epoch (shuffle: one batch per epoch holds the canary).
+        n_examples: N, the positions of a shuffled epoch.
+        batch_size: B, positions per shuffled batch.
         records: canary i's per-example record (:mod:`dpcore.audit.canary_records`), of norm
             :data:`CANARY_NORM_MULTIPLE` C in the step's clip norm.
         clip_norm, clip_kind: the config's C and clip norm (``"l2"`` / ``"l1"``): what an
@@ -86,13 +94,19 @@ class GradientCanaries:
     key_index: np.ndarray
     flat_index: np.ndarray
     included: np.ndarray
+    sampling: str
     sampling_rate: float
+    steps_per_epoch: int
+    n_examples: int
+    batch_size: int
     records: list[CanaryRecord]
     clip_norm: float
     clip_kind: str
     seed: int
     rng: np.random.Generator = dataclasses.field(repr=False, default_factory=np.random.default_rng)
     trace: CanaryTrace = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
+    _step: int = dataclasses.field(default=0, repr=False)
+    _batch_of: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.trace is None:
@@ -100,18 +114,23 @@ class GradientCanaries:
 
     @classmethod
     def for_run(cls, spec: AuditCanarySpec, run_seed: int, shapes: Mapping[str, tuple[int, ...]],
-                arch: Architecture, sampling_rate: float, clip_norm: float,
+                arch: Architecture, batches: BatchPlan, sampling: str, clip_norm: float,
                 clip_kind: str = "l2") -> GradientCanaries:
         """Draw the coordinates and the inclusion of ``spec.count`` canaries.
 
-        ``shapes``: the trained weights (neutral layout) of model ``arch``; ``clip_norm`` and
-        ``clip_kind``: the config's C and clip norm (each record's norm is
+        ``shapes``: the trained weights (neutral layout) of model ``arch``; ``batches`` and
+        ``sampling`` are the run's (the canaries are sampled as its examples are);
+        ``clip_norm`` and ``clip_kind``: the config's C and clip norm (each record's norm is
         :data:`CANARY_NORM_MULTIPLE` C in it; the step engine clips it as it clips its
         examples, with whatever clip norm its step runs: a ``no_clip`` fault clips nothing).
 
         Raises:
-            ConfigError: more canaries than weight coordinates (each needs its own).
+            ConfigError: more canaries than weight coordinates (each needs its own), or an
+                unknown sampling.
         """
+        if sampling not in ("poisson", "shuffle"):
+            raise ConfigError(f"canary sampling={sampling!r} is not known; valid: poisson, "
+                              "shuffle")
         keys = sorted(shapes)
         sizes = np.array([int(np.prod(shapes[k])) for k in keys], dtype=np.int64)
         total = int(sizes.sum())
@@ -130,29 +149,42 @@ class GradientCanaries:
         records = canary_records(arch, [keys[i] for i in key_index], flat_index,
                                  CANARY_NORM_MULTIPLE * float(clip_norm), clip_kind)
         return cls(keys=keys, shapes={k: tuple(shapes[k]) for k in keys}, key_index=key_index,
-                   flat_index=flat_index, included=included,
-                   sampling_rate=float(sampling_rate), records=records,
+                   flat_index=flat_index, included=included, sampling=sampling,
+                   sampling_rate=float(batches.sampling_rate),
+                   steps_per_epoch=int(batches.steps_per_epoch),
+                   n_examples=int(batches.n_examples),
+                   batch_size=int(batches.expected_batch_size), records=records,
                    clip_norm=float(clip_norm), clip_kind=clip_kind, seed=seed, rng=rng)
 
-    def sample_step(self) -> np.ndarray:
-        """Which canaries join this step: each included one with probability q (Poisson).
-        Draws from the canary generator, so call it exactly once per step."""
-        return self.included & (self.rng.random(len(self.included)) < self.sampling_rate)
+    def sampled(self) -> np.ndarray:
+        """Which canaries join this step (a boolean per canary), as the run samples: Poisson
+        at rate q; shuffled, in the one batch of the epoch their drawn position falls in.
+        Draws from the canary generator and counts the step: call it once per step, in
+        order."""
+        step, self._step = self._step, self._step + 1
+        if self.sampling == "poisson":
+            return self.included & (self.rng.random(len(self.included)) < self.sampling_rate)
+        position = step % self.steps_per_epoch
+        if position == 0 or self._batch_of is None:  # a new epoch: each canary's batch
+            positions = self.rng.integers(0, self.n_examples, size=len(self.included))
+            self._batch_of = positions // self.batch_size
+        return self.included & (self._batch_of == position)
 
     def step_records(self) -> CanaryRecords | None:
-        """The records of the canaries sampled in this step (:meth:`sample_step`, in canary
-        order), or None when none is; the trace keeps what an honest step adds for them."""
-        sampled = self.sample_step()
+        """The records of the canaries sampled in this step (:meth:`sampled`, in canary
+        order), or None when none is; the trace keeps what an honest step adds for them.
+        Call it exactly once per step, in order."""
+        sampled = self.sampled()
         self.trace.sampled(sampled)
         if not sampled.any():
             return None
         return CanaryRecords.of([self.records[i] for i in np.flatnonzero(sampled)])
 
     def step_gradient(self) -> dict[str, np.ndarray] | None:
-        """What an honest step adds for the canaries sampled now (:meth:`sample_step`):
-        their summed clipped gradients (neutral layout; only the keys they touch), or None
-        when none is sampled. Draws from the canary generator, as :meth:`step_records`."""
-        sampled = self.sample_step()
+        """What an honest step adds for the canaries sampled now (:meth:`sampled`): their
+        summed clipped gradients (neutral layout; only the keys they touch), or None when
+        none is sampled. Draws and counts the step, as :meth:`step_records`."""
+        sampled = self.sampled()
         if not sampled.any():
             return None
         out: dict[str, np.ndarray] = {}

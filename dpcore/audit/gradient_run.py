@@ -16,16 +16,17 @@ if TYPE_CHECKING:
     from dpcore.accounting import PrivacyPlan
     from dpcore.config import RunConfig
     from dpcore.data.dataset import Dataset
+    from dpcore.sampling import BatchPlan
 
 
 def run_gradient_canaries(config: RunConfig, dataset: Dataset,
-                          shapes: Mapping[str, tuple[int, ...]], sampling_rate: float
-                          ) -> GradientCanaries | None:
+                          shapes: Mapping[str, tuple[int, ...]], batches: BatchPlan,
+                          sampling: str) -> GradientCanaries | None:
     """The gradient canaries of ``config``'s run (None unless ``audit_canaries`` asks for
     gradient canaries): over the weights ``shapes`` the step trains (those of layers in
-    ``model.freeze`` left out) of the config's model on ``dataset``, each sampled at
-    ``sampling_rate`` (the rate the run's batches are), of norm 100 C in the mechanism's
-    clip norm."""
+    ``model.freeze`` left out) of the config's model on ``dataset``, sampled as the run's
+    batches ``batches`` are (``sampling``: ``poisson`` or ``shuffle``), of norm 100 C in the
+    mechanism's clip norm."""
     spec = config.audit_canaries
     if not (spec.active and spec.kind == "gradient"):
         return None
@@ -35,7 +36,7 @@ def run_gradient_canaries(config: RunConfig, dataset: Dataset,
     shapes = {k: v for k, v in shapes.items() if k.rsplit(".", 1)[0] not in frozen}
     sampler = get_mechanism(config.privacy.mechanism).sampler
     kind = "l2" if sampler is None else str(sampler.clip_norm)
-    return GradientCanaries.for_run(spec, config.seed, shapes, arch, sampling_rate,
+    return GradientCanaries.for_run(spec, config.seed, shapes, arch, batches, sampling,
                                     config.privacy.max_grad_norm, kind)
 
 

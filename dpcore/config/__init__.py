@@ -68,6 +68,7 @@ from dpcore.config.specs import (
     file_sha256,
 )
 from dpcore.config.validation import (
+    DEFAULT_DELTA_RULE,
     REFUSED_KEYS,
     REFUSED_SAMPLING_MODES,
     check_choice,
@@ -106,7 +107,8 @@ __all__ = [
     "PerfSpec", "PrivacySpec", "RunConfig", "TrainSpec", "apply_overrides",
     "calibration_accountants", "check_audit_combination", "check_choice", "check_combination",
     "check_delta_below_one_over_n", "check_keys", "check_range", "coerce_numeric_strings",
-    "default_delta", "fault_names", "file_sha256", "float_fields", "integer_field",
+    "DEFAULT_DELTA_RULE", "default_delta", "fault_names", "file_sha256", "float_fields",
+    "integer_field",
     "ldp_mechanism_names",
     "load_mapping_file", "normalise_mechanism", "privacy_mechanisms", "refused_key_error",
 ]

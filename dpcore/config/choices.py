@@ -22,8 +22,8 @@ SAMPLING_MODES = ("poisson", "shuffle")
 OPTIMIZERS = ("sgd", "adam")
 ACTIVATIONS = ("relu", "tanh", "tempered_sigmoid")
 #: Which test images a local-DP run's headline test metrics use (``data.ldp_test_inputs``);
-#: the run records its metrics on both. The first is the default (the runs stored before the
-#: option were evaluated on privatised images, and the default is left out of the hash).
+#: the run records its metrics on both. The first is the default (a record without the option
+#: was evaluated on privatised images; the default is left out of the hash).
 LDP_TEST_INPUTS = ("privatised", "clean")
 #: ``perf.engine``: the step engines every backend provides (:data:`dpcore.backend.ENGINE_NAMES`
 #: is this tuple).

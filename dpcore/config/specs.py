@@ -47,6 +47,7 @@ from dpcore.config.parsing import (
     normalise_mechanism,
 )
 from dpcore.config.validation import (
+    DEFAULT_DELTA_RULE,
     REFUSED_SAMPLING_MODES,
     check_choice,
     check_delta_below_one_over_n,
@@ -57,7 +58,8 @@ from dpcore.config.validation import (
 )
 from dpcore.errors import ConfigError, PrivacyConfigError
 from dpcore.layers import parse_layers
-from dpcore.mechanisms import dpsgd_names, get_mechanism
+from dpcore.mechanisms import dpsgd_names, get_mechanism, is_non_private
+from dpcore.noise_key import check_noise_key, check_privacy_noise_key, hash_entries
 from dpcore.registry import Registry
 
 
@@ -212,13 +214,21 @@ class PrivacySpec:
             for DP-SGD mechanisms.
         target_epsilon: epsilon to reach after the planned steps; the noise is calibrated to it.
         max_grad_norm: per-example clip norm C (L2 for Gaussian, L1 for Laplace), > 0.
-        delta: target delta in (0, 1); ``None`` means 1/N rounded down to a power of ten.
+        delta: target delta in (0, 1); ``None`` means :func:`default_delta` (the largest power
+            of ten strictly below 1/(10 N)).
         sampling: ``poisson`` (each example joins each batch independently with probability q)
             or ``shuffle`` (shuffled fixed-size batches).
         noise_source: ``framework`` (each library's own noise generator, what its users get)
             or ``shared`` (the noise of every step drawn once in dpcore from (seed, step) and
             added by both backends, :mod:`dpcore.shared_noise`: a paired difference then
             measures the frameworks alone). DP-SGD only; left out of the hash at its default.
+        noise_key: where the DP-SGD noise key comes from (:mod:`dpcore.noise_key`): ``seed``
+            (derived from the seed and the config hash: reproducible, rebuildable by anyone
+            who has the config), ``secret`` (the operating system's entropy, kept nowhere: not
+            bit-reproducible), or ``None``: ``secret`` for data the user gives
+            (``imagefolder:``, ``medmnist:PATH``, ``data.path``), ``seed`` for a registered
+            public data set. ``secret`` refuses ``noise_source: shared``. The hash sees the
+            resolved key of a DP-SGD run.
 
     Not options, on purpose (a config naming them is refused with the privacy reason, see
     :data:`REFUSED_KEYS` and :data:`REFUSED_SAMPLING_MODES`): a weighted or class-balanced
@@ -234,10 +244,12 @@ class PrivacySpec:
     delta: float | None = None
     sampling: str = "poisson"
     noise_source: str = "framework"
+    noise_key: str | None = None
 
     def __post_init__(self) -> None:
         check_choice("privacy.mechanism", self.mechanism, privacy_mechanisms())
         check_choice("privacy.noise_source", self.noise_source, NOISE_SOURCES)
+        check_privacy_noise_key(self)
         if self.noise_source != "framework" and not self.is_dpsgd:
             raise ConfigError(
                 f"privacy.noise_source={self.noise_source!r} needs DP-SGD (it is the noise of "
@@ -294,7 +306,7 @@ class PrivacySpec:
         return get_mechanism(self.mechanism).noises_gradients
 
     def resolved_delta(self, n_train: int) -> float:
-        """The delta used for accounting: the configured one, else 1/N rounded down to 10^-k.
+        """The delta used for accounting: the configured one, else :func:`default_delta`.
 
         A configured delta not below 1/N is used but warned about (:class:`PrivacyWarning`).
         """
@@ -360,7 +372,7 @@ class TrainSpec:
 
 @dataclass(frozen=True)
 class FactorSpec:
-    """The switches by which the two libraries' stock recipes differ (issue 14).
+    """The switches by which the two libraries' stock recipes differ.
 
     Each field is one difference between TF Privacy's and Opacus's way of running DP-SGD, so
     the harmonised recipe can take it from either library and a grid can flip one at a time.
@@ -597,14 +609,14 @@ _SECTIONS: dict[str, type] = {
     "audit_canaries": AuditCanarySpec,
 }
 # ``factors``, ``augment`` and ``recipe`` are left out of RunConfig.to_dict (and so of the
-# config hash) while they hold their defaults: configs written before they existed keep their
-# hash, so stored runs stay valid.
+# config hash) while they hold their defaults: a config at their defaults hashes as one without
+# them, so a stored run whose config lacks them is found by its hash.
 _OPTIONAL_SECTIONS = ("factors", "augment", "audit_canaries")
 # Fields of the always-written sections that are likewise left out while at their defaults.
 _OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
     "data": ("options", "ldp_test_inputs"),
     "model": ("layers", "pretrained", "pretrained_skip", "freeze"),
-    "privacy": ("noise_source",),
+    "privacy": ("noise_source", "noise_key"),
 }
 
 
@@ -684,6 +696,7 @@ class RunConfig:
                 f"data.ldp_mechanism={self.data.ldp_mechanism!r} is set but "
                 f"privacy.mechanism={self.privacy.mechanism!r}; set privacy.mechanism='ldp'"
             )
+        check_noise_key(self)
         for rule in COMBINATION_RULES.values():
             rule(self)
 
@@ -751,10 +764,18 @@ class RunConfig:
 
         A ``model.pretrained`` file enters as ``sha256:<hex>`` of its bytes, not its path:
         the same weights anywhere give the same hash (ConfigError if it cannot be read).
+        A DP-SGD run's resolved noise key and its derivation's version enter the privacy
+        section (:func:`dpcore.noise_key.hash_entries`), and a private run that leaves delta
+        unset carries :data:`DEFAULT_DELTA_RULE`: a change of either changes what the run
+        computes, so its hash too (no stored record is taken for a run it no longer is).
         """
         raw = self.to_dict()
         if self.model.pretrained is not None:
             raw["model"]["pretrained"] = f"sha256:{file_sha256(self.model.pretrained)}"
+        raw["privacy"].pop("noise_key", None)  # the resolved key below: unset = its default
+        raw["privacy"].update(hash_entries(self))
+        if self.privacy.delta is None and not is_non_private(self.privacy.mechanism):
+            raw["privacy"]["default_delta_rule"] = DEFAULT_DELTA_RULE
         canonical = json.dumps(raw, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 

@@ -1,4 +1,4 @@
-"""The device path (issue 16, GPUs): each backend records where it computed in the result's
+"""The device path (GPUs): each backend records where it computed in the result's
 ``perf``; the torch backend picks the first visible GPU and moves inputs to the model's device.
 Only the CPU branch can run here (no GPU); the choice rule is tested by faking CUDA's answer."""
 

@@ -27,7 +27,7 @@ from dpcore.audit.canary_records import (
 from dpcore.config import ModelSpec, PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.pipeline import privacy_plan
-from tests.backends.test_recipe_steps import INDICES, _library_config, _tiny_dataset
+from tests.backends.test_recipes_steps import INDICES, _library_config, _tiny_dataset
 from tests.backends.train_helpers import FRAMEWORKS, SIDE
 
 LR, CLIP = 1.0, 1.0

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dpcore.results import ResultsStore
-from tests.reliability.helpers import TINY_GRID, run_cli, write_grid
+from tests.end_to_end.helpers import TINY_GRID, run_cli, write_grid
 
 pytest.importorskip("tensorflow")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from dpcore.results import read_result
+from tests.end_to_end.helpers import REPO, cli_env
 from tests.executors.claim_worker import wait_for
-from tests.reliability.helpers import REPO, cli_env
 
 ARGS = ["--backend", "torch", "--dataset", "digits", "--model", "cnn4", "--set",
         "data.image_size=16", "--steps", "3", "--batch-size", "64", "--noise-multiplier", "1.0",

@@ -178,3 +178,38 @@ def test_unclipped_local_dp_run_records_why_faithfulness_was_skipped(
     assert result is not None and result.status == "finished"
     assert result.faithfulness is None
     assert "outside [0, 1]" in result.metrics["faithfulness_note"]
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    ((), "noise key seed (derived from the seed and the config hash)"),
+    (("--noise-key", "secret"), "noise key secret (OS entropy, kept nowhere; not "
+                                "bit-reproducible)"),
+])
+def test_the_start_line_says_which_noise_key(args: tuple[str, ...], fragment: str,
+                                             tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--backend", "torch", "--dataset", "digits", "--steps", "2",
+                 "--epsilon", "1", *args, "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    assert fragment in capsys.readouterr().out
+    assert build_config(parse("--dataset", "digits", "--epsilon", "1", *args)
+                        ).privacy.noise_key == (args[1] if args else None)
+
+
+def test_a_folder_of_the_user_s_images_refuses_shared_noise_by_default(tmp_path: Path) -> None:
+    """``imagefolder:`` defaults to a secret key, which shared noise cannot have."""
+    from dpcore.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="noise_source='shared'"):
+        build_config(parse("--dataset", f"imagefolder:{tmp_path}", "--epsilon", "1",
+                           "--set", "privacy.noise_source=shared"))
+
+
+def test_the_summary_names_the_noise_key_and_the_rdp_figure_beside_a_pld_one() -> None:
+    from compare.cli.train import privacy_figure_rows
+
+    result = {"privacy": {"epsilon_claimed": 3.4, "epsilon_proved": 62.24,
+                          "epsilon_proved_rdp": 65.42, "epsilon_proved_reason": "shuffled",
+                          "noise_key": "secret"}, "audit": None}
+    rows = dict(privacy_figure_rows(result))
+    assert rows["  (by RDP)"].startswith("65.4200")
+    assert rows["noise key"].startswith("secret") and "not bit-reproducible" in rows["noise key"]

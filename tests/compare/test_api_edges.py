@@ -117,4 +117,4 @@ def test_library_epsilons_come_from_the_backends_by_name(
     assert {k: out["epsilon"][k] for k in ("tf_privacy", "tf_privacy_user", "opacus_rdp",
                                            "opacus_prv")} == {
         "tf_privacy": 1.5, "tf_privacy_user": 1.6, "opacus_rdp": 2.5, "opacus_prv": 2.4}
-    assert fakes["tf"].calls == fakes["torch"].calls == [(1.0, 0.1, 20, 1e-4, 1000, 100, 2)]
+    assert fakes["tf"].calls == fakes["torch"].calls == [(1.0, 0.1, 20, 1e-5, 1000, 100, 2)]

@@ -1,6 +1,6 @@
-"""Defaults that learn (issue 18): ``dpcompare train`` with no hyper-parameter, Gaussian DP-SGD
-at epsilon 8, beats the majority-class rate by at least 10 points on every small image data set
-that ships with a package and on a generated MedMNIST-format file.
+"""Defaults that learn (:mod:`dpcore.defaults`): ``dpcompare train`` with no hyper-parameter,
+Gaussian DP-SGD at epsilon 8, beats the majority-class rate by at least 10 points on every small
+image data set that ships with a package and on a generated MedMNIST-format file.
 
 Only data settings are given: a seeded 1,000-example subset of mnist5k, so that the three
 runs take about a minute together (sklearn's 8x8 digits get no option: the defaults upscale

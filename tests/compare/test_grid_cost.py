@@ -18,7 +18,7 @@ from compare.reporting.styles import label_of
 from dpcore.config import DataSpec, ModelSpec, PerfSpec, PrivacySpec, RunConfig
 from dpcore.mechanisms import DP_MECHANISMS
 from dpcore.results import RunResult
-from tests.compare.test_toy_mechanism import TOY, ToyGaussian
+from tests.end_to_end.test_extension_dp_mechanism import TOY, ToyGaussian
 
 ROOT = Path(__file__).resolve().parents[2]
 RESNET = "resnet18_pneumonia_b64"

@@ -1,7 +1,7 @@
-"""Local DP evaluated both ways (issue 32): ``data.ldp_test_inputs`` picks the test images of a
-local-DP run's headline metrics (clean or privatised) without changing its training images or,
-at its default, its config hash; the run records both; the report shows both and ranks local
-DP, DP-SGD and non-private under each. On digits with the Laplace mechanism."""
+"""Local DP evaluated both ways (:mod:`dpcore.evaluation.ldp`): ``data.ldp_test_inputs`` picks the
+test images of a local-DP run's headline metrics (clean or privatised) without changing its training
+images or, at its default, its config hash; the run records both; the report shows both and ranks
+local DP, DP-SGD and non-private under each. On digits with the Laplace mechanism."""
 
 from __future__ import annotations
 
@@ -113,8 +113,8 @@ def test_a_run_records_both_and_the_report_ranks_them(tmp_path: Path) -> None:
 
 def test_the_check_before_training_accepts_clean_evaluation(tmp_path: Path) -> None:
     """The pre-training check loads each data set without its local-DP step; a run evaluated
-    on clean test images once failed there ("applies to local-DP runs only"), so no medical
-    preset could start."""
+    on clean test images passes it (a refusal there, "applies to local-DP runs only", would
+    stop every medical preset)."""
     from compare.grid import GridCell
     from compare.preflight import check_grid
 

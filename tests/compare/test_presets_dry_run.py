@@ -1,7 +1,6 @@
 """Every bundled preset passes ``dpcompare compare --dry-run`` on the real data sets: the check a
 grid runs before training (names, recipes, data, models, privacy plans) accepts every run, so
-no committed preset fails at its start. (The medical presets once did: a check that loaded
-their clean-evaluated local-DP data refused it.) Skipped, with the reason, for presets whose
+no committed preset fails at its start. Skipped, with the reason, for presets whose
 data sets are not in ``$DPCOMPARE_DATA_DIR``."""
 
 from __future__ import annotations

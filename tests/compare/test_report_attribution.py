@@ -32,6 +32,7 @@ from compare.reporting.attribution_section import effects_table as attribution_e
 from compare.reporting.attribution_text import conclusion
 from compare.reporting.stats import contrast_interval
 from dpcore.accounting import dpsgd_event, epsilon_rdp
+from dpcore.proved import PROVED_RULES
 from dpcore.recipes import CLAIMED_NOT_PROVED, PROVED
 from dpcore.results import ResultsStore
 from tests.compare.attribution_fakes import (
@@ -85,11 +86,14 @@ def test_a_factor_explains_most_of_the_gap_arithmetic_by_hand() -> None:
     assert (a.unexplained.mean, a.unexplained.low, a.unexplained.high) == pytest.approx(
         (mean, low, high))
     text = "\n".join(conclusion(a))
-    assert "flip: shuffled fixed batches − harmonised (TF Privacy) explains +9.00 points" in text
-    assert "Together: +9.00 points, 87% of the gap" in text  # 9 / 10.33
+    assert ("flip: shuffled fixed batches − harmonised (TF backend) accounts for +9.00 points"
+            in text)
+    assert "Together: +9.00 points (95% bootstrap interval " in text
+    assert "a share of 87 % of the gap (95% bootstrap interval " in text  # 9 / 10.33
+    assert "Additivity is assumed, not tested" in text  # no interaction run here
     assert (f"Left unexplained: +1.33 points (95% CI {100 * low:+.2f} to {100 * high:+.2f}, "
             "3 seeds)") in text
-    assert "init" not in " ".join(re.findall(r"explains[^.;]*", text))
+    assert "init" not in " ".join(re.findall(r"accounts for[^.;]*", text))
 
 
 def test_only_runs_that_share_batches_and_initial_weights_are_paired() -> None:
@@ -109,7 +113,8 @@ def test_the_published_gap_is_set_against_every_pair_of_candidate_recipes() -> N
               "TF Privacy stock (library)": (None, "shuffled batches: no bound known")}
     runs = [make_run(r.labels["run"], r.seed, r.metrics["accuracy"], privacy_extra={
         "epsilon_proved": proved[r.labels["run"]][0],
-        "epsilon_proved_reason": proved[r.labels["run"]][1]})
+        "epsilon_proved_reason": proved[r.labels["run"]][1],
+        "epsilon_proved_rules": PROVED_RULES})  # stored under the current rules: kept
         if r.labels["run"] in proved else r for r in runs]
     a = attribute(configurations(runs), PUBLISHED)
     (gap,) = a.published_gaps
@@ -132,15 +137,16 @@ def test_the_published_gap_is_set_against_every_pair_of_candidate_recipes() -> N
     assert ("TF Privacy, 2 microbatches (library) − Opacus, standardised inputs (library): "
             in text)
     table, _ = configuration_table(a)
-    rows = table.set_index(["configuration", "library"])
-    assert rows.loc[("TF Privacy, 2 microbatches (library)", "TF Privacy"),
+    rows = table.set_index(["configuration", "what ran"])
+    assert rows.loc[("TF Privacy, 2 microbatches (library)", "TF Privacy's own recipe"),
                     "epsilon proved"] == "22.5"
-    assert rows.loc[("TF Privacy stock (library)", "TF Privacy"), "epsilon proved"] == (
-        "none (shuffled batches: no bound known)")
+    assert rows.loc[("TF Privacy stock (library)", "TF Privacy's own recipe"),
+                    "epsilon proved"] == "none (shuffled batches: no bound known)"
     # a record without the figure: computed from its stored plan (Poisson, per example, fixed
     # divisor: the RDP epsilon of noise 1.0, q 0.01, 10 steps, delta 1e-5)
     event = dpsgd_event("dpsgd-gaussian", 1.0, 0.01, 10)
-    assert rows.loc[("harmonised", "Opacus"), "epsilon proved"] == f"{epsilon_rdp(event, 1e-5):.4g}"
+    assert rows.loc[("harmonised", "harmonised step, torch backend"), "epsilon proved"] == \
+        f"{epsilon_rdp(event, 1e-5):.4g}"
 
 
 def test_a_contrast_of_two_groups_is_welchs_interval() -> None:
@@ -165,9 +171,9 @@ def test_nothing_explains_the_gap_never_says_explains() -> None:
     assert a.counted == () and a.explained == 0.0
     assert a.unexplained is not None and a.unexplained.mean == pytest.approx(0.31 / 3)
     text = "\n".join(conclusion(a))
-    assert " explains " not in text
+    assert " explains " not in text and " accounts for " not in text
     assert "no part of the gap is explained" in text
-    assert "Within their interval (no effect shown): flip: shuffled" in text
+    assert "No effect shown: flip: shuffled" in text
     assert "init (neutral in TF Privacy's, torch in Opacus's)" in text  # not isolated here
 
 
@@ -208,15 +214,15 @@ def test_unpaired_difference_uses_welch() -> None:
 def test_table_records_privacy_claims_and_epsilons() -> None:
     a = attribute(configurations(make_grid(EXPLAINED)), PUBLISHED)
     table, reasons = configuration_table(a)
-    rows = table.set_index(["configuration", "library"])
-    assert rows.loc[("harmonised", "TF Privacy"), "privacy"] == PROVED
-    tf_stock = rows.loc[("TF Privacy stock (library)", "TF Privacy")]
+    rows = table.set_index(["configuration", "what ran"])
+    assert rows.loc[("harmonised", "harmonised step, TF backend"), "privacy"] == PROVED
+    tf_stock = rows.loc[("TF Privacy stock (library)", "TF Privacy's own recipe")]
     assert tf_stock["privacy"].startswith(CLAIMED_NOT_PROVED + " [1]")
     assert reasons[0].startswith("privacy.sampling=shuffle")
     assert "tf_privacy_compute_dp_sgd_privacy: 1.31" in tf_stock["library's own epsilon"]
     assert tf_stock["factors changed (vs harmonised)"] == "sampling: poisson → shuffle"
     assert tf_stock["accuracy %"] == "91.33"
-    train = rows.loc[("TF Privacy stock, train accuracy", "TF Privacy")]
+    train = rows.loc[("TF Privacy stock, train accuracy", "TF Privacy's own recipe")]
     assert train["split"] == "train" and "[2]" in train["privacy"]
     assert any(r.startswith("factors.eval_split=train") for r in reasons)
 
@@ -280,7 +286,7 @@ def test_write_report_has_the_section(tmp_path: Path) -> None:
                           ReportContext(command="test", published=tuple(PUBLISHED)))
     text = report.read_text()
     assert "## Gap attribution" in text and "![gap attribution](attribution.png)" in text
-    assert "### Conclusion" in text and "87% of the gap" in text
+    assert "### Conclusion" in text and "a share of 87 % of the gap" in text
     assert "## Privacy claims" not in text  # the attribution table carries the claims
     for name in ("attribution.png", "attribution.csv", "attribution_effects.csv"):
         assert (tmp_path / "report" / name).stat().st_size > 0
@@ -299,7 +305,7 @@ def test_collapsed_configurations_are_marked() -> None:
     table, _ = configuration_table(a)
     assert table.set_index("configuration").loc["flip: PyTorch default init",
                                                 "collapsed seeds"] == 1
-    assert "flip: PyTorch default init (TF Privacy) (1 of 3 seeds)" in "\n".join(conclusion(a))
+    assert "flip: PyTorch default init (TF backend) (1 of 3 seeds)" in "\n".join(conclusion(a))
 
 
 def test_a_library_variant_is_not_the_stock_recipe() -> None:

@@ -16,12 +16,16 @@ from compare.grid import expand_grid, load_preset, setting_label
 from compare.reporting.frames import results_frame
 from compare.reporting.headline import headline
 from compare.reporting.privacy_section import (
+    AUDITED_MAX,
+    AUDITED_PER_SEED,
+    PROVED_RDP,
     VIOLATION_FLAG,
+    noise_key_lines,
     privacy,
     privacy_table,
 )
 from compare.reporting.stats import paired_backend_table
-from dpcore.accounting import dpsgd_event, epsilon_rdp
+from dpcore.accounting import dpsgd_event, epsilon_pld, epsilon_rdp
 from dpcore.results import RunResult
 from dpcore.sampling import plan_batches
 from tests.compare.report_fakes import render_section
@@ -68,8 +72,11 @@ def gap_records(seed: int = 0, audited: float | None = None) -> list[RunResult]:
     return out
 
 
-def per_epoch_bound(epochs: int = 15) -> float:
-    value = epsilon_rdp(dpe.SelfComposedDpEvent(dpe.GaussianDpEvent(0.5), epochs), 1e-5)
+def per_epoch_bound(epochs: int = 15, accountant: str = "pld") -> float:
+    """The shuffled rule's bound: one release at sigma / 2 per epoch, composed (PLD, the
+    proved figure; RDP, the figure beside it)."""
+    compute = epsilon_pld if accountant == "pld" else epsilon_rdp
+    value = compute(dpe.SelfComposedDpEvent(dpe.GaussianDpEvent(0.5), epochs), 1e-5)
     assert value is not None
     return value
 
@@ -81,25 +88,29 @@ def test_every_gap_attribution_configuration_has_claimed_and_proved() -> None:
     assert harmonised["proved"] == pytest.approx(harmonised["claimed"])
     assert table.loc[("harmonised", "torch")]["proved"] == pytest.approx(
         harmonised["claimed"])
-    shuffle = per_epoch_bound()
-    assert rows["flip: shuffled fixed batches"]["proved"] == pytest.approx(shuffle)
-    assert rows["flip: 32 microbatches (k=32)"]["proved"] == pytest.approx(shuffle)
-    assert rows["TF Privacy stock (library)"]["proved"] == pytest.approx(shuffle)
+    shuffle, by_rdp = per_epoch_bound(), per_epoch_bound(accountant="rdp")
+    assert shuffle == pytest.approx(62.24, abs=0.01) and by_rdp == pytest.approx(65.42, abs=0.01)
+    for name in ("flip: shuffled fixed batches", "flip: 32 microbatches (k=32)",
+                 "TF Privacy stock (library)"):
+        assert rows[name]["proved"] == pytest.approx(shuffle)
+        assert rows[name][PROVED_RDP] == pytest.approx(by_rdp)
+    assert math.isnan(harmonised[PROVED_RDP])  # proved by RDP already: nothing beside
     for unproved in ("flip: divide by actual batch size", "flip: standardised inputs",
                      "flip: training-set accuracy"):
         assert math.isnan(rows[unproved]["proved"]), unproved
         assert "no bound" in rows[unproved]["proved: basis or why none"]
-    if "TF Privacy, 32 microbatches (library)" in rows:  # candidate recipes (issue 32)
+    if "TF Privacy, 32 microbatches (library)" in rows:  # candidate recipes
         assert rows["TF Privacy, 32 microbatches (library)"]["proved"] == pytest.approx(shuffle)
     opacus = table.loc[("Opacus stock (library)", "torch")]
     assert opacus["proved"] == pytest.approx(opacus["claimed"], rel=0.05)
-    assert all(math.isnan(v) for v in table["audited (max)"])  # nothing audited
+    assert all(math.isnan(v) for v in table[AUDITED_MAX])  # nothing audited
+    assert (table[AUDITED_PER_SEED] == "").all()
 
 
 def test_audited_columns_and_violation_flags(tmp_path: Path) -> None:
     frame = results_frame(gap_records(audited=5.0))
     table = privacy_table(frame)
-    assert (table["audited (max)"] == 5.0).all()
+    assert (table[AUDITED_MAX] == 5.0).all()
     flagged = table[table["violation"] != ""]
     # a violation exactly where 5.0 is above the proved epsilon (the claim where none is)
     for _, row in table.iterrows():
@@ -109,8 +120,8 @@ def test_audited_columns_and_violation_flags(tmp_path: Path) -> None:
     out = render_section(privacy, gap_records(audited=5.0))
     assert list(out.tables) == ["privacy.csv"] and not out.tables["privacy.csv"].empty
     assert [f.name for f in out.figures] == ["privacy.png"]
-    assert "| setting | backend | seeds | claimed | proved | audited (max)" in "\n".join(
-        out.lines)
+    assert ("| setting | backend | seeds | claimed | proved | proved by RDP | audited (max over "
+            "seeds) | audited per seed (95% lower bounds) |") in "\n".join(out.lines)
     assert not [line for line in out.lines if "No run here ran the one-run" in line]
     assert list(tmp_path.iterdir()) == []  # a section writes nothing: the writer does
     out.figures[0].write(tmp_path / "privacy.png")  # releases the pyplot figure
@@ -244,3 +255,34 @@ def test_the_train_command_says_how_to_audit_an_unaudited_run() -> None:
                           "epsilon_proved_reason": "proved"}, "audit": None}
     rows = dict(privacy_figure_rows(result))
     assert rows["epsilon audited"].startswith("not audited (--audit-canaries M")
+
+
+def test_the_audited_maximum_is_labelled_so_with_each_seed_s_bound_beside_it() -> None:
+    """Two seeds audited at 5.0 and 0.5: the table's audited cell is their maximum, named
+    "max over seeds", and each seed's 95 % lower bound stands beside it."""
+    records = gap_records(seed=0, audited=5.0) + gap_records(seed=1, audited=0.5)
+    table = privacy_table(results_frame(records))
+    assert (table[AUDITED_MAX] == 5.0).all()
+    assert (table[AUDITED_PER_SEED] == "seed 0: 5, seed 1: 0.5").all()
+    assert (table["seeds"] == 2).all()
+
+
+def test_the_report_says_which_noise_key_the_runs_used() -> None:
+    """A record without ``privacy.noise_key`` says so; a secret key is named, with
+    what it means for a rerun."""
+    old = results_frame(gap_records())
+    line = noise_key_lines(old)[0]
+    n = int((old["noise_key"] != "").sum())
+    assert n == len(old)  # every run of the preset is DP-SGD
+    assert (f"Noise key of the DP-SGD runs: seed (run seed only, before config hashes were "
+            f"mixed in) ({n} runs).") == line
+    records = gap_records()
+    records[0].privacy["noise_key"] = "seed"
+    records[1].privacy["noise_key"] = "secret"
+    line = noise_key_lines(results_frame(records))[0]
+    assert "seed (derived from the seed and the config hash) (1 run)" in line
+    assert "secret (OS entropy, kept nowhere; not bit-reproducible) (1 run)" in line
+    assert "a difference from a rerun is no failure" in line
+    out = render_section(privacy, records)
+    assert "Noise key of the DP-SGD runs" in "\n".join(out.lines)
+    plt_close(out.figures[0])

@@ -46,7 +46,7 @@ def test_mnist_preset_sets_the_papers_figures_beside_ours() -> None:
     grid = expand_grid(load_preset("mnist-library-benchmark-15"))
     frame = results_frame(_mnist_runs())
     rows = comparison_rows(grid.published[0], frame)
-    dp_acc = rows[(rows["our setting"] == f"{DP} (Opacus)")
+    dp_acc = rows[(rows["our setting"] == f"{DP} (harmonised step, torch backend)")
                   & (rows["paper column"] == "accuracy_pct")].iloc[0]
     assert dp_acc["published"] == "85.47"
     # ours: torch 88, 90, 89 -> mean 89.00; percentile bootstrap of 3 values: a resample of
@@ -54,12 +54,17 @@ def test_mnist_preset_sets_the_papers_figures_beside_ours() -> None:
     # quantiles of the resampled means are 88 and 90
     assert dp_acc["ours"] == "89.00 [88.00, 90.00] (3 seeds)"
     assert dp_acc["ours − published"] == "3.53"
-    tf_row = rows[(rows["our setting"] == f"{DP} (TF Privacy)")
+    tf_row = rows[(rows["our setting"] == f"{DP} (harmonised step, TF backend)")
                   & (rows["paper column"] == "accuracy_pct")].iloc[0]
     assert tf_row["published"] == "96.72" and tf_row["ours"].startswith("91.00 [")
     # the non-private settings were not among these runs
     assert (rows[rows["our setting"].str.startswith(NP)]["ours"] == "not run").all()
+    # a verdict per row: 3 seeds of a measured figure give none; an epsilon needs no seeds
+    assert dp_acc["verdict"] == "not comparable: 3 seeds, fewer than the 5 a verdict needs"
+    assert (rows[rows["our setting"].str.startswith(NP)]["verdict"]
+            .str.startswith("not comparable: ")).all()
     text = "\n".join(published_section(grid.published, frame))
+    assert "Verdict per row: *reproduced* when" in text and "\nVerdict: " in text
     assert text.startswith("## Published vs ours")
     assert "85.47" in text and "96.72" in text and "Kotevska" in text
     assert "Deviations" in text and "Assumed where the paper is ambiguous" in text
@@ -185,7 +190,7 @@ def test_a_run_shared_with_another_preset_is_named_as_the_reported_grid_names_it
     assert set(summary["setting"]) == {"cats_vs_dogs · gauss eps=1", "cats_vs_dogs · gauss eps=5"}
     assert "C=1" not in report
     row = next(line for line in report.splitlines()
-               if line.startswith("| metric=average_drop_pct | eps_1 |") and "TF Privacy" in line)
+               if line.startswith("| metric=average_drop_pct | eps_1 |") and "TF backend" in line)
     assert "not run" not in row and "60.00" in row
     # without the grid's labels the shared runs keep the sweep's name (what the bug showed)
     write_report(tmp_path / "runs", tmp_path / "plain", ReportContext(command="test"))

@@ -69,7 +69,7 @@ def test_a_committed_report_is_its_rebuild_from_records(name: str, tmp_path: Pat
 
 
 def test_one_record_per_run_id_across_committed_reports() -> None:
-    """A run shown by several reports has one record (the same-hash conflict of issue 31:
+    """A run shown by several reports has one record (docs/findings/same-hash-conflict.md:
     one config trained in several stores, by different code versions, gave each report its
     own numbers). Labels are the reporting grid's own and may differ."""
     seen: dict[str, tuple[str, dict]] = {}

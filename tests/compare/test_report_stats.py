@@ -108,7 +108,7 @@ def test_a_pair_with_a_collapsed_run_never_agrees() -> None:
     from compare.reporting.headline import backend_sentence
 
     text = backend_sentence(paired_backend_table(results_frame(runs)))
-    assert "agree" not in text.split("(agree =")[0] and "1 inconclusive" in text
+    assert "agree" not in text.split("(corrected for")[0] and "1 inconclusive" in text
 
 
 def test_bootstrap_intervals_stay_in_the_metrics_range() -> None:
@@ -234,7 +234,8 @@ def test_the_headline_says_when_no_interval_can_be_given() -> None:
     frame = results_frame(runs)
     sentences = headline(frame, paired_backend_table(frame))
     assert 2 <= len(sentences) <= 4
-    assert "1 agree (agree = 95% t interval" in sentences[0]
+    assert "1 agree (corrected for the report's comparisons, Holm over the 1 setting" \
+        in sentences[0]
     assert "over 1 setting:" in sentences[0]  # not "1 settings"
     assert sentences[-1].startswith("None of the 10 finished runs collapsed")
 
@@ -256,7 +257,7 @@ def test_a_two_seed_headline_gives_no_interval_and_says_why() -> None:
     mixed = [*runs, *(fake_result(backend=b, seed=s, point="eps=8", accuracy=0.9)
                       for b in ("tf", "torch") for s in range(5))]
     text = backend_sentence(paired_backend_table(results_frame(mixed)))
-    assert "over 2 settings: 1 agree (agree = 95% t interval" in text
+    assert "over 2 settings: 1 agree (corrected for the report's comparisons" in text
     assert "; 1 setting with fewer than 5 seeds gets no interval and no verdict" in text
     assert "in 'mnist5k · eps=8'" in text  # the largest among the settings with a verdict
 
@@ -264,7 +265,7 @@ def test_a_two_seed_headline_gives_no_interval_and_says_why() -> None:
 def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noqa: ANN001
     """A DP-SGD pair of one seed shares batches and weights, not the noise: the headline and
     the paired section say so; a grid without DP-SGD says nothing of noise."""
-    from compare.reporting.backends_section import NOISE_PAIRING_NOTE, backends
+    from compare.reporting.backends_section import NOISE_PAIRING_NOTE, SEED_ONLY_NOTE, backends
     from compare.reporting.headline import backend_sentence
     from tests.compare.report_fakes import render_section
 
@@ -276,7 +277,13 @@ def test_dp_pairs_say_each_backend_draws_its_own_noise(tmp_path) -> None:  # noq
     noised = paired_backend_table(results_frame(runs("dpsgd-gaussian")))
     assert bool(noised["noised"].iloc[0])
     assert "each backend draws its own noise" in backend_sentence(noised)
-    assert NOISE_PAIRING_NOTE in render_section(backends, runs("dpsgd-gaussian")).lines
+    lines = render_section(backends, runs("dpsgd-gaussian")).lines
+    assert NOISE_PAIRING_NOTE in lines
+    assert SEED_ONLY_NOTE in lines  # records without a noise key: keyed by the seed alone
+    keyed = runs("dpsgd-gaussian")
+    for result in keyed:
+        result.privacy["noise_key"] = "seed"
+    assert SEED_ONLY_NOTE not in render_section(backends, keyed).lines
     plain = paired_backend_table(results_frame(runs("none")))
     assert not bool(plain["noised"].iloc[0])
     assert "noise" not in backend_sentence(plain)

@@ -95,7 +95,7 @@ def test_the_faithfulness_table_shows_the_unmasked_score_that_bounds_it(tmp_path
 
 def _front_end_runs() -> list:
     """The interpretability grid's case: PneumoniaMNIST runs of one model, the non-private
-    and epsilon-1 ones stored before the front-end cache (6 s per epoch), the epsilon-5 ones
+    and epsilon-1 ones recorded without the front-end cache (6 s per epoch), the epsilon-5 ones
     with it (0.1 s per epoch)."""
     from tests.compare.report_fakes import as_scatternet_run, fake_result
 
@@ -195,9 +195,8 @@ def test_faithfulness_tables_show_the_randomisation_check_and_calibrated_figures
 
 def test_the_epsilon_of_the_steps_that_ran_with_the_planned_figure_beside_it(
         tmp_path: Path) -> None:
-    """A library recipe's loader ran 8 steps where 10 were planned (issue 32: the TF stock row
-    said 885 where 870 ran): frame, epsilon table and plotted epsilon use what ran, the plan
-    beside it."""
+    """A library recipe's loader ran 8 steps where 10 were planned: frame, epsilon table and
+    plotted epsilon use what ran, the plan beside it."""
     from compare.report import ReportContext, write_report
     from compare.reporting.frames import results_frame
     from dpcore.results import ResultsStore
@@ -227,8 +226,8 @@ def test_the_epsilon_of_the_steps_that_ran_with_the_planned_figure_beside_it(
 
 def test_the_audit_table_names_the_epsilon_its_bound_uses_and_its_accountant(
         tmp_path: Path) -> None:
-    """Issue 37: the bound used the PLD epsilon beside a row that said the RDP one. The table
-    shows the audit's own epsilon and accountant; an older record says 'not recorded'."""
+    """The audit's bound is shown with the audit's own epsilon and accountant (never beside a
+    row naming another accountant); a record without ``bound_accountant`` says 'not recorded'."""
     import dataclasses
 
     from compare.report import ReportContext, write_report
@@ -244,7 +243,7 @@ def test_the_audit_table_names_the_epsilon_its_bound_uses_and_its_accountant(
 
     new, old = (make_run("harmonised tf", seed, 0.9) for seed in (0, 1))
     runs = [dataclasses.replace(new, audit=audit(epsilon_accountant="pld")),
-            dataclasses.replace(old, audit=audit())]  # written before the accountant was
+            dataclasses.replace(old, audit=audit())]  # a record without its accountant
     store = ResultsStore(tmp_path / "runs")
     for r in runs:
         store.save(r)

@@ -1,5 +1,5 @@
 """The report's calibrated table says which split each setting's temperature was fitted on
-(``fit_split`` of the faithfulness record; read from ``fit_on`` for older records)."""
+(``fit_split`` of the faithfulness record; read from ``fit_on`` for a record without it)."""
 
 from __future__ import annotations
 

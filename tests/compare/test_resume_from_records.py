@@ -46,7 +46,7 @@ def test_only_runs_without_a_committed_record_train(tmp_path: Path) -> None:
 
 def test_a_montage_committed_without_true_labels_gets_them_from_the_data_set(
         tmp_path: Path) -> None:
-    """Montage arrays committed before true labels were kept: a grid resumed from them with
+    """Montage arrays committed without their true labels: a grid resumed from them with
     the data set at hand (here digits, shipped with scikit-learn) adds the test labels of
     the montage's images, and a rebuild from the records then shows them."""
     import dataclasses

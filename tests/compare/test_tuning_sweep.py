@@ -77,3 +77,73 @@ def test_sweep_scores_the_validation_split(tmp_path: Path,
     assert "## epsilon 4" in text and "No test image is scored" in text
     with pytest.raises(SystemExit):
         main(["--dataset", "digits", "--candidates", str(path), "--only", "nope"])
+
+
+def test_protocol_arguments_are_checked(tmp_path: Path,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(CANDIDATES, encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        main(["--dataset", "digits", "--candidates", str(path), "--protocol", "geometric:10"])
+    assert exc.value.code == 2
+    assert "valid: tnb:ETA:GAMMA" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_protocol_selects_on_noised_scores_and_states_the_total(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from dpcore.tuning import RepetitionLaw, SelectionDraws, parse_selection
+    from dpcore.tuning.bound import ScoreMechanism
+
+    path = tmp_path / "c.yaml"
+    path.write_text(CANDIDATES, encoding="utf-8")
+    out, blocks = tmp_path / "p.md", tmp_path / "s.json"
+    args = ["--dataset", "digits", "--candidates", str(path), "--epsilons", "3",
+            "--protocol", "tnb:1:0.4", "--score-noise", "0.1", "--seed", "3",
+            "--out", str(out), "--selection-out", str(blocks)]
+    assert main(args) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    law = RepetitionLaw.truncated_negative_binomial(1, 0.4)
+    draws = SelectionDraws(law, 2, 3)
+    assert [r["candidate"] for r in rows] == list(draws.candidates) and len(rows) == draws.k
+    # the released scores are the exact accuracies plus the seeded noise, nothing else
+    score = ScoreMechanism("accuracy", 0.1, 1 / 40)
+    assert [r["noised_score"] for r in rows] == pytest.approx(
+        [draws.noised(r["exact_accuracy"], score) for r in rows])
+    best = max(rows, key=lambda r: r["noised_score"])
+    text = out.read_text(encoding="utf-8")
+    assert f"Winner: **{best['label']}** (repetition {best['repetition']}" in text
+    assert "exact accuracy (reader only)" in text and "## total epsilon 3" in text
+    assert "python -m benchmarks.tuning_sweep --dataset digits" in text
+    block = json.loads(blocks.read_text(encoding="utf-8"))["3"]
+    selection = parse_selection(block)  # its epsilon is what its facts give
+    assert selection.epsilon is not None and 0.98 * 3 <= selection.epsilon <= 3
+    assert f"**{selection.epsilon:.3f}**" in text
+    assert all(r["run_epsilon"] < 3 for r in rows)
+    # a total no per-run budget reaches: refused before anything trains
+    assert main([*args[:5], "0.05", *args[6:]]) == 2
+
+
+def test_candidates_without_dp_sgd_are_tabled_once_with_the_mean_over_seeds() -> None:
+    from benchmarks.tuning_sweep import aggregate, is_dpsgd, markdown
+
+    assert is_dpsgd({"label": "x"}) and not is_dpsgd({"privacy": {"mechanism": "none"}})
+    assert not is_dpsgd({"privacy": {"mechanism": "ldp"}})
+    base = {"dataset": "pneumoniamnist", "n_fit": 80, "n_validation": 20, "majority": 0.75,
+            "status": "finished", "noise_multiplier": None}
+    rows = [{**base, "epsilon": None, "label": "sgd", "seed": 0, "mechanism": "none",
+             "val_accuracy": 0.90, "val_auc": 0.95, "seconds": 10.0},
+            {**base, "epsilon": None, "label": "sgd", "seed": 1, "mechanism": "none",
+             "val_accuracy": 0.80, "val_auc": 0.85, "seconds": 12.0},
+            {**base, "epsilon": None, "label": "adam", "seed": 0, "mechanism": "none",
+             "val_accuracy": 0.86, "val_auc": 0.99, "seconds": 5.0},
+            {**base, "epsilon": None, "label": "adam", "seed": 1, "mechanism": "none",
+             "val_accuracy": None, "val_auc": None, "seconds": 5.0, "status": "diverged"}]
+    (sgd, adam) = aggregate(rows)
+    assert sgd["val_accuracy"] == pytest.approx(0.85) and sgd["seconds"] == 22.0
+    assert adam["val_accuracy"] is None  # a diverged seed: no mean
+    text = markdown(rows, "python -m benchmarks.tuning_sweep ...", "torch", "accuracy")
+    assert "## without DP-SGD" in text and "## epsilon" not in text
+    assert "mean over seeds 0, 1" in text and "Sorted by validation accuracy" in text
+    assert "(mechanism none) trained once" in text
+    assert text.index("| sgd |") < text.index("| adam |")  # 0.85 beats a diverged seed

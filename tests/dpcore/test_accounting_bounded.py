@@ -1,4 +1,4 @@
-"""Issue 37 item 1: accounting and calibration do bounded work for any input.
+"""Accounting and calibration (:mod:`dpcore.accounting`) do bounded work for any input.
 
 Any epsilon (1e-3..1e7), delta, sampling rate (1e-6..1) and step count (..1e6) is answered
 (noise, RDP and PLD epsilon) or refused with a one-line ConfigError naming the largest target

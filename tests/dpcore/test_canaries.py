@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from dpcore.audit.plan import check_audit_inputs
 from dpcore.config import AuditCanarySpec, ModelSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
+from dpcore.sampling import BatchPlan, shuffled_batches
 from dpcore.trainloop import StepMechanism
 
 ARCH = architecture(ModelSpec(name="custom", layers=[
@@ -35,10 +37,17 @@ TOTAL = 41
 HONEST = StepMechanism("l2", 2.0, "gaussian", 2.0, 1.0, 10)
 
 
-def canaries(count: int = 10, q: float = 1.0, seed: int = 3, kind: str = "l2"
+def canaries(count: int = 10, q: float = 1.0, seed: int = 3, kind: str = "l2",
+             sampling: str = "poisson", n: int = 1000, batch: int | None = None
              ) -> GradientCanaries:
-    return GradientCanaries.for_run(AuditCanarySpec(count=count), seed, SHAPES, ARCH, q,
-                                    clip_norm=2.0, clip_kind=kind)
+    """Canaries of a run of N = ``n`` examples at rate ``q`` (Poisson) or in shuffled batches
+    of ``batch`` (default q N), clip norm 2 in ``kind``."""
+    size = batch if batch is not None else max(1, round(q * n))
+    plan = BatchPlan(n, size, q if batch is None else size / n, 100,
+                     max(1, round(1 / q)) if sampling == "poisson" and q > 0
+                     else math.ceil(n / size))
+    return GradientCanaries.for_run(AuditCanarySpec(count=count), seed, SHAPES, ARCH, plan,
+                                    sampling, clip_norm=2.0, clip_kind=kind)
 
 
 def test_gradient_canaries_have_distinct_coordinates_and_a_recorded_seed() -> None:
@@ -81,6 +90,29 @@ def test_a_kernel_canary_also_touches_its_units_bias() -> None:
 def test_canaries_are_poisson_sampled_at_the_runs_rate() -> None:
     c = canaries(17, q=0.0)
     assert c.step_records() is None
+    assert c.step_gradient() is None
+    c = canaries(17, q=0.25)
+    joined = np.array([c.sampled() for _ in range(4000)])
+    assert joined[:, c.included].mean() == pytest.approx(0.25, abs=0.01)
+    assert not joined[:, ~c.included].any()
+
+
+def test_shuffled_canaries_join_one_batch_per_epoch_like_a_shuffled_example() -> None:
+    """N = 1000, B = 300: 4 batches an epoch (the last of 100). Each included canary joins
+    exactly one of them every epoch, the last with probability 100/1000, as an example of
+    the run's own shuffled batches does; an excluded canary never joins."""
+    c = canaries(17, sampling="shuffle", n=1000, batch=300)
+    assert c.steps_per_epoch == 4
+    epochs = 3000
+    joined = np.array([c.sampled() for _ in range(4 * epochs)]).reshape(epochs, 4, 17)
+    assert (joined[:, :, c.included].sum(axis=1) == 1).all()
+    assert not joined[:, :, ~c.included].any()
+    share = joined[:, :, c.included].mean(axis=(0, 2))
+    np.testing.assert_allclose(share, [0.3, 0.3, 0.3, 0.1], atol=0.01)
+    # the run's own sampler: an example is in batch b of an epoch with the same shares
+    rows = list(shuffled_batches(1000, 300, 4 * 2000, seed=0))
+    example = np.array([[7 in rows[4 * e + b] for b in range(4)] for e in range(2000)])
+    np.testing.assert_allclose(example.mean(axis=0), [0.3, 0.3, 0.3, 0.1], atol=0.02)
 
 
 def test_scores_are_the_movement_against_the_canary() -> None:

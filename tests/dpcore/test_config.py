@@ -118,20 +118,24 @@ def test_unknown_version_rejected() -> None:
         RunConfig.from_dict(raw)
 
 
-def test_default_delta_is_power_of_ten_below_one_over_n() -> None:
-    assert default_delta(60000) == pytest.approx(1e-5)
-    assert default_delta(4708) == pytest.approx(1e-4)
-    assert default_delta(1000) == pytest.approx(1e-4)
-    assert default_delta(999) == pytest.approx(1e-3)
+def test_default_delta_is_the_power_of_ten_below_one_over_ten_n() -> None:
+    assert default_delta(60000) == pytest.approx(1e-6)
+    assert default_delta(4708) == pytest.approx(1e-5)
+    assert default_delta(1000) == pytest.approx(1e-5)
+    assert default_delta(999) == pytest.approx(1e-4)
+    # a folder of 159 images: 1e-4, so publishing any one image outright stays under 2 %
+    assert default_delta(159) == pytest.approx(1e-4)
+    assert 1 - (1 - default_delta(159)) ** 159 < 0.02
     with pytest.raises(ConfigError):
         default_delta(0)
 
 
 @given(st.integers(min_value=1, max_value=10**9))
 def test_default_delta_property(n: int) -> None:
+    """Strictly below 1/(10 N) (N delta < 0.1), and the largest power of ten that is."""
     delta = default_delta(n)
-    assert delta < 1.0 / n
-    assert delta * 10 >= 1.0 / n or math.isclose(delta * 10, 1.0 / n)
+    assert delta < 1.0 / (10 * n)
+    assert delta * 10 >= 1.0 / (10 * n) or math.isclose(delta * 10, 1.0 / (10 * n))
     assert math.isclose(math.log10(delta), round(math.log10(delta)))
 
 

@@ -1,5 +1,5 @@
-"""The DP-SGD mechanism registry (dpcore/mechanisms.py) states what the code used to hard-code
-per mechanism name, the calibration accountants answer which mechanisms they support, and the
+"""The DP-SGD mechanism registry (dpcore/mechanisms.py) states what the code asks of each
+mechanism by name, the calibration accountants answer which mechanisms they support, and the
 config's allowed values follow the registries."""
 
 from __future__ import annotations

@@ -155,7 +155,7 @@ def test_atomic_write_uses_ordinary_file_permissions(tmp_path: Path) -> None:
 
 def test_a_record_carries_its_provenance_and_one_without_it_still_loads(tmp_path: Path) -> None:
     """A RunResult with the provenance of :func:`dpcore.provenance.provenance_record`
-    validates and round-trips; one written without it (an older record) loads with
+    validates and round-trips; one written without it loads with
     ``provenance`` None and is written back without the key (byte for byte as before)."""
     from dpcore.provenance import provenance_record
 

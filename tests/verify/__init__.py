@@ -1,0 +1,1 @@
+"""Tests of ``dpcompare verify`` and the catalogue of implementation bugs."""
