@@ -159,9 +159,10 @@ def record_privacy_figures(result: RunResult) -> None:
     for an audited run, whether the audit found a privacy violation in
     ``result.audit["one_run"]``: its audited bound above the proved epsilon (above the claim
     where nothing is proved), or its per-step audit flagged (noise not fresh at every step,
-    :mod:`dpcore.audit.per_step`); a run with ``factors.fault`` is marked
-    ``deliberately_broken`` in both."""
+    or a canary not clipped as an honest step clips it: :mod:`dpcore.audit.per_step`); a
+    run with ``factors.fault`` is marked ``deliberately_broken`` in both."""
     from dpcore.audit.faults import BROKEN_LABEL
+    from dpcore.audit.per_step import per_step_findings
     from dpcore.proved import is_violation, privacy_figures
 
     result.privacy.update(privacy_figures(result.config, result.backend, result.privacy))
@@ -173,7 +174,7 @@ def record_privacy_figures(result: RunResult) -> None:
         bound = is_violation(one_run.get("epsilon_lower_bound"),
                              result.privacy.get("epsilon_claimed"),
                              result.privacy.get("epsilon_proved"))
-        one_run["violation"] = bound or bool((one_run.get("per_step") or {}).get("flagged"))
+        one_run["violation"] = bound or bool(per_step_findings(one_run.get("per_step")))
         if fault != "none":
             one_run["deliberately_broken"] = fault
 

@@ -376,6 +376,7 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the claimed, proved and audited epsilon (or how to audit, without a one-run
     audit), and whether the audit found a privacy violation (none for a record without
     ``privacy.epsilon_proved_reason``)."""
+    from dpcore.audit.per_step import per_step_findings
     from dpcore.proved import is_violation
 
     privacy = result["privacy"]
@@ -412,14 +413,20 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
             f"threshold {per_step['threshold']:.4f} at false-alarm rate "
             f"{per_step['false_alarm_rate']:g}; lag-1 correlation {per_step['rho_1']:.3f}; "
             f"{per_step['steps']} steps)")))
+        clip = per_step.get("clip")
+        if clip:
+            rows.append(("per-step clipping", (
+                f"{'NOT CLIPPED' if clip['flagged'] else 'clipped'}: Z {clip['value']:.2f} "
+                f"(clipped <= threshold {clip['threshold']:.2f} at false-alarm rate "
+                f"{clip['false_alarm_rate']:g}; mean shift {clip['mean_shift']:.3f} C over "
+                f"{clip['canaries']} canaries)")))
     if one_run.get("violation"):
         basis = "proved" if privacy.get("epsilon_proved") is not None else "claimed"
         found = []
         if is_violation(one_run.get("epsilon_lower_bound"), privacy.get("epsilon_claimed"),
                         privacy.get("epsilon_proved")):
             found.append(f"the audited lower bound is above the {basis} epsilon")
-        if per_step and per_step["flagged"]:
-            found.append("the noise at the canaries' coordinates is not fresh at every step")
+        found += per_step_findings(per_step)
         rows.append(("PRIVACY VIOLATION", "; ".join(found)))
     else:
         rows.append(("privacy violation", "none found by the audit"))

@@ -43,6 +43,7 @@ from compare.reporting.section import (
 )
 from compare.reporting.selection_text import selection_lines
 from compare.reporting.tables import fmt, markdown_table
+from dpcore.audit.per_step import per_step_findings
 from dpcore.mechanisms import is_non_private, noises_gradients
 from dpcore.noise_key import noise_key_label
 from dpcore.proved import figures_of_result, is_violation
@@ -65,24 +66,28 @@ PROVED_RDP = "proved by RDP"
 #: The per-step canary audit's column (where some run has one).
 PER_STEP = "per-step noise"
 
-#: The flag of a run whose per-step canary audit found the noise not fresh at every step.
-NOT_FRESH = "NOT FRESH"
+#: The flag of a run whose per-step canary audit found the noise not fresh at every step or
+#: a canary not clipped as an honest step clips it.
+PER_STEP_FLAG = "FLAGGED"
 
 
 def per_step_columns(one_run: Mapping[str, Any]) -> dict[str, Any]:
     """The run-row columns of the per-step canary audit (:mod:`dpcore.audit.per_step`), in
     the tensor of the smallest p-value: ``per_step_ratio`` (S, the noise residuals' variance
     left after predicting each from the step before, over the configured noise variance),
-    ``per_step_threshold``, ``per_step_rho`` (their lag-1 correlation) and
-    ``per_step_flagged`` ("yes"/""); none for a run without a per-step audit (a frame of
-    such runs has no such columns)."""
+    ``per_step_threshold``, ``per_step_rho`` (their lag-1 correlation), ``per_step_clip_z``
+    (the clipping check's Z, NaN without one) and ``per_step_flagged`` ("yes" when either
+    check flagged the run, :func:`dpcore.audit.per_step.per_step_findings`); none for a run
+    without a per-step audit (a frame of such runs has no such columns)."""
     per_step = one_run.get("per_step")
     if not per_step:
         return {}
+    clip = per_step.get("clip") or {}
     return {"per_step_ratio": float(per_step.get("value", math.nan)),
             "per_step_threshold": float(per_step.get("threshold", math.nan)),
             "per_step_rho": float(per_step.get("rho_1", math.nan)),
-            "per_step_flagged": "yes" if per_step.get("flagged") else ""}
+            "per_step_clip_z": float(clip.get("value", math.nan)),
+            "per_step_flagged": "yes" if per_step_findings(per_step) else ""}
 
 
 def privacy_columns(result: RunResult) -> dict[str, Any]:
@@ -172,8 +177,8 @@ def honest(frame: pd.DataFrame) -> pd.DataFrame:
 
 def per_step_cell(group: pd.DataFrame) -> str:
     """The per-step audit of one (setting, backend)'s runs: the smallest S over seeds with
-    its threshold and lag-1 correlation, and how many runs it flagged ("" when no run has a
-    per-step audit)."""
+    its threshold and lag-1 correlation, the largest clipping Z where runs have one, and how
+    many runs either check flagged ("" when no run has a per-step audit)."""
     if "per_step_ratio" not in group:
         return ""
     ratio = group["per_step_ratio"].astype(float)
@@ -183,9 +188,13 @@ def per_step_cell(group: pd.DataFrame) -> str:
     flagged = int((group["per_step_flagged"] == "yes").sum())
     text = (f"S {fmt(worst['per_step_ratio'], 3)} (threshold "
             f"{fmt(worst['per_step_threshold'], 3)}, rho_1 {fmt(worst['per_step_rho'], 3)})")
+    clip = (group["per_step_clip_z"].astype(float) if "per_step_clip_z" in group
+            else pd.Series(dtype=float))
+    if clip.notna().any():
+        text += f", clip Z {fmt(float(clip.max()), 3)}"
     if flagged:
-        return f"{NOT_FRESH} ({flagged} of {int(ratio.notna().sum())} runs): {text}"
-    return f"fresh: {text}"
+        return f"{PER_STEP_FLAG} ({flagged} of {int(ratio.notna().sum())} runs): {text}"
+    return f"passed: {text}"
 
 
 def per_seed_bounds(group: pd.DataFrame) -> str:
@@ -369,8 +378,11 @@ PER_STEP_TEXT = (
     "so S >= 1 whatever the real gradients do, while noise reused across steps (or far "
     "smaller than sigma C, or strongly correlated from step to step) leaves S near 0. A run "
     "is flagged when S is below a threshold that an honest run passes with probability "
-    "0.999 (family-wise over the parameter tensors; the smallest S over seeds is shown); a "
-    "flagged run counts as a privacy violation.")
+    "0.999 (family-wise over the parameter tensors; the smallest S over seeds is shown). "
+    "*Clip Z* compares each canary's residual in the steps that sampled it with the others: "
+    "about standard normal when the engine clips the canaries as an honest step does, large "
+    "when a canary's 100 C norm goes through; flagged above 3.09 (false-alarm rate 0.001; "
+    "the largest over seeds is shown). A flagged run counts as a privacy violation.")
 
 
 def is_informative_plot(frame: pd.DataFrame) -> bool:
@@ -520,8 +532,9 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     return "; ".join(parts) + "."
 
 
-__all__ = ["AUDITED_MAX", "AUDITED_PER_SEED", "BROKEN_FLAG", "HOW_TO_AUDIT", "NOT_FRESH",
-           "PER_STEP", "PER_STEP_TEXT", "PRIVACY_TEXT_COLUMNS", "PROVED_RDP", "VIOLATION_FLAG",
+__all__ = ["AUDITED_MAX", "AUDITED_PER_SEED", "BROKEN_FLAG", "HOW_TO_AUDIT", "PER_STEP",
+           "PER_STEP_FLAG", "PER_STEP_TEXT", "PRIVACY_TEXT_COLUMNS", "PROVED_RDP",
+           "VIOLATION_FLAG",
            "apply_flags", "flag_settings", "flags_of_results", "honest",
            "is_informative_plot", "noise_key_lines", "per_seed_bounds", "per_step_cell",
            "per_step_columns", "setting_flags",

@@ -43,24 +43,43 @@ simulation, with real gradients that respond to earlier noise.
 Limits: it sees noise predictable from the step before (a reuse at a longer lag, noise
 recycled every other step, is not seen), and a step without a report is left out (the lag
 then spans it).
+
+**Clipping, per step** (:func:`clip_check`). The residual at canary j's own coordinate has
+the same distribution whether or not canary j was sampled in the step, when the engine clips
+the canary as an honest step does (its clipped contribution is what was subtracted): canary
+sampling is independent of the step's batch and of the weights the step starts from. A step
+that clips it less (not at all: its 100 C norm goes through) shifts the residual in the
+direction of the canary's gradient there, in every step that samples it. Per canary sampled
+in at least one reported step and missing from at least two, ``z_j = sign_j (mean of its
+residuals in the steps that sampled it - mean in the others) / (s_j sqrt(1/n_1 + 1/n_0))``,
+with ``s_j`` the residuals' standard deviation in the steps that did not sample it (so the
+real gradients' variance is measured, not assumed) and ``sign_j`` the sign of the canary's
+gradient at its coordinate; ``Z = sum_j z_j / sqrt(J)`` over the J such canaries is about
+standard normal for an honest engine (the canaries' inclusions are independent) and is
+flagged above its one-sided normal quantile at :data:`CLIP_FALSE_ALARM`. This sees what the
+final weights may not: under shuffled sampling the proved epsilon has no amplification, so a
+one-run bound of 100 guesses (at most about 3) cannot exceed it even when nothing is clipped.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from scipy import sparse
-from scipy.stats import gamma
+from scipy.stats import gamma, norm
 
 from dpcore.audit.canary_records import CanaryRecord, clipped_sum
 from dpcore.errors import ConfigError
 
 #: Family-wise false-alarm rate of the per-step statistic over a run's parameter tensors.
 PER_STEP_FALSE_ALARM = 1e-3
+
+#: False-alarm rate of the per-step clipping check (one-sided, per run).
+CLIP_FALSE_ALARM = 1e-3
 
 #: Standardised fourth moment E[z^4] / E[z^2]^2 of each noise kind.
 FOURTH_MOMENT = {"gaussian": 3.0, "laplace": 6.0}
@@ -132,6 +151,76 @@ class TensorCheck:
     p_value: float
 
 
+CLIP_STATISTIC = ("mean shift of the per-step residual at each canary's coordinate in the "
+                  "steps that sampled it over those that did not, towards its gradient, in "
+                  "standard errors, summed over canaries / sqrt(canaries); about N(0, 1) when "
+                  "the engine clips the canaries as an honest step does")
+
+
+@dataclass(frozen=True)
+class ClipCheck:
+    """The per-step clipping check of one run (module docstring, **Clipping, per step**).
+
+    Attributes:
+        statistic: what is measured (words).
+        value: Z.
+        threshold: Z above this is flagged (the one-sided normal quantile at
+            ``false_alarm_rate``).
+        false_alarm_rate: the rate at which an honest run is flagged.
+        flagged: ``value > threshold``: some canary moved the noised sum more than its clipped
+            contribution in the steps that sampled it.
+        canaries: J, the canaries tested.
+        mean_shift: the mean over them of ``sign_j`` (mean residual when sampled - when not),
+            in units of the clip norm C (0 for an honest engine; up to about the canary's norm,
+            100, when nothing is clipped).
+    """
+
+    statistic: str
+    value: float
+    threshold: float
+    false_alarm_rate: float
+    flagged: bool
+    canaries: int
+    mean_shift: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def clip_check(residuals: np.ndarray, sampled: np.ndarray, signs: np.ndarray, clip_norm: float,
+               alpha: float = CLIP_FALSE_ALARM) -> ClipCheck | None:
+    """The clipping statistic of ``residuals`` [T, M] (column j: canary j's own coordinate),
+    ``sampled`` [T, M] (whether canary j joined step t) and ``signs`` [M] (the sign of canary
+    j's gradient at its coordinate); None when no canary was sampled in one reported step and
+    missed in two."""
+    residuals = np.asarray(residuals, np.float64)
+    sampled = np.asarray(sampled, bool)
+    if residuals.shape != sampled.shape or residuals.shape[1] != len(signs):
+        raise ConfigError(f"residuals {residuals.shape}, sampled {sampled.shape} and "
+                          f"{len(signs)} canary signs do not match")
+    z, shifts = [], []
+    for j in range(residuals.shape[1]):
+        yes, no = residuals[sampled[:, j], j], residuals[~sampled[:, j], j]
+        if len(yes) < 1 or len(no) < 2 or signs[j] == 0:
+            continue
+        spread = float(no.std(ddof=1))
+        shift = float(np.sign(signs[j]) * (yes.mean() - no.mean()))
+        shifts.append(shift)
+        if spread > 0 and math.isfinite(spread):
+            z.append(shift / (spread * math.sqrt(1.0 / len(yes) + 1.0 / len(no))))
+        else:  # residuals that never change: any shift is the canary's alone
+            z.append(math.inf if shift > 0 else 0.0)
+    if not z:
+        return None
+    value = float(np.sum(z) / math.sqrt(len(z)))
+    if math.isnan(value):
+        value = math.inf
+    limit = float(norm.isf(alpha))
+    return ClipCheck(statistic=CLIP_STATISTIC, value=value, threshold=limit,
+                     false_alarm_rate=alpha, flagged=value > limit, canaries=len(z),
+                     mean_shift=float(np.mean(shifts)) / float(clip_norm))
+
+
 @dataclass(frozen=True)
 class PerStepAudit:
     """The per-step audit of one run (the RunResult's ``audit.one_run.per_step``).
@@ -146,6 +235,8 @@ class PerStepAudit:
         noise_std: the configured per-coordinate noise std the residuals are measured
             against.
         tensors: every tensor's :class:`TensorCheck`, by neutral key.
+        clip: the per-step clipping check (:class:`ClipCheck`; None when no canary could be
+            tested).
     """
 
     statistic: str
@@ -158,6 +249,7 @@ class PerStepAudit:
     steps: int
     noise_std: float
     tensors: dict[str, TensorCheck] = field(default_factory=dict)
+    clip: ClipCheck | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -220,14 +312,21 @@ class CanaryTrace:
         flats: its flat index.
         contribution: sparse [M coordinates, M canaries]: what canary c, clipped by an honest
             step, adds at coordinate j.
+        signs: the sign of canary j's gradient at its own coordinate j.
+        clip_norm: C.
         residuals: one float64 [M] per reported step.
+        masks: the canaries sampled in each reported step (bool [M]).
     """
 
     keys: list[str]
     flats: np.ndarray
     contribution: sparse.csr_matrix
+    signs: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    clip_norm: float = 1.0
     residuals: list[np.ndarray] = field(default_factory=list)
+    masks: list[np.ndarray] = field(default_factory=list)
     _expected: np.ndarray | None = None
+    _mask: np.ndarray | None = None
 
     @classmethod
     def of(cls, records: Sequence[CanaryRecord], clip_norm: float, kind: str) -> CanaryTrace:
@@ -244,12 +343,16 @@ class CanaryTrace:
                         cols.append(c)
                         values.append(value)
         m = len(records)
+        signs = np.array([np.sign(sum(v for k, f, v in r.gradient if (k, f) == (r.key, r.flat)))
+                          for r in records], np.float64)
         return cls(keys=[r.key for r in records],
                    flats=np.array([r.flat for r in records], np.int64),
-                   contribution=sparse.csr_matrix((values, (rows, cols)), shape=(m, m)))
+                   contribution=sparse.csr_matrix((values, (rows, cols)), shape=(m, m)),
+                   signs=signs, clip_norm=float(clip_norm))
 
     def sampled(self, mask: np.ndarray) -> None:
         """This step's sampled canaries (a bool mask over them)."""
+        self._mask = np.asarray(mask, bool).copy()
         self._expected = np.asarray(self.contribution @ np.asarray(mask, np.float64))
 
     def observed(self, values: Mapping[str, np.ndarray]) -> None:
@@ -265,7 +368,9 @@ class CanaryTrace:
                 raise ConfigError(f"the engine reported {len(got)} values for {key!r}, "
                                   f"expected {len(idx)}")
         self.residuals.append(out - self._expected)
-        self._expected = None
+        self.masks.append(self._mask if self._mask is not None
+                          else np.zeros(len(self.keys), bool))
+        self._expected, self._mask = None, None
 
     def coordinates(self) -> dict[str, np.ndarray]:
         """Neutral key -> the flat indices watched there (canary order within a key)."""
@@ -276,8 +381,27 @@ class CanaryTrace:
 
     def audit(self, noise_kind: str, noise_scale: float,
               alpha: float = PER_STEP_FALSE_ALARM) -> PerStepAudit | None:
-        """The per-step audit of the reported steps (None with fewer than three)."""
+        """The per-step audit of the reported steps, with its clipping check (None with
+        fewer than three)."""
         if len(self.residuals) < 3:
             return None
-        return per_step_audit(np.stack(self.residuals), self.keys, noise_kind, noise_scale,
-                              alpha)
+        residuals = np.stack(self.residuals)
+        audit = per_step_audit(residuals, self.keys, noise_kind, noise_scale, alpha)
+        clip = clip_check(residuals, np.stack(self.masks), self.signs, self.clip_norm)
+        return replace(audit, clip=clip)
+
+
+#: What each flag of a stored per-step audit means (``audit.one_run.per_step``).
+NOT_FRESH_TEXT = "the noise at the canaries' coordinates is not fresh at every step"
+CLIP_TEXT = "a canary moved the noised sum more than its clipped contribution"
+
+
+def per_step_findings(per_step: Mapping[str, Any] | None) -> list[str]:
+    """The privacy violations a stored per-step audit found (``audit.one_run.per_step`` of
+    a record; none for a record without one, or without a clipping check)."""
+    if not per_step:
+        return []
+    found = [NOT_FRESH_TEXT] if per_step.get("flagged") else []
+    if (per_step.get("clip") or {}).get("flagged"):
+        found.append(CLIP_TEXT)
+    return found

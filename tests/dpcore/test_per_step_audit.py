@@ -9,9 +9,13 @@ import pytest
 from dpcore.architectures import architecture
 from dpcore.audit.canary_records import canary_records
 from dpcore.audit.per_step import (
+    CLIP_TEXT,
+    NOT_FRESH_TEXT,
     CanaryTrace,
+    clip_check,
     null_moments,
     per_step_audit,
+    per_step_findings,
     threshold,
 )
 from dpcore.config import ModelSpec
@@ -154,3 +158,62 @@ def test_the_trace_keeps_observed_minus_the_canaries_clipped_contribution() -> N
     assert set(audit.tensors) == {"a.kernel", "a.bias"}
     with pytest.raises(ConfigError, match="without a sampled step"):
         trace.observed({"a.kernel": np.array([5.0]), "a.bias": np.array([7.0])})
+    assert trace.masks[0].tolist() == [True, True] and trace.masks[1].tolist() == [False, False]
+    assert trace.signs.tolist() == [1.0, 1.0]
+
+
+Q = 0.05  # each canary's chance to join a step
+
+
+def _sampling(rng: np.random.Generator, steps: int = 110) -> np.ndarray:
+    return rng.random((steps, M)) < Q
+
+
+def _signs(rng: np.random.Generator) -> np.ndarray:
+    return rng.choice([-1.0, 1.0], M)
+
+
+def test_the_clip_check_of_an_honest_engine_is_standard_normal() -> None:
+    """Residuals of an honest engine (fresh noise plus real gradients that drift and respond
+    to the noise) do not depend on whether the canary joined the step: Z is about N(0, 1)
+    and flags about 5 % of 1000 runs at alpha = 0.05."""
+    rng = np.random.default_rng(4)
+    values = []
+    for _ in range(1000):
+        residuals = np.concatenate([_honest(rng, -0.5, 0.0), _honest(rng, 0.3, 0.0)])[:110]
+        check = clip_check(residuals, _sampling(rng), _signs(rng), 1.0, alpha=0.05)
+        assert check is not None
+        values.append(check.value)
+    values_arr = np.array(values)
+    assert abs(values_arr.mean()) < 0.1 and values_arr.std() == pytest.approx(1.0, abs=0.1)
+    assert 25 <= int((values_arr > 1.6449).sum()) <= 80  # binomial(1000, 0.05): 50 +- 7
+
+
+@pytest.mark.parametrize("passed", [100.0, 4.0, 1.5])
+def test_a_canary_that_is_not_clipped_to_c_is_flagged(passed: float) -> None:
+    """An engine that lets a canary's gradient through at ``passed`` times its clipped
+    contribution shifts the residual by (passed - 1) C towards its gradient in each step that
+    samples it (noise std SCALE = 1.7 C; nothing clipped is 100)."""
+    rng = np.random.default_rng(5)
+    sampled, signs = _sampling(rng), _signs(rng)
+    residuals = rng.normal(0.0, SCALE, sampled.shape) + (passed - 1.0) * sampled * signs
+    check = clip_check(residuals, sampled, signs, 1.0)
+    assert check is not None and check.flagged and check.value > check.threshold
+    assert check.mean_shift == pytest.approx(passed - 1.0, abs=0.6)
+    honest = clip_check(rng.normal(0.0, SCALE, sampled.shape), sampled, signs, 1.0)
+    assert honest is not None and not honest.flagged
+
+
+def test_the_clip_check_needs_a_sampled_and_two_missed_steps() -> None:
+    sampled = np.zeros((5, M), bool)
+    assert clip_check(np.ones((5, M)), sampled, np.ones(M), 1.0) is None
+    with pytest.raises(ConfigError, match="do not match"):
+        clip_check(np.ones((5, M)), np.zeros((4, M), bool), np.ones(M), 1.0)
+
+
+def test_findings_of_a_stored_per_step_audit() -> None:
+    assert per_step_findings(None) == []
+    assert per_step_findings({"flagged": False}) == []  # a record without a clipping check
+    assert per_step_findings({"flagged": True, "clip": {"flagged": True}}) == [
+        NOT_FRESH_TEXT, CLIP_TEXT]
+    assert per_step_findings({"flagged": False, "clip": {"flagged": True}}) == [CLIP_TEXT]

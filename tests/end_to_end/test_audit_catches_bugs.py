@@ -6,7 +6,10 @@ of cnn4) with a bug of the catalogue :mod:`tests.verify.bugs` installed in one e
 per-example records that the engine clips with its own code, so
 
 * ``skip-clip`` (the engine clips nothing) lets the canaries through at their 100 C norm: the
-  one-run bound (``audit.one_run.epsilon_lower_bound``) rises above the proved epsilon;
+  per-step clipping check (``audit.one_run.per_step.clip``) flags it, and under Poisson
+  sampling the one-run bound (``audit.one_run.epsilon_lower_bound``) rises above the proved
+  epsilon too (under shuffling the proved epsilon has no amplification, out of reach of a
+  bound from 100 guesses);
 * ``noise-once-per-run`` (one noise vector reused at every step) leaves the per-step noise
   residuals at the canaries' coordinates predictable from the step before: the per-step
   audit (``audit.one_run.per_step``) flags it;
@@ -17,11 +20,18 @@ not be flagged (each engine, and 5 seeds of the default engine per framework: th
 counted here must be 0; the per-step check's designed rate is 1e-3 per run, the bound's at
 most 5 %).
 
-Each test is one training run (about 10 s on torch, 20 s on TF, on 2 busy cores).
+The same two bugs placed in the libraries' own code (TF Privacy's ``GaussianSumQuery``,
+Opacus's ``DPOptimizer``: patches of this file, not of the catalogue, which patches the
+bench's backends) are caught under ``--recipe library``, whose gradient canaries go through
+the library's own clipping (Opacus's ``clip_and_accumulate`` of ``grad_sample`` rows; TF
+Privacy's ``accumulate_record``): the audit is white-box on the libraries themselves.
+
+Each test is one training run (about 5 to 15 s on 2 busy cores).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,29 +45,52 @@ COMMAND = ["train", "--dataset", "digits", "--epsilon", "1", "--audit-canaries",
            "--faithfulness-subset", "0", "--quiet"]
 ENGINES = ("fast", "reference")
 
-#: Bug name -> the part of the audit that must flag it: ``bound`` (the one-run epsilon bound
-#: above the proved epsilon) or ``per_step`` (the noise at the canaries is not fresh).
-CAUGHT_BY = {"skip-clip": "bound", "noise-once-per-run": "per_step"}
+#: The bugs of the issue's table (:func:`_check_caught` says which check must flag each).
+CAUGHT_BY = ("skip-clip", "noise-once-per-run")
 
 
 def _train(tmp_path: Path, backend: str, engine: str, seed: int = 0) -> RunResult:
+    """One audited run; ``engine`` ``library`` runs ``--recipe library``."""
     out = tmp_path / f"{backend}-{engine}-{seed}"
-    code = main([*COMMAND, "--backend", backend, "--engine", engine, "--seed", str(seed),
+    step = (["--recipe", "library"] if engine == "library" else ["--engine", engine])
+    code = main([*COMMAND, "--backend", backend, *step, "--seed", str(seed),
                  "--out", str(out)])
     assert code == 0
     [path] = out.glob("runs/*/result.json")
     result = read_result(path)
     assert result is not None and result.audit is not None
-    assert result.perf.get("engine_used") == engine
+    if engine != "library":
+        assert result.perf.get("engine_used") == engine
     return result
 
 
-def _summary(result: RunResult) -> dict[str, Any]:
+def _summary(result: RunResult) -> str:
+    """The audit's figures of a run, for a failure message."""
     one_run = result.audit["one_run"]
     per_step = one_run["per_step"]
-    return {"bound": one_run["epsilon_lower_bound"], "proved": result.privacy["epsilon_proved"],
-            "S": per_step["value"], "threshold": per_step["threshold"],
-            "rho_1": per_step["rho_1"], "accuracy": result.metrics.get("accuracy")}
+    return str({"bound": one_run["epsilon_lower_bound"],
+                "proved": result.privacy["epsilon_proved"],
+                "claimed": result.privacy["epsilon_claimed"], "S": per_step["value"],
+                "threshold": per_step["threshold"], "rho_1": per_step["rho_1"],
+                "clip": per_step.get("clip"), "accuracy": result.metrics.get("accuracy")})
+
+
+def _check_caught(result: RunResult, name: str, out: str) -> None:
+    one_run = result.audit["one_run"]
+    per_step = one_run["per_step"]
+    assert one_run["violation"], _summary(result)
+    assert "PRIVACY VIOLATION" in out
+    if name == "skip-clip":
+        assert per_step["clip"]["flagged"], _summary(result)
+        assert per_step["clip"]["value"] > per_step["clip"]["threshold"]
+        assert "NOT CLIPPED" in out
+        if result.config["privacy"]["sampling"] == "poisson":  # the bound sees it as well
+            assert one_run["epsilon_lower_bound"] > result.privacy["epsilon_proved"], \
+                _summary(result)
+    else:
+        assert per_step["flagged"] and per_step["value"] < per_step["threshold"], \
+            _summary(result)
+        assert "NOT FRESH" in out
 
 
 BUG_CASES = [pytest.param(name, backend, engine, id=f"{name}-{backend}-{engine}")
@@ -72,18 +105,7 @@ def test_a_bug_in_the_backends_code_is_caught(name: str, backend: str, engine: s
                                                capsys: pytest.CaptureFixture[str]) -> None:
     with BUGS[name].applied(backend, engine):
         result = _train(tmp_path, backend, engine)
-    out = capsys.readouterr().out
-    one_run = result.audit["one_run"]
-    per_step = one_run["per_step"]
-    assert one_run["violation"], _summary(result)
-    assert "PRIVACY VIOLATION" in out
-    if CAUGHT_BY[name] == "bound":
-        assert one_run["epsilon_lower_bound"] > result.privacy["epsilon_proved"], \
-            _summary(result)
-    else:
-        assert per_step["flagged"] and per_step["value"] < per_step["threshold"], \
-            _summary(result)
-        assert "NOT FRESH" in out
+    _check_caught(result, name, capsys.readouterr().out)
 
 
 def test_both_bugs_have_a_case_on_each_framework_and_engine() -> None:
@@ -92,8 +114,81 @@ def test_both_bugs_have_a_case_on_each_framework_and_engine() -> None:
     assert covered == {(n, b, e) for n in CAUGHT_BY for b in ("tf", "torch") for e in ENGINES}
 
 
+# -- the same bugs in the libraries' own code (recipe: library) ----------------------------
+def _tf_privacy_no_clip(mp: pytest.MonkeyPatch) -> None:
+    """TF Privacy's ``GaussianSumQuery.preprocess_record`` returns the record unclipped."""
+    from tensorflow_privacy.privacy.dp_query.gaussian_query import GaussianSumQuery
+
+    mp.setattr(GaussianSumQuery, "preprocess_record", lambda self, params, record: record)
+
+
+def _tf_privacy_fixed_noise(mp: pytest.MonkeyPatch) -> None:
+    """TF Privacy's ``GaussianSumQuery.get_noised_result`` draws from a stateless generator
+    of a fixed seed: the same noise at every (physical) step."""
+    import dp_accounting
+    import tensorflow as tf
+    from tensorflow_privacy.privacy.dp_query.gaussian_query import GaussianSumQuery
+
+    def get_noised_result(self: Any, sample_state: Any, global_state: Any) -> Any:
+        flat = tf.nest.flatten(sample_state)
+        noised = [v + tf.random.stateless_normal(tf.shape(v), seed=[7, i],
+                                                 stddev=global_state.stddev, dtype=v.dtype)
+                  for i, v in enumerate(flat)]
+        event = dp_accounting.GaussianDpEvent(global_state.stddev / global_state.l2_norm_clip)
+        return tf.nest.pack_sequence_as(sample_state, noised), global_state, event
+    mp.setattr(GaussianSumQuery, "get_noised_result", get_noised_result)
+
+
+def _opacus_no_clip(mp: pytest.MonkeyPatch) -> None:
+    """Opacus's ``DPOptimizer.clip_and_accumulate`` clips at an infinite norm (factors 1)."""
+    from opacus.optimizers.optimizer import DPOptimizer
+
+    orig = DPOptimizer.clip_and_accumulate
+
+    def clip_and_accumulate(self: Any) -> None:
+        saved, self.max_grad_norm = self.max_grad_norm, 1e30
+        try:
+            orig(self)
+        finally:
+            self.max_grad_norm = saved
+    mp.setattr(DPOptimizer, "clip_and_accumulate", clip_and_accumulate)
+
+
+def _opacus_fixed_noise(mp: pytest.MonkeyPatch) -> None:
+    """Opacus's ``DPOptimizer.add_noise`` with its generator reset to its first state before
+    every draw: the same noise at every step."""
+    from opacus.optimizers.optimizer import DPOptimizer
+
+    orig = DPOptimizer.add_noise
+
+    def add_noise(self: Any) -> None:
+        if not hasattr(self, "_bug_state"):
+            self._bug_state = self.generator.get_state()
+        self.generator.set_state(self._bug_state)
+        orig(self)
+    mp.setattr(DPOptimizer, "add_noise", add_noise)
+
+
+#: (bug, backend) -> the patch of the library's own code.
+LIBRARY_BUGS: dict[tuple[str, str], Callable[[pytest.MonkeyPatch], None]] = {
+    ("skip-clip", "tf"): _tf_privacy_no_clip, ("skip-clip", "torch"): _opacus_no_clip,
+    ("noise-once-per-run", "tf"): _tf_privacy_fixed_noise,
+    ("noise-once-per-run", "torch"): _opacus_fixed_noise}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "backend"), [pytest.param(*key, id=f"{key[0]}-{key[1]}")
+                                               for key in LIBRARY_BUGS])
+def test_a_bug_in_the_librarys_own_code_is_caught(name: str, backend: str, tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        LIBRARY_BUGS[(name, backend)](mp)
+        result = _train(tmp_path, backend, "library")
+    _check_caught(result, name, capsys.readouterr().out)
+
+
 HONEST_CASES = ([pytest.param(b, e, 0, id=f"{b}-{e}-seed0") for b in ("tf", "torch")
-                 for e in ENGINES]
+                 for e in (*ENGINES, "library")]
                 + [pytest.param(b, "fast", s, id=f"{b}-fast-seed{s}") for b in ("tf", "torch")
                    for s in range(1, 5)])
 
@@ -106,6 +201,7 @@ def test_an_honest_run_is_not_flagged(backend: str, engine: str, seed: int, tmp_
     out = capsys.readouterr().out
     one_run = result.audit["one_run"]
     assert one_run["per_step"]["false_alarm_rate"] == pytest.approx(1e-3)
-    assert one_run["per_step"]["steps"] == 110
+    assert one_run["per_step"]["steps"] == (110 if engine != "library" else
+                                            result.privacy["as_run"]["steps"])
     assert not one_run["violation"], _summary(result)
     assert "none found by the audit" in out
