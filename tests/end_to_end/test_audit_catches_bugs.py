@@ -49,11 +49,14 @@ ENGINES = ("fast", "reference")
 CAUGHT_BY = ("skip-clip", "noise-once-per-run")
 
 
-def _train(tmp_path: Path, backend: str, engine: str, seed: int = 0) -> RunResult:
-    """One audited run; ``engine`` ``library`` runs ``--recipe library``."""
+def _train(tmp_path: Path, backend: str, engine: str, seed: int = 0,
+           settings: tuple[str, ...] = ()) -> RunResult:
+    """One audited run; ``engine`` ``library`` runs ``--recipe library``; ``settings`` are
+    ``--set`` overrides."""
     out = tmp_path / f"{backend}-{engine}-{seed}"
     step = (["--recipe", "library"] if engine == "library" else ["--engine", engine])
-    code = main([*COMMAND, "--backend", backend, *step, "--seed", str(seed),
+    sets = [arg for setting in settings for arg in ("--set", setting)]
+    code = main([*COMMAND, "--backend", backend, *step, "--seed", str(seed), *sets,
                  "--out", str(out)])
     assert code == 0
     [path] = out.glob("runs/*/result.json")
@@ -106,6 +109,28 @@ def test_a_bug_in_the_backends_code_is_caught(name: str, backend: str, engine: s
     with BUGS[name].applied(backend, engine):
         result = _train(tmp_path, backend, engine)
     _check_caught(result, name, capsys.readouterr().out)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["tf", "torch"])
+def test_a_microbatch_clipped_as_one_example_is_caught(backend: str, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    """The reference engine's microbatched path (``factors.microbatch_size`` k = 4, shuffled
+    batches): each canary enters as a microbatch of k copies, whose mean the engine clips.
+    The catalogue's ``microbatch-clip-scaled`` (a microbatch's clipped mean counted k times)
+    lets each canary through at k C: the per-step clipping check flags it; the same run
+    without the bug is not flagged."""
+    bug = BUGS["microbatch-clip-scaled"]
+    with bug.applied(backend, "reference"):
+        result = _train(tmp_path / "bug", backend, "reference", settings=bug.settings)
+    out = capsys.readouterr().out
+    clip = result.audit["one_run"]["per_step"]["clip"]
+    assert result.audit["one_run"]["violation"] and clip["flagged"], _summary(result)
+    assert clip["mean_shift"] > 1.0 and "NOT CLIPPED" in out  # k C - C = 3 C expected
+    honest = _train(tmp_path / "honest", backend, "reference", settings=bug.settings)
+    assert not honest.audit["one_run"]["violation"], _summary(honest)
+    assert "none found by the audit" in capsys.readouterr().out
 
 
 def test_both_bugs_have_a_case_on_each_framework_and_engine() -> None:
