@@ -405,6 +405,22 @@ def get_weights(model: nn.Module) -> Weights:
     }
 
 
+def _known_parameters(model: nn.Module, keys: Mapping[str, Any]
+                      ) -> dict[str, tuple[str, str, nn.Parameter]]:
+    """The model's parameters by neutral key (:func:`_parameters`), after checking that every
+    key of ``keys`` is one of them.
+
+    Raises:
+        ConfigError: a key that is not one of the model's weights.
+    """
+    params = _parameters(model)
+    unknown = sorted(set(keys) - set(params))
+    if unknown:
+        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
+                          f"{', '.join(sorted(params))}")
+    return params
+
+
 def neutral_to_parameters(model: nn.Module, vector: Mapping[str, np.ndarray]
                           ) -> dict[int, torch.Tensor]:
     """A neutral-layout vector as tensors in PyTorch's layout, keyed by ``id`` of the
@@ -413,11 +429,7 @@ def neutral_to_parameters(model: nn.Module, vector: Mapping[str, np.ndarray]
     Raises:
         ConfigError: a key that is not one of the model's weights.
     """
-    params = _parameters(model)
-    unknown = sorted(set(vector) - set(params))
-    if unknown:
-        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
-                          f"{', '.join(sorted(params))}")
+    params = _known_parameters(model, vector)
     out: dict[int, torch.Tensor] = {}
     for key, value in vector.items():
         kind, param, tensor = params[key]
@@ -434,11 +446,7 @@ def parameter_indices(model: nn.Module, coordinates: Mapping[str, np.ndarray]
     Raises:
         ConfigError: a key that is not one of the model's weights.
     """
-    params = _parameters(model)
-    unknown = sorted(set(coordinates) - set(params))
-    if unknown:
-        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
-                          f"{', '.join(sorted(params))}")
+    params = _known_parameters(model, coordinates)
     out: dict[str, tuple[nn.Parameter, np.ndarray]] = {}
     for key, flat in coordinates.items():
         kind, param, tensor = params[key]
