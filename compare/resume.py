@@ -42,11 +42,11 @@ ResumeFrom = bool | str | Path | None
 
 def committed_folders(root: str | Path = COMMITTED_REPORTS, first: str | Path | None = None
                       ) -> list[Path]:
-    """The report folders of ``root`` (every sub-folder, by name), ``first`` (the grid's own
-    report folder, when it is one of them) first: the order
-    :func:`compare.records.committed_records` prefers a run's record in. A ``root`` that is
-    itself a report folder (it holds ``records/``) is the only folder. Empty when ``root``
-    is no folder."""
+    """The report folders of ``root`` (every sub-folder, by name), the grid's own report
+    (``root``'s folder named as ``first``) first, even when it does not exist, so that no other
+    report is taken for the grid's own: the order :func:`compare.records.committed_records`
+    prefers a run's record in. A ``root`` that is itself a report folder (it holds
+    ``records/``) is the only folder. Empty when ``root`` is no folder."""
     from compare.records import has_records
 
     root = Path(root)
@@ -55,9 +55,11 @@ def committed_folders(root: str | Path = COMMITTED_REPORTS, first: str | Path | 
     if not root.is_dir():
         return []
     folders = sorted(p for p in root.iterdir() if p.is_dir())
-    if first is not None:
-        own = [p for p in folders if p.resolve() == Path(first).resolve()]
-        folders = own + [p for p in folders if p not in own]
+    if first is not None:  # first even when absent: the first folder is the grid's own report,
+        # whose records must read; every later one is another report's (a damaged file there
+        # is skipped with a warning, :func:`compare.records.committed_records`)
+        own = root / Path(first).name  # its folder of ``root`` (only ``root``'s reports count)
+        folders = [own] + [p for p in folders if p.resolve() != own.resolve()]
     return folders
 
 

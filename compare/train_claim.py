@@ -27,7 +27,7 @@ from pathlib import Path
 from compare.executors.base import duration_text
 from compare.executors.claiming import record_state
 from dpcore.claims import Claim, ClaimBoard, ClaimInfo, ClaimPolicy, heartbeat
-from dpcore.errors import DpCompareError
+from dpcore.errors import ConfigError, DpCompareError
 from dpcore.results import FINAL_STATUSES, RESULT_FILE, ResultsStore, RunResult, read_result
 
 Log = Callable[[str], None]
@@ -84,9 +84,45 @@ def train_claimed(store: ResultsStore, rid: str, train: Callable[[], RunResult],
     Raises:
         RunClaimedError: another live process holds the claim past ``policy.wait_s``.
         StorageError: the claim file could not be written (no space, read-only folder).
+        ConfigError: ``train`` refused the run before training it; the folders that taking
+            the claim created are removed again when they hold no file.
     """
     say: Log = log or (lambda _line: None)
     policy = policy or claim_policy()
+    created = missing_folders(store.root)
+    try:
+        return _train_under_claim(store, rid, train, policy, say)
+    except ConfigError:  # refused before training: leave no folder the claim alone created
+        remove_if_empty(created)
+        raise
+
+
+def missing_folders(root: Path) -> list[Path]:
+    """``root`` and its ancestors that do not exist yet, deepest first (what taking a claim
+    under ``root`` creates)."""
+    out: list[Path] = []
+    path = Path(root)
+    while not path.exists() and path != path.parent:
+        out.append(path)
+        path = path.parent
+    return out
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """Remove each of ``folders`` (deepest first) whose tree holds no file: what a released
+    claim leaves behind; a folder with any file in it (another writer's) is kept."""
+    for folder in folders:
+        if folder.is_dir() and not any(p.is_file() for p in folder.rglob("*")):
+            for sub in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+
+def _train_under_claim(store: ResultsStore, rid: str, train: Callable[[], RunResult],
+                       policy: ClaimPolicy, say: Log) -> RunResult:
+    """:func:`train_claimed`'s body: the claim taken, the record checked, ``train`` run."""
     board = ClaimBoard(store.root, policy)
     record = store.runs_dir / rid / RESULT_FILE
     before = record_state(record)

@@ -400,6 +400,12 @@ def is_informative_plot(frame: pd.DataFrame) -> bool:
     return bool((finite & (proved.isna() | differs)).any())
 
 
+def _present(value: Any) -> bool:
+    """Whether a cell of :func:`privacy_table` holds a figure (a number, or the text of a
+    range over seeds), not a missing value."""
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
 def privacy_section(frame: pd.DataFrame) -> SectionOutput:
     """The section of the run table ``frame``: its lines, ``privacy.csv`` and ``privacy.png``
     (only when :func:`is_informative_plot`); empty without private or audited runs (a
@@ -411,8 +417,8 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
     table = privacy_table(dp)
     if table.empty:
         return SectionOutput()
-    audited = table[AUDITED_MAX].map(lambda v: not (isinstance(v, float) and math.isnan(v)))
-    by_rdp = table[PROVED_RDP].astype(float).notna().any()
+    audited = table[AUDITED_MAX].map(_present)
+    by_rdp = table[PROVED_RDP].map(_present).any()  # a figure, or a range "a to b" over seeds
     per_seed = (table[AUDITED_PER_SEED] != "").any()
     per_step = PER_STEP in table and table[PER_STEP].astype(str).str.len().gt(0).any()
     columns = ["setting", "backend", "seeds", "claimed", "proved",

@@ -248,13 +248,15 @@ def test_a_damaged_montage_of_another_report_is_named_and_skipped(tmp_path: Path
 def test_an_unreadable_record_file_in_another_report_does_not_stop_a_grid(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    """``dpcompare compare --preset smoke`` (dry run: it reads every report's records to plan
-    the runs, and trains nothing) beside a report folder whose records are garbage."""
+    """``dpcompare compare --preset smoke --resume-from-records`` (dry run: it reads every
+    report's records to plan the runs, and trains nothing) beside a report folder whose
+    records are garbage."""
     from compare.cli.main import main
 
     monkeypatch.chdir(tmp_path)
     bad = _garbage_records(tmp_path / "reports" / "demo", b"garbage, not gzip")
-    code = main(["compare", "--preset", "smoke", "--out", "runs/smoke", "--dry-run"])
+    code = main(["compare", "--preset", "smoke", "--out", "runs/smoke", "--resume-from-records",
+                 "--dry-run"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     warnings = [line for line in captured.err.splitlines() if ": warning: " in line]

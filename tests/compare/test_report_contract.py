@@ -193,3 +193,15 @@ def test_regenerated_catches_an_out_of_date_context() -> None:
     stale = dataclasses.replace(report, committed_context=dataclasses.replace(
         report.committed_context, notes="older notes"))
     assert contract.regenerated(stale) == ["the committed notes is not the preset's current one"]
+
+
+def test_a_grid_with_no_committed_run_is_named_by_five_seeds_only() -> None:
+    """A report none of whose grid runs has a committed record (every config hash moved) has
+    no text to check: five_seeds names the missing runs, the checks of text pass vacuously."""
+    ctx = ReportContext(command="test")
+    empty = ContractReport("fake", report_data([], ctx), dict.fromkeys(contract.TEXT_SECTIONS, ""),
+                           None, ctx, missing=("0123456789abcdef-tf",))
+    assert contract.five_seeds(empty) == [
+        "none of the grid's 1 run(s) has a committed record (e.g. 0123456789abcdef-tf): "
+        "nothing to report until they train"]
+    assert contract.privacy(empty) == [] and contract.baselines(empty) == []

@@ -22,6 +22,7 @@ from compare.reporting.privacy_section import (
     VIOLATION_FLAG,
     noise_key_lines,
     privacy,
+    privacy_section,
     privacy_table,
 )
 from compare.reporting.stats import paired_backend_table
@@ -286,3 +287,17 @@ def test_the_report_says_which_noise_key_the_runs_used() -> None:
     out = render_section(privacy, records)
     assert "Noise key of the DP-SGD runs" in "\n".join(out.lines)
     plt_close(out.figures[0])
+
+
+def test_a_proved_by_rdp_figure_that_differs_between_seeds_is_shown_as_a_range() -> None:
+    """Seeds whose RDP figures differ give the table a range ("a to b") in `proved by RDP`,
+    which the section keeps (a column of text and numbers, not a float column)."""
+    frame = results_frame(gap_records(seed=0) + gap_records(seed=1))
+    frame["epsilon_proved_rdp"] = [11.77 if seed == 0 else 11.94 for seed in frame["seed"]]
+    table = privacy_table(frame)
+    assert (table[PROVED_RDP] == "11.77 to 11.94").all()
+    out = privacy_section(frame)
+    text = "\n".join(out.lines)
+    assert PROVED_RDP in text and "11.77 to 11.94" in text
+    for figure in out.figures:
+        plt_close(figure)
