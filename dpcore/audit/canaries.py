@@ -16,7 +16,8 @@ both backends and are recorded by that seed.
   :meth:`dpcore.stepengine.StepEngine.train_step`; a missing clip lets it through 100-fold).
   dpcore knows what an honest step adds for it (:func:`clipped_sum`), and the engine reports
   the noised sum at the canaries' coordinates every step, so the residuals
-  (:mod:`dpcore.audit.per_step`) show whether the noise is fresh. Score of the one-run bound:
+  (:mod:`dpcore.audit.per_step`) show whether the noise is fresh and whether each canary was
+  clipped as an honest step clips it. Score of the one-run bound:
   how far the weight moved against the canary's gradient over training, w_0[j] - w_T[j].
 * :class:`InputCanaries` (black-box, any recipe): canary i is a copy of a training image with
   a fixed wrong label; the included ones are appended to the training set. Score: the trained

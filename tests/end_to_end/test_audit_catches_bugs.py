@@ -17,8 +17,8 @@ per-example records that the engine clips with its own code, so
 on both frameworks and on each engine (fast and reference) whose code holds the bug, and the
 record and the printed summary say "PRIVACY VIOLATION". The same command without a bug must
 not be flagged (each engine, and 5 seeds of the default engine per framework: the false alarms
-counted here must be 0; the per-step check's designed rate is 1e-3 per run, the bound's at
-most 5 %).
+counted here must be 0; the designed rates per run: 1e-3 for each per-step check, at most
+5 % for the bound).
 
 The same two bugs placed in the libraries' own code (TF Privacy's ``GaussianSumQuery``,
 Opacus's ``DPOptimizer``: patches of this file, not of the catalogue, which patches the
