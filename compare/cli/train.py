@@ -417,8 +417,8 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
         if clip:
             rows.append(("per-step clipping", (
                 f"{'NOT CLIPPED' if clip['flagged'] else 'clipped'}: Z {clip['value']:.2f} "
-                f"(clipped <= threshold {clip['threshold']:.2f} at false-alarm rate "
-                f"{clip['false_alarm_rate']:g}; mean shift {clip['mean_shift']:.3f} C over "
+                f"(clipped as an honest step: |Z| <= {clip['threshold']:.2f} at false-alarm "
+                f"rate {clip['false_alarm_rate']:g}; mean shift {clip['mean_shift']:.3f} C over "
                 f"{clip['canaries']} canaries)")))
     if one_run.get("violation"):
         basis = "proved" if privacy.get("epsilon_proved") is not None else "claimed"

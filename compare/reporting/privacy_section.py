@@ -177,8 +177,8 @@ def honest(frame: pd.DataFrame) -> pd.DataFrame:
 
 def per_step_cell(group: pd.DataFrame) -> str:
     """The per-step audit of one (setting, backend)'s runs: the smallest S over seeds with
-    its threshold and lag-1 correlation, the largest clipping Z where runs have one, and how
-    many runs either check flagged ("" when no run has a per-step audit)."""
+    its threshold and lag-1 correlation, the clipping Z largest in size where runs have one,
+    and how many runs either check flagged ("" when no run has a per-step audit)."""
     if "per_step_ratio" not in group:
         return ""
     ratio = group["per_step_ratio"].astype(float)
@@ -191,7 +191,7 @@ def per_step_cell(group: pd.DataFrame) -> str:
     clip = (group["per_step_clip_z"].astype(float) if "per_step_clip_z" in group
             else pd.Series(dtype=float))
     if clip.notna().any():
-        text += f", clip Z {fmt(float(clip.max()), 3)}"
+        text += f", clip Z {fmt(float(clip.loc[clip.abs().idxmax()]), 3)}"
     if flagged:
         return f"{PER_STEP_FLAG} ({flagged} of {int(ratio.notna().sum())} runs): {text}"
     return f"passed: {text}"
@@ -381,8 +381,9 @@ PER_STEP_TEXT = (
     "0.999 (family-wise over the parameter tensors; the smallest S over seeds is shown). "
     "*Clip Z* compares each canary's residual in the steps that sampled it with the others: "
     "about standard normal when the engine clips the canaries as an honest step does, large "
-    "when a canary's 100 C norm goes through; flagged above 3.09 (false-alarm rate 0.001; "
-    "the largest over seeds is shown). A flagged run counts as a privacy violation.")
+    "when a canary's 100 C norm goes through, negative when canaries are clipped with other "
+    "examples; flagged when |Z| is above 3.29 (false-alarm rate 0.001; the largest |Z| over "
+    "seeds is shown). A flagged run counts as a privacy violation.")
 
 
 def is_informative_plot(frame: pd.DataFrame) -> bool:

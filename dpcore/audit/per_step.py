@@ -56,9 +56,12 @@ with ``s_j`` the residuals' standard deviation in the steps that did not sample 
 real gradients' variance is measured, not assumed) and ``sign_j`` the sign of the canary's
 gradient at its coordinate; ``Z = sum_j z_j / sqrt(J)`` over the J such canaries is about
 standard normal for an honest engine (the canaries' inclusions are independent) and is
-flagged above its one-sided normal quantile at :data:`CLIP_FALSE_ALARM`. This sees what the
-final weights may not: under shuffled sampling the proved epsilon has no amplification, so a
-one-run bound of 100 guesses (at most about 3) cannot exceed it even when nothing is clipped.
+flagged when ``|Z|`` is above its two-sided normal quantile at :data:`CLIP_FALSE_ALARM`: a
+positive Z is a canary let through (a clip missing, too large, or counted more than once), a
+negative one a canary clipped with others (a clip applied after summing, whose sensitivity
+is then not one example's). This sees what the final weights may not: under shuffled
+sampling the proved epsilon has no amplification, so a one-run bound of 100 guesses (at most
+about 3) cannot exceed it even when nothing is clipped.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ from dpcore.errors import ConfigError
 #: Family-wise false-alarm rate of the per-step statistic over a run's parameter tensors.
 PER_STEP_FALSE_ALARM = 1e-3
 
-#: False-alarm rate of the per-step clipping check (one-sided, per run).
+#: False-alarm rate of the per-step clipping check (two-sided, per run).
 CLIP_FALSE_ALARM = 1e-3
 
 #: Standardised fourth moment E[z^4] / E[z^2]^2 of each noise kind.
@@ -154,7 +157,8 @@ class TensorCheck:
 CLIP_STATISTIC = ("mean shift of the per-step residual at each canary's coordinate in the "
                   "steps that sampled it over those that did not, towards its gradient, in "
                   "standard errors, summed over canaries / sqrt(canaries); about N(0, 1) when "
-                  "the engine clips the canaries as an honest step does")
+                  "the engine clips the canaries as an honest step does; flagged when |Z| is "
+                  "above the threshold")
 
 
 @dataclass(frozen=True)
@@ -164,11 +168,11 @@ class ClipCheck:
     Attributes:
         statistic: what is measured (words).
         value: Z.
-        threshold: Z above this is flagged (the one-sided normal quantile at
+        threshold: ``|Z|`` above this is flagged (the two-sided normal quantile at
             ``false_alarm_rate``).
         false_alarm_rate: the rate at which an honest run is flagged.
-        flagged: ``value > threshold``: some canary moved the noised sum more than its clipped
-            contribution in the steps that sampled it.
+        flagged: ``|value| > threshold``: the canaries moved the noised sum by more (Z > 0)
+            or less (Z < 0) than their clipped contribution in the steps that sampled them.
         canaries: J, the canaries tested.
         mean_shift: the mean over them of ``sign_j`` (mean residual when sampled - when not),
             in units of the clip norm C (0 for an honest engine; up to about the canary's norm,
@@ -215,9 +219,9 @@ def clip_check(residuals: np.ndarray, sampled: np.ndarray, signs: np.ndarray, cl
     value = float(np.sum(z) / math.sqrt(len(z)))
     if math.isnan(value):
         value = math.inf
-    limit = float(norm.isf(alpha))
+    limit = float(norm.isf(alpha / 2.0))
     return ClipCheck(statistic=CLIP_STATISTIC, value=value, threshold=limit,
-                     false_alarm_rate=alpha, flagged=value > limit, canaries=len(z),
+                     false_alarm_rate=alpha, flagged=abs(value) > limit, canaries=len(z),
                      mean_shift=float(np.mean(shifts)) / float(clip_norm))
 
 
@@ -393,7 +397,7 @@ class CanaryTrace:
 
 #: What each flag of a stored per-step audit means (``audit.one_run.per_step``).
 NOT_FRESH_TEXT = "the noise at the canaries' coordinates is not fresh at every step"
-CLIP_TEXT = "a canary moved the noised sum more than its clipped contribution"
+CLIP_TEXT = "the canaries moved the noised sum by other than their clipped contribution"
 
 
 def per_step_findings(per_step: Mapping[str, Any] | None) -> list[str]:

@@ -133,6 +133,32 @@ def test_a_microbatch_clipped_as_one_example_is_caught(backend: str, tmp_path: P
     assert "none found by the audit" in capsys.readouterr().out
 
 
+#: Further bugs of the catalogue the audit catches on the fast engines (measured: with
+#: ``actual-divisor``, ``noise-per-chunk`` and ``noise-key-fixed`` it finds nothing; they are
+#: ``dpcompare verify``'s), and the per-step check that must flag each: ``clip`` or ``fresh``.
+FURTHER = {"clip-after-sum": "clip", "clip-norm-default": "clip",
+           "noise-once-per-epoch": "fresh", "noise-skip-biases": "fresh",
+           "noise-skip-last-layer": "fresh"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "backend"), [pytest.param(n, b, id=f"{n}-{b}")
+                                               for n in FURTHER for b in ("tf", "torch")])
+def test_further_catalogue_bugs_are_caught_on_the_fast_engine(
+        name: str, backend: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bug = BUGS[name]
+    with bug.applied(backend, "fast"):
+        result = _train(tmp_path, backend, "fast", settings=bug.settings)
+    out = capsys.readouterr().out
+    per_step = result.audit["one_run"]["per_step"]
+    assert result.audit["one_run"]["violation"] and "PRIVACY VIOLATION" in out, \
+        _summary(result)
+    if FURTHER[name] == "clip":
+        assert per_step["clip"]["flagged"] and "NOT CLIPPED" in out, _summary(result)
+    else:
+        assert per_step["flagged"] and "NOT FRESH" in out, _summary(result)
+
+
 def test_both_bugs_have_a_case_on_each_framework_and_engine() -> None:
     """The cases above cover every (bug, backend, engine) the catalogue patches."""
     covered = {(n, b, e) for n, b, e in (p.values for p in BUG_CASES)}
