@@ -37,12 +37,14 @@ import numpy as np
 
 from benchmarks.layer_costs import layer_costs
 from benchmarks.memory import available_bytes, memory_method, peak_rss
-from benchmarks.ratios import ratios, target_rows
+from benchmarks.ratios import ratio_spreads, ratios, target_rows
 from benchmarks.runtime import configure
 from benchmarks.variants import (
     BEST_TIERS,
     CHUNK,
     CLIP,
+    COMPILE_DETERMINISM,
+    COMPILE_TIERS,
     FAST_TIERS,
     LR,
     PLAIN_TIERS,
@@ -180,23 +182,82 @@ def model_case(case: Case, data: CaseData) -> ModelCase:
                      data.vocab_size)
 
 
-def build_variants(case: Case, data: CaseData) -> list[Variant]:
-    """Every tier of ``case`` (those outside ``case.tiers`` recorded as not in the case)."""
+def build_variants(case: Case, data: CaseData, compile_steps: bool = False) -> list[Variant]:
+    """Every tier of ``case`` (those outside ``case.tiers`` recorded as not in the case);
+    with ``compile_steps``, the :data:`benchmarks.variants.COMPILE_TIERS` with a compiled
+    twin to try."""
     model_case_ = model_case(case, data)
     available = available_bytes()
-    built = {v.name: v for v in (tf_variants(model_case_, case.tiers, available)
-                                 + torch_variants(model_case_, case.tiers, available))}
+    twins = COMPILE_TIERS if compile_steps else ()
+    built = {v.name: v for v in (tf_variants(model_case_, case.tiers, available, twins)
+                                 + torch_variants(model_case_, case.tiers, available, twins))}
     return [built.get(name) or Variant(name, "tf" if name.startswith("tf") else "torch",
                                        name not in PLAIN_TIERS,
                                        skipped="not in this case")
             for name in TIERS]
 
 
-def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: None
+#: A compiled tier is kept only if its step is faster than the uncompiled one by this
+#: fraction (so that the load of a shared machine does not decide).
+COMPILE_MARGIN = 0.05
+
+
+def _step_seconds(runs: Sequence[Callable[[Sequence[Any]], None]], batches: Sequence[Any]
+                  ) -> list[float]:
+    """Wall-clock seconds per step of each of ``runs``: the fastest of one-step runs over
+    ``batches``, the runs alternating on each batch (a change of load hits them alike)."""
+    best = [math.inf] * len(runs)
+    for batch in batches:
+        for i, run in enumerate(runs):
+            start = time.perf_counter()
+            run([batch])
+            best[i] = min(best[i], time.perf_counter() - start)
+    return best
+
+
+def choose_compiled(v: Variant, warm: Sequence[Any], probe: Sequence[Any],
+                    log: Callable[[str], None] = lambda _: None) -> None:
+    """Try ``v``'s compiled twin (if any): warm it up (the compilation, timed), time one step
+    of each on every ``probe`` batch, alternating (the fastest counts), keep the compiled tier
+    only where it is faster by :data:`COMPILE_MARGIN`; ``v.compile`` records what was tried,
+    what it cost and what it gave."""
+    twin, v.compiled = v.compiled, None
+    if twin is None or v.run is None:
+        return
+    note: dict[str, Any] = {
+        "tried": "XLA (tf.function jit_compile), chunks padded to their size class"
+        if v.framework == "tf" else "torch.compile (inductor), chunks padded to their size "
+        "class", "determinism": COMPILE_DETERMINISM[v.framework]}
+    start = time.perf_counter()
+    _guarded(twin, lambda: twin.run(warm))
+    note["compile_seconds"] = time.perf_counter() - start
+    if twin.run is None:
+        note.update(kept=False, failed=twin.skipped)
+        twin.close()
+        v.compile = note
+        log(f"[compile] {v.name}: {twin.skipped}")
+        return
+    plain, compiled = _step_seconds([v.run, twin.run], probe)
+    note.update(uncompiled_s_per_step=plain, compiled_s_per_step=compiled,
+                kept=compiled < (1.0 - COMPILE_MARGIN) * plain)
+    if note["kept"]:
+        v.close()
+        v.run, v.close, v.engine = twin.run, twin.close, twin.engine
+    else:
+        twin.close()
+    v.compile = note
+    log(f"[compile] {v.name}: {compiled:.4f} s/step compiled, {plain:.4f} uncompiled: "
+        + ("kept" if note["kept"] else "not kept"))
+
+
+def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: None,
+             *, compile_steps: bool = False, roofline: dict[str, Any] | None = None
              ) -> dict[str, Any]:
-    """Time every tier of ``case`` (alternating rounds); the case's figures as a dict."""
+    """Time every tier of ``case`` (alternating rounds); the case's figures as a dict.
+    ``compile_steps``: the "at its best" tiers are also tried compiled (kept where faster);
+    ``roofline``: this CPU's, for the per-layer cost model."""
     log(f"[{case.name}] building variants")
-    variants = build_variants(case, data)
+    variants = build_variants(case, data, compile_steps)
     for v in variants:
         if v.run is not None:
             log(f"[{case.name}] warm-up {v.name}")
@@ -204,6 +265,8 @@ def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: 
             warm = make_batches(data.x, data.y, case.batch_size, count, 0, data.task)
             with peak_rss() as mem:
                 _guarded(v, lambda v=v, b=warm: v.run(b))
+                choose_compiled(v, warm, make_batches(data.x, data.y, case.batch_size, 3, 99,
+                                                      data.task), log)
             v.memory["warmup_peak_increase_mb"] = mem["peak_increase_mb"]
     for r in range(case.rounds):
         batches = make_batches(data.x, data.y, case.batch_size, case.steps, 1 + r, data.task)
@@ -226,10 +289,12 @@ def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: 
             log(f"[{case.name}] round {r + 1}/{case.rounds} {v.name}: "
                 f"{elapsed / len(timed):.4f} s/step")
     for v in variants:
+        v.engine_record = (v.engine.perf_record() if hasattr(v.engine, "perf_record")
+                           else None)
         v.close()
     figures = case_figures(case, data, variants)
     log(f"[{case.name}] per-layer costs of the fast DP step")
-    figures["layers"] = layer_costs(model_case(case, data), case.tiers)
+    figures["layers"] = layer_costs(model_case(case, data), case.tiers, roofline)
     return figures
 
 
@@ -251,7 +316,14 @@ def case_figures(case: Case, data: CaseData, variants: Sequence[Variant]) -> dic
                 seconds_per_epoch=per_step * steps_per_epoch,
                 examples_per_second=case.batch_size / per_step,
                 round_spread=(max(per_round) - min(per_round)) / per_step,
+                round_seconds_per_step=per_round,
                 steps_timed=v.steps_timed, **v.memory)
+        if v.compile:
+            entry["compile"] = v.compile
+        record = getattr(v, "engine_record", None)
+        if record and record.get("routes") is not None:
+            entry["routes"] = record["routes"]
+            entry["routes_chosen_by"] = record["routes_chosen_by"]
         figures[v.name] = entry
     return {"model": case.model, "batch_size": case.batch_size,
             "input_shape": list(data.x.shape[1:]), "data": data.description,
@@ -259,7 +331,8 @@ def case_figures(case: Case, data: CaseData, variants: Sequence[Variant]) -> dic
             "rounds": case.rounds, "steps_per_round": case.steps,
             "slow_steps_per_round": case.slow_steps,
             "variants": figures, "ratios": ratios(figures),
-            "cpu_ratios": ratios(figures, "cpu_seconds_per_step")}
+            "cpu_ratios": ratios(figures, "cpu_seconds_per_step"),
+            "ratio_spreads": ratio_spreads(figures)}
 
 
 # ------------------------------------------------------------------------------ whole run
@@ -284,10 +357,14 @@ TIER_SETTINGS = {
     "memory_format": {"tf_*": "NHWC (Keras's only layout on CPU)",
                       "torch_*, opacus_stock": "default (NCHW-contiguous, PyTorch's default)",
                       "torch_*_cl": "channels_last (perf.memory_format: channels_last)"},
-    "engine": {"*_dp_fast*": "fast (Book-Keeping clipping: tfpipe.fast / torchpipe.fast)",
+    "engine": {"*_dp_fast*": "fast (Book-Keeping clipping: tfpipe.fast / torchpipe.fast; each "
+                             "layer's route timed at warm-up, the fastest kept)",
                "*_dp_reference": "reference (tf.vectorized_map / Opacus GradSampleModule)",
                "*_plain*": "the engine's non-private step",
-               "tf_privacy_stock, opacus_stock": "the libraries' stock paths"},
+               "tf_privacy_stock, opacus_stock": "the libraries' stock paths",
+               ", ".join(COMPILE_TIERS): "also tried compiled at warm-up (TF XLA, torch.compile; "
+                                         "chunks padded to their size class), kept compiled "
+                                         "only where faster"},
 }
 
 
@@ -305,29 +382,36 @@ def select_cases(quick: bool, names: Sequence[str] | None) -> list[Case]:
 
 def run_benchmark(*, quick: bool = False, data_dir: str | None = None,
                   case_names: Sequence[str] | None = None, sweep: bool = True,
-                  isolate_sweep: bool = True,
+                  isolate_sweep: bool = True, compile_steps: bool | None = None,
                   log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Run the cases and the sweep; one JSON-ready dict with every figure, the machine, the
-    load and the targets (met / missed)."""
+    load, this CPU's roofline and the targets (met / missed). ``compile_steps``: try the
+    "at its best" tiers compiled (default: unless ``quick``; compiling takes minutes)."""
+    from benchmarks.roofline import measure
     from benchmarks.sweep import run_sweep
 
     selected = select_cases(quick, case_names)
     omp_policy = configure()
+    compile_steps = (not quick) if compile_steps is None else compile_steps
     load_before = os.getloadavg()
     started = time.time()
+    log("[roofline] peak FLOP/s and memory bandwidth")
+    roofline = measure()
     loaded: dict[str, CaseData] = {}
     results: dict[str, Any] = {}
     for case in selected:
         if case.data not in loaded:
             loaded[case.data] = load_data(case.data, quick, data_dir)
-        results[case.name] = run_case(case, loaded[case.data], log)
+        results[case.name] = run_case(case, loaded[case.data], log,
+                                      compile_steps=compile_steps, roofline=roofline)
     out: dict[str, Any] = {
         "quick": quick, "data": {k: v.description for k, v in loaded.items()},
         "machine": machine(), "loadavg_before": list(load_before),
-        "wall_seconds": 0.0, "memory_method": memory_method(),
+        "wall_seconds": 0.0, "memory_method": memory_method(), "roofline": roofline,
         "settings": {"sigma": SIGMA, "clip": CLIP, "lr": LR, "optimizer": "sgd",
                      "omp_wait_policy": omp_policy, "physical_chunk": CHUNK,
-                     "deterministic_kernels": True, **TIER_SETTINGS},
+                     "deterministic_kernels": True, "compiled_steps_tried": compile_steps,
+                     **TIER_SETTINGS},
         "cases": results}
     if sweep:
         out["sweep"] = run_sweep(quick=quick, isolate=isolate_sweep, log=log)

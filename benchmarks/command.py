@@ -22,17 +22,18 @@ ExpandPreset = Callable[[str], ExpandedGrid]
 def run(out: str | Path, *, expand_preset: ExpandPreset,
         label: Callable[[str], str] = str, quick: bool = False,
         cases: Sequence[str] | None = None, sweep: bool = True, data_dir: str | None = None,
-        log: Callable[[str], None] = lambda _msg: None, command: str = "dpcompare bench"
-        ) -> tuple[dict[str, Any], Path]:
+        log: Callable[[str], None] = lambda _msg: None, command: str = "dpcompare bench",
+        compile_steps: bool | None = None) -> tuple[dict[str, Any], Path]:
     """Time DP and non-private training in both frameworks and write ``out/report.md``,
     ``out/results.json`` and ``out/sweep.png`` (see :func:`compare.api.bench`); an unknown
     case name fails (ConfigError) before anything runs. ``label`` names a mechanism in the
     presets' cost groups (the report layer's legend label). Returns (every figure as one
-    JSON-ready dict, the path of ``report.md``)."""
+    JSON-ready dict, the path of ``report.md``). ``compile_steps``: try the "at its best"
+    tiers compiled (None: unless ``quick``)."""
     names = list(cases) if cases else None
     bench.select_cases(quick, names)  # an unknown case name fails before anything runs
     figures = bench.run_benchmark(quick=quick, data_dir=data_dir, case_names=names,
-                                  sweep=sweep, log=log)
+                                  sweep=sweep, compile_steps=compile_steps, log=log)
     figures["preset_costs"] = preset_costs(figures, expand_preset, label)
     return figures, render.write_report(figures, out, command)
 

@@ -55,6 +55,23 @@ def ratio_key(numerator: str, denominator: str) -> str:
     return f"{numerator}/{denominator}"
 
 
+def ratio_spreads(figures: Mapping[str, Mapping[str, Any]]) -> dict[str, float | None]:
+    """Every :data:`TIME_RATIOS` entry's round spread: the wall-clock ratio of each timed
+    round (its tiers ran back to back in it), ``(max - min) / mean`` over the rounds (None
+    where either side did not run or ran one round)."""
+    out: dict[str, float | None] = {}
+    for a, b in TIME_RATIOS:
+        top = figures.get(a, {}).get("round_seconds_per_step")
+        bottom = figures.get(b, {}).get("round_seconds_per_step")
+        if not top or not bottom or len(top) != len(bottom) or len(top) < 2:
+            out[ratio_key(a, b)] = None
+            continue
+        per_round = [x / y for x, y in zip(top, bottom, strict=True)]
+        mean = sum(per_round) / len(per_round)
+        out[ratio_key(a, b)] = (max(per_round) - min(per_round)) / mean
+    return out
+
+
 def ratios(figures: Mapping[str, Mapping[str, Any]], measure: str = "seconds_per_step"
            ) -> dict[str, float | None]:
     """Every :data:`TIME_RATIOS` entry of one case's variant figures (None where either side
@@ -75,7 +92,8 @@ class Target:
         key: the ratio's name.
         low: least value that meets it (0: none).
         high: largest value that meets it.
-        kind: ``time`` (tier case ratios) or ``memory`` (peak RSS, sweep).
+        kind: ``time`` (tier case ratios of wall-clock time), ``cpu`` (the same ratio of
+            process CPU time) or ``memory`` (peak RSS, sweep).
     """
 
     case: str
@@ -88,16 +106,22 @@ class Target:
         """The target as text, e.g. ``torch_dp_fast/torch_plain <= 1.5``."""
         bound = (f"between {self.low:g} and {self.high:g}" if self.low > 0
                  else f"<= {self.high:g}")
-        what = "peak memory" if self.kind == "memory" else "time"
+        what = {"memory": "peak memory", "cpu": "CPU time"}.get(self.kind, "time")
         return f"{self.key} ({what}) {bound}"
 
 
-#: The targets, "at its best" (Keras NHWC, PyTorch channels-last, the fast engines): the DP
-#: step within 1.25x its own framework's plain step, the two frameworks' DP steps within 1.5x
-#: of each other, peak memory within 1.5x plain (the sweep: PyTorch's default format).
+#: The DP / plain targets "at its best": the largest DP / plain step-time ratio that meets
+#: each case's target (wall clock and process CPU time alike).
+DP_OVER_PLAIN = {"cnn4_b256": 1.25, "cnn4_b1024": 1.25, "resnet18_b64": 1.35}
+
+#: The targets, "at its best" (Keras NHWC, PyTorch channels-last, the fast engines, each step
+#: compiled where that is faster): the DP step within :data:`DP_OVER_PLAIN` of its own
+#: framework's plain step in wall-clock and in CPU time, the two frameworks' DP steps within
+#: 1.5x of each other, peak memory within 1.5x plain (the sweep: PyTorch's default format).
 TARGETS: tuple[Target, ...] = (
-    *(Target(case, key, 0.0, 1.25)
-      for case in ("cnn4_b256", "cnn4_b1024", "resnet18_b64")
+    *(Target(case, key, 0.0, high, kind)
+      for case, high in DP_OVER_PLAIN.items()
+      for kind in ("time", "cpu")
       for key in ("tf_dp_fast/tf_plain", "torch_dp_fast_cl/torch_plain_cl")),
     *(Target(case, "tf_dp_fast/torch_dp_fast_cl", 0.67, 1.5)
       for case in ("cnn4_b256", "cnn4_b1024", "resnet18_b64", "resnet18_b256",
@@ -145,8 +169,8 @@ def target_rows(results: Mapping[str, Any]) -> list[dict[str, Any]]:
             value = results.get("sweep", {}).get("memory_ratios", {}).get(
                 target.case.removeprefix("sweep_b"), {}).get(target.key)
         else:
-            value = results.get("cases", {}).get(target.case, {}).get("ratios", {}).get(
-                target.key)
+            value = results.get("cases", {}).get(target.case, {}).get(
+                "cpu_ratios" if target.kind == "cpu" else "ratios", {}).get(target.key)
         row = {"case": target.case, "target": target.describe(), "value": value,
                "verdict": verdict(target, value)}
         if value is None:

@@ -48,14 +48,41 @@ def table_rows(case: dict[str, Any]) -> list[list[str]]:
                      _num(v.get("warmup_peak_increase_mb"), ".0f"),
                      _num(v.get("peak_increase_mb"), ".0f"),
                      f"{v['steps_timed']} steps timed, round spread "
-                     f"{100 * v['round_spread']:.0f}%"])
+                     f"{100 * v['round_spread']:.0f}%" + routes_note(v) + compile_note(v)])
     return rows
 
 
+def routes_note(v: dict[str, Any]) -> str:
+    """How long the tier's fast engine took to settle its routes (empty: not a fast tier)."""
+    choice = v.get("routes_chosen_by")
+    if not choice:
+        return ""
+    return (f"; routes settled at warm-up in {choice['warmup_seconds']:.2f} s (timing "
+            f"{choice.get('timing_seconds', 0.0):.2f} s)")
+
+
+def compile_note(v: dict[str, Any]) -> str:
+    """What trying the tier compiled gave (empty: not tried)."""
+    c = v.get("compile")
+    if not c:
+        return ""
+    if c.get("failed"):
+        return f"; compiled: failed ({c['failed'][:120]})"
+    return (f"; compiled ({c['tried'].split(',')[0]}): {'kept' if c['kept'] else 'not kept'}, "
+            f"{c['compiled_s_per_step']:.4f} vs {c['uncompiled_s_per_step']:.4f} s/step "
+            f"uncompiled, compiling took {c['compile_seconds']:.0f} s")
+
+
+def _spread(case: dict[str, Any], key: str) -> str:
+    spread = case.get("ratio_spreads", {}).get(key)
+    return "n/a" if spread is None else f"{100 * spread:.0f}%"
+
+
 def ratio_rows(case: dict[str, Any]) -> list[list[str]]:
-    """One row per ratio: name, wall-clock value, process-CPU value, its view (as users run
-    it / at its best, :data:`benchmarks.ratios.VIEWS`)."""
+    """One row per ratio: name, wall-clock value, its round spread, process-CPU value, its
+    view (as users run it / at its best, :data:`benchmarks.ratios.VIEWS`)."""
     return [[ratio_key(a, b), _num(case["ratios"].get(ratio_key(a, b)), ".2f"),
+             _spread(case, ratio_key(a, b)),
              _num(case.get("cpu_ratios", {}).get(ratio_key(a, b)), ".2f"),
              view_of(ratio_key(a, b))]
             for a, b in TIME_RATIOS]
@@ -67,22 +94,59 @@ LAYER_VIEWS = {"tf": "tf (NHWC)", "torch_cl": "torch (channels-last)"}
 _LAYER_VIEW_OF_TIER = {"tf_dp_fast": "tf", "torch_dp_fast_cl": "torch_cl"}
 
 
+#: The per-layer table's columns (Markdown header).
+LAYER_HEADER = ["view", "layer", "type", "T", "p", "d", "route (default)", "routes timed ms",
+                "norm ms", "sum ms", "plain ms", "extra ms", "model extra ms",
+                "measured / model", "bound (plain / DP)"]
+
+
+def _routes_timed(row: dict[str, Any]) -> str:
+    timed = row.get("routes_ms") or {}
+    return " / ".join(f"{r} {ms:.2f}" for r, ms in timed.items()) or "-"
+
+
 def layer_rows(case: dict[str, Any]) -> list[list[str]]:
-    """The per-layer table of a case (:mod:`benchmarks.layer_costs`): view, layer, type, T, p, d,
-    route, norm / sum / plain / extra milliseconds."""
+    """The per-layer table of a case (:mod:`benchmarks.layer_costs`), columns
+    :data:`LAYER_HEADER`: the route taken (its rule's default in brackets where they differ),
+    every timed route's ms, the chosen route's norm / sum ms, the plain weight gradient's,
+    the extra, the cost model's extra (roofline), measured / modelled of the route, and
+    which side of the roofline bounds the plain weight gradient and the route."""
     rows = []
     for key, table in case.get("layers", {}).items():
         label = LAYER_VIEWS.get(key, key)
         if isinstance(table, dict):
             rows.append([label, "-", "-", "-", "-", "-", table.get("skipped", "not run"),
-                         "-", "-", "-", "-"])
+                         *["-"] * (len(LAYER_HEADER) - 7)])
             continue
         for r in table:
+            model = r.get("model", {})
+            route = r["route"] + ("" if r.get("default_route") in (None, r["route"])
+                                  else f" ({r['default_route']})")
+            extra = (model["route_ms"] - (model["plain_ms"] if r["plain_ms"] is not None
+                                          else 0.0)) if "route_ms" in model else None
+            bound = (f"{model['plain_bound']} / {model['route_bound']}"
+                     if "route_bound" in model else "-")
             rows.append([label, r["layer"], r["type"], *(str(r[k]) if r[k] is not None
                                                          else "-" for k in ("T", "p", "d")),
-                         r["route"], _num(r["norm_ms"], ".2f"), _num(r["sum_ms"], ".2f"),
-                         _num(r["plain_ms"], ".2f"), _num(r["extra_ms"], ".2f")])
+                         route, _routes_timed(r), _num(r["norm_ms"], ".2f"),
+                         _num(r["sum_ms"], ".2f"), _num(r["plain_ms"], ".2f"),
+                         _num(r["extra_ms"], ".2f"), _num(extra, ".2f"),
+                         _num(r.get("measured_over_model"), ".1f"), bound])
     return rows
+
+
+def modelled_ratio(case: dict[str, Any], view: str) -> float | None:
+    """The cost model's DP / plain of a case's trainable layers in one view: the sum of the
+    layers' modelled DP-step shares (forward, input gradient, route) over that of their
+    plain-step shares (forward, input and weight gradient); None without a roofline."""
+    table = case.get("layers", {}).get(view)
+    if not isinstance(table, list) or not table:
+        return None
+    models = [r.get("model", {}) for r in table]
+    if any("dp_step_ms" not in m for m in models):
+        return None
+    plain = sum(m["plain_step_ms"] for m in models)
+    return sum(m["dp_step_ms"] for m in models) / plain if plain else None
 
 
 def costliest_layer(case: dict[str, Any], view: str) -> dict[str, Any] | None:
@@ -105,9 +169,18 @@ def miss_explanation(results: dict[str, Any], row: dict[str, Any]) -> str:
         view = _LAYER_VIEW_OF_TIER.get(tier)
         top = costliest_layer(case, view) if view else None
         if top is not None:
+            model = top.get("model", {})
+            why = ""
+            if "route_ms" in model:
+                why = (f"; modelled +{model['route_ms'] - model.get('plain_ms', 0.0):.1f} ms "
+                       f"({model['route_bound']}-bound), measured / modelled "
+                       f"{top.get('measured_over_model', float('nan')):.1f}")
+            modelled = modelled_ratio(case, view)
             parts.append(f"{LAYER_VIEWS[view]}: {top['layer']} ({top['type']}, "
                          f"{top['route']}, +{top['extra_ms']:.1f} ms per chunk over its "
-                         "plain weight gradient)")
+                         f"plain weight gradient{why})"
+                         + (f", modelled DP / plain of the layers {modelled:.2f}"
+                            if modelled is not None else ""))
     return ("; largest per-layer DP cost: " + "; ".join(parts)) if parts else ""
 
 
@@ -124,18 +197,34 @@ def settings_line(results: dict[str, Any]) -> str:
             + "; ".join(engines or ["not recorded"]) + f". Threads: {threads}.")
 
 
+def roofline_line(roofline: dict[str, Any]) -> str:
+    """This CPU's measured peak FLOP/s and bandwidth, and how they were measured."""
+    return (f"{roofline['peak_flops'] / 1e9:.0f} GFLOP/s peak, "
+            f"{roofline['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s memory bandwidth "
+            f"({roofline['method']})")
+
+
 def target_lines(results: dict[str, Any]) -> list[str]:
     """Each measured target with its value and verdict; then one sentence for those this run
     could not measure, grouped by why (a quick or partial run lacks their cases)."""
     rows = results.get("targets", [])
-    out = [f"{row['case']}: {row['target']}: {_num(row['value'], '.2f')} -> "
-           f"{row['verdict'].upper()}"
+    out = [f"{row['case']}: {row['target']}: {_num(row['value'], '.2f')}"
+           + _target_spread(results, row) + f" -> {row['verdict'].upper()}"
            + (miss_explanation(results, row) if row["verdict"] == "missed" else "")
            for row in rows if row["value"] is not None]
     unmeasured = [row for row in rows if row["value"] is None]
     if unmeasured:
         out.append(not_measured_sentence(results, unmeasured))
     return out
+
+
+def _target_spread(results: dict[str, Any], row: dict[str, Any]) -> str:
+    """`` (round spread x%)`` of a wall-clock time target's ratio (empty for the others)."""
+    case = results.get("cases", {}).get(row["case"])
+    if case is None or "(time)" not in row["target"]:
+        return ""
+    spread = case.get("ratio_spreads", {}).get(row["target"].split(" ")[0])
+    return "" if spread is None else f" (round spread {100 * spread:.0f}%)"
 
 
 def not_measured_sentence(results: dict[str, Any], rows: list[dict[str, Any]]) -> str:
@@ -256,15 +345,24 @@ def text_summary(results: dict[str, Any]) -> str:
                 out.append(f"  {row[0]:<20} {row[7]}")
             else:
                 out.append(f"  {row[0]:<20} {row[1]:>8} {row[2]:>9} {row[3]:>7} {row[4]:>8}")
-        for key, wall, cpu, view in ratio_rows(case):
-            out.append(f"  {key:<34} {wall:>6} (cpu {cpu})" + (f"  [{view}]" if view else ""))
+        for key, wall, spread, cpu, view in ratio_rows(case):
+            out.append(f"  {key:<34} {wall:>6} (spread {spread}, cpu {cpu})"
+                       + (f"  [{view}]" if view else ""))
+        for name, v in case["variants"].items():
+            if compile_note(v):
+                out.append(f"  {name}: {compile_note(v).removeprefix('; ')}")
         rows = layer_rows(case)
         if rows:
-            out.append(f"  per-layer (ms per chunk): {'view':<22} {'layer':<28} {'route':<12} "
-                       f"{'norm':>7} {'sum':>7} {'plain':>7} {'extra':>7}")
+            out.append(f"  per-layer (ms per chunk): {'view':<22} {'layer':<28} {'route':<24} "
+                       f"{'norm':>7} {'sum':>7} {'plain':>7} {'extra':>7} {'model':>7} "
+                       f"{'meas/mod':>8}  bound")
             for r in rows:
-                out.append(f"  {'':<25} {r[0]:<22} {r[1]:<28} {r[6]:<12} {r[7]:>7} "
-                           f"{r[8]:>7} {r[9]:>7} {r[10]:>7}")
+                out.append(f"  {'':<25} {r[0]:<22} {r[1]:<28} {r[6]:<24} {r[8]:>7} "
+                           f"{r[9]:>7} {r[10]:>7} {r[11]:>7} {r[12]:>7} {r[13]:>8}  {r[14]}")
+            for view in LAYER_VIEWS:
+                if (m := modelled_ratio(case, view)) is not None:
+                    out.append(f"  modelled DP / plain of the layers, {LAYER_VIEWS[view]}: "
+                               f"{m:.2f}")
     sweep = results.get("sweep")
     if sweep:
         header, rows = sweep_rows(sweep)
@@ -324,6 +422,8 @@ def markdown(results: dict[str, Any], command: str) -> str:
         "PyTorch NCHW) and **at its best** (the fast engines, PyTorch channels-last); the "
         "targets are the second's.",
         f"- {settings_line(results)}",
+        *([f"- Roofline of the cost model: {roofline_line(results['roofline'])}."]
+          if results.get("roofline") else []),
         "- Method: all tiers of a case in one process; each warmed up first (tracing/"
         "compilation steps not timed), then timed in alternating rounds (order rotated per "
         "round), on the same batches. **Seconds per epoch are extrapolated** from the timed "
@@ -363,16 +463,25 @@ def markdown(results: dict[str, Any], command: str) -> str:
                               "rise MiB (warm-up)", "rise MiB (timed)", "note"],
                              table_rows(case), text_last=True),
                   "",
-                  *md_table(["ratio", "wall clock", "process CPU", "view"], ratio_rows(case),
-                             text_last=True),
+                  *md_table(["ratio", "wall clock", "round spread", "process CPU", "view"],
+                             ratio_rows(case), text_last=True),
                   ""]
         if case.get("layers"):
+            modelled = [f"{LAYER_VIEWS[v]} {m:.2f}" for v in LAYER_VIEWS
+                        if (m := modelled_ratio(case, v)) is not None]
             lines += ["Per-layer cost of the fast DP step (benchmarks/layer_costs.py: one chunk of "
-                      f"{min(case['batch_size'], 256)} random examples; ms, best of 3; 'plain' "
-                      "is the layer's weight-gradient op, 'extra' = norm + sum - plain):", "",
-                      *md_table(["view", "layer", "type", "T", "p", "d", "route", "norm ms",
-                                  "sum ms", "plain ms", "extra ms"], layer_rows(case)),
-                      ""]
+                      f"{min(case['batch_size'], 256)} random examples; ms, best of 3; the route "
+                      "each layer takes is chosen as the engine chooses it, by timing its "
+                      "candidate routes (the rule's default in brackets where another won); "
+                      "'plain' is the layer's weight-gradient op, 'extra' = norm + sum - plain; "
+                      "'model extra' the cost model's (benchmarks/costmodel.py, this CPU's "
+                      "roofline) route minus weight gradient; 'measured / model' the route's "
+                      "measured norm + sum over its modelled time):", "",
+                      *md_table(LAYER_HEADER, layer_rows(case)), ""]
+            if modelled:
+                lines += ["Modelled DP / plain of the trainable layers (forward, input gradient, "
+                          "and weight gradient or route; activations, pooling and the optimizer "
+                          "left out): " + ", ".join(modelled) + ".", ""]
     sweep = results.get("sweep")
     if sweep:
         header, rows = sweep_rows(sweep)

@@ -7,7 +7,8 @@ peak (``VmHWM``) over the warm-up and timed steps, and its increase over the RSS
 model and engine were built. Data: seeded random uint8 images of MNIST's shape (the content
 does not change the cost), chunked by 256 and converted to float as in training. Time per
 example is wall-clock seconds per logical step / B over the timed steps (after one untimed
-warm-up step); process CPU time is stored too (each point runs at its own time, so the
+warm-up step, in which the fast engines choose each layer's route by timing: the routes are
+recorded with the point); process CPU time is stored too (each point runs at its own time, so the
 wall-clock ratios of two points are not paired against load changes; the CPU ones are
 steadier). ``isolate=False`` runs the points in this
 process instead (tests: seconds instead of minutes; memory then not variant-specific).
@@ -67,8 +68,10 @@ def measure_point(variant: str, batch: int, steps: int, seed: int = 0) -> dict[s
     v.run(timed)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     peak_kib = (status_kib("VmHWM") or 0) if resettable else 0
+    record = v.engine.perf_record() if hasattr(v.engine, "perf_record") else {}
     v.close()
-    return {"seconds_per_example": wall / (steps * batch),
+    return {**({"routes": record["routes"]} if record.get("routes") else {}),
+            "seconds_per_example": wall / (steps * batch),
             "cpu_seconds_per_example": cpu / (steps * batch),
             "seconds_per_step": wall / steps, "steps_timed": steps,
             "peak_rss_mb": peak_kib / 1024.0 if resettable else None,

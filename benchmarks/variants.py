@@ -9,7 +9,8 @@ Each framework has four tiers (DP ones: Gaussian DP-SGD, C = 1, sigma = 1, SGD l
   ``GradSampleModule`` (grad-sample mode ``hooks``, Opacus's default) with Opacus's
   ``DPOptimizer``, chunked like training;
 * ``<fw>_dp_fast``: the backend's fast engine (the default): layer-wise norms from one
-  backward pass and the clip-weighted sum (:mod:`tfpipe.fast`, :mod:`torchpipe.fast`);
+  backward pass and the clip-weighted sum (:mod:`tfpipe.fast`, :mod:`torchpipe.fast`), each
+  layer's route timed at warm-up (``perf.route_choice: measure``: the engine at its fastest);
 * ``torch_plain_cl`` / ``torch_dp_fast_cl``: the torch plain and fast steps with
   ``perf.memory_format: channels_last`` (model and inputs ``torch.channels_last``, the layout
   PyTorch's CPU convolutions are fastest in): torch "at its best" (TF is NHWC already);
@@ -29,9 +30,11 @@ without a fast rule, or per-example gradients too big for the machine's memory
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +60,18 @@ CHANNELS_LAST = "_cl"
 BEST_TIERS = ("torch_plain_cl", "torch_dp_fast_cl")
 #: The non-private tiers.
 PLAIN_TIERS = ("tf_plain", "torch_plain", "torch_plain_cl")
+#: The "at its best" tiers, each also tried compiled (TF XLA, torch.compile) at warm-up and
+#: kept compiled only where that is faster (:func:`benchmarks.bench.choose_compiled`).
+COMPILE_TIERS = ("tf_plain", "tf_dp_fast", "torch_plain_cl", "torch_dp_fast_cl")
+#: What compiling costs in determinism, per framework (recorded with the attempt).
+COMPILE_DETERMINISM = {
+    "tf": "XLA needs TF's op determinism off (XLA has no deterministic MaxPool gradient): "
+          "its steps are not bit-reproducible; equal to the uncompiled step to float rounding "
+          "(tested rel 1e-6)",
+    "torch": "torch.use_deterministic_algorithms stays on; inductor's fused CPU kernels sum "
+             "in their own order: equal to the eager step to float rounding (tested rel "
+             "1e-6), not bit for bit",
+}
 
 SIGMA = 1.0
 CLIP = 1.0
@@ -93,6 +108,14 @@ class Variant:
     cpu_seconds: list[float] = field(default_factory=list)
     steps_timed: int = 0
     memory: dict[str, float] = field(default_factory=dict)
+    #: The engine behind ``run`` (None: a stock path), for its ``perf_record``.
+    engine: Any = None
+    #: The same tier compiled (``perf.compile``), tried at warm-up; None: not tried.
+    compiled: Variant | None = None
+    #: What trying the compiled tier gave (:func:`benchmarks.bench.choose_compiled`).
+    compile: dict[str, Any] = field(default_factory=dict)
+    #: The engine's ``perf_record()`` once timed (e.g. the fast engines' routes).
+    engine_record: dict[str, Any] | None = None
 
 
 def config(case: ModelCase, private: bool) -> RunConfig:
@@ -138,8 +161,31 @@ def _tf_model(case: ModelCase) -> Any:
                        vocab_size=case.vocab_size)
 
 
-def tf_variants(case: ModelCase, names: Sequence[str], available: int | None) -> list[Variant]:
-    """The TF tiers among ``names`` for ``case``."""
+@contextlib.contextmanager
+def tf_op_nondeterminism() -> Iterator[None]:
+    """TF's op determinism off within the block, back on after (XLA needs it off)."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config  # no public "disable"
+
+    tf_config.disable_op_determinism()
+    try:
+        yield
+    finally:
+        tf.config.experimental.enable_op_determinism()
+
+
+def _nondeterministic(run: Callable[[Sequence[Batch]], None]
+                      ) -> Callable[[Sequence[Batch]], None]:
+    def wrapped(batches: Sequence[Batch]) -> None:
+        with tf_op_nondeterminism():
+            run(batches)
+    return wrapped
+
+
+def tf_variants(case: ModelCase, names: Sequence[str], available: int | None,
+                compile_tiers: Sequence[str] = ()) -> list[Variant]:
+    """The TF tiers among ``names`` for ``case``; those in ``compile_tiers`` with a compiled
+    twin (XLA, op determinism off while it runs) to try."""
     from tfpipe.engine import TfStepEngine
     from tfpipe.fast import FastTfStepEngine, unsupported_layers
 
@@ -164,10 +210,19 @@ def tf_variants(case: ModelCase, names: Sequence[str], available: int | None) ->
             if cls is FastTfStepEngine and unsupported_layers(model):
                 variant.skipped = "unsupported layers: " + ", ".join(unsupported_layers(model))
             if variant.skipped is None:
+                perf = PerfSpec(route_choice="measure" if private else "rule")
                 engine = cls(model, config(case, private), mechanism(case.batch_size, private),
-                             PerfSpec())
+                             perf)
                 variant.run = engine_run(name, engine.train_step)
                 variant.close = getattr(engine, "close", lambda: None)
+                variant.engine = engine
+                if name in compile_tiers:
+                    twin = cls(_tf_model(case), config(case, private),
+                               mechanism(case.batch_size, private),
+                               dataclasses.replace(perf, compile=True, deterministic=False))
+                    variant.compiled = Variant(
+                        name, "tf", private, _nondeterministic(engine_run(name, twin.train_step)),
+                        close=getattr(twin, "close", lambda: None), engine=twin)
         out.append(variant)
     return out
 
@@ -214,9 +269,10 @@ def _torch_model(case: ModelCase) -> Any:
                        vocab_size=case.vocab_size)
 
 
-def torch_variants(case: ModelCase, names: Sequence[str], available: int | None
-                   ) -> list[Variant]:
-    """The torch tiers among ``names`` for ``case``."""
+def torch_variants(case: ModelCase, names: Sequence[str], available: int | None,
+                   compile_tiers: Sequence[str] = ()) -> list[Variant]:
+    """The torch tiers among ``names`` for ``case``; those in ``compile_tiers`` with a
+    compiled twin (``torch.compile``) to try."""
     from torchpipe.engine import TorchStepEngine
     from torchpipe.fast import FastTorchStepEngine, unsupported_layers
 
@@ -226,7 +282,8 @@ def torch_variants(case: ModelCase, names: Sequence[str], available: int | None
         parameters = sum(p.numel() for p in model.parameters() if p.requires_grad)
         variant = Variant(name, "torch", name not in PLAIN_TIERS)
         base = name.removesuffix(CHANNELS_LAST)
-        perf = PerfSpec(memory_format="channels_last" if base != name else "default")
+        perf = PerfSpec(memory_format="channels_last" if base != name else "default",
+                        route_choice="measure" if base == "torch_dp_fast" else "rule")
         if name == "opacus_stock":
             variant.skipped = _per_example_limit(case, parameters, case.batch_size, available)
             if variant.skipped is None:
@@ -242,6 +299,14 @@ def torch_variants(case: ModelCase, names: Sequence[str], available: int | None
                              mechanism(case.batch_size, variant.private), perf)
                 variant.run = engine_run(name, engine.train_step)
                 variant.close = engine.close
+                variant.engine = engine
+                if name in compile_tiers:
+                    twin = cls(_torch_model(case), config(case, variant.private),
+                               mechanism(case.batch_size, variant.private),
+                               dataclasses.replace(perf, compile=True))
+                    variant.compiled = Variant(name, "torch", variant.private,
+                                               engine_run(name, twin.train_step),
+                                               close=twin.close, engine=twin)
         out.append(variant)
     return out
 

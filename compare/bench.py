@@ -39,8 +39,8 @@ def expand_preset(name: str) -> Grid:
 
 def bench(out: str | Path, *, quick: bool = False, cases: Sequence[str] | None = None,
           sweep: bool = True, data_dir: str | Path | None = None,
-          log: Callable[[str], None] | None = None, command: str = "compare.api.bench"
-          ) -> tuple[dict[str, Any], Path]:
+          log: Callable[[str], None] | None = None, command: str = "compare.api.bench",
+          compile_steps: bool | None = None) -> tuple[dict[str, Any], Path]:
     """Time DP and non-private training in both frameworks (``dpcompare bench``): steady-state
     speed and peak memory of every DP tier of TF Privacy and Opacus, their ratios against the
     targets, and a batch-size sweep of the fast engines (:mod:`benchmarks.bench`); writes
@@ -55,6 +55,8 @@ def bench(out: str | Path, *, quick: bool = False, cases: Sequence[str] | None =
         data_dir: the data root (default ``$DPCOMPARE_DATA_DIR``, else ``~/.dpcompare/data``).
         log: called with each progress line.
         command: the command the report's header names.
+        compile_steps: also try the "at its best" tiers compiled (TF XLA, torch.compile;
+            kept where faster; minutes of compiling). None: unless ``quick``.
 
     Returns:
         (every figure as one JSON-ready dict, the path of ``report.md``).
@@ -65,7 +67,7 @@ def bench(out: str | Path, *, quick: bool = False, cases: Sequence[str] | None =
     return load_benchmarks().run(
         out, expand_preset=expand_preset, label=label_of, quick=quick, cases=cases, sweep=sweep,
         data_dir=None if data_dir is None else str(data_dir),
-        log=log or (lambda _msg: None), command=command)
+        log=log or (lambda _msg: None), command=command, compile_steps=compile_steps)
 
 
 def text_summary(figures: dict[str, Any]) -> str:

@@ -308,6 +308,7 @@ def fit(
                                noise=shared)
     finally:  # also on divergence, a callback's exception or Ctrl-C
         engine.close()
+    details.update(getattr(engine, "perf_record", dict)())  # e.g. the fast engines' routes
     del inputs  # the features can be large (MNIST, scatter: ~1 GB); the model needs none
     result = build_run_result(
         config, backend, dataset, plan, outcome, perf=perf,

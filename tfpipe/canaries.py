@@ -122,16 +122,6 @@ def with_canary_rows(records: Sequence[tuple[Any, tf.Tensor, tf.Tensor]],
     return out
 
 
-def at_least_one(x: tf.Tensor, y: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """In the graph: ``(x, y)``, or one zero example for an empty chunk (a chunk of canaries
-    alone still needs each layer's ``(a, g)`` shapes; its rows are cut off after)."""
-    empty = tf.shape(x)[0] == 0
-    x = tf.cond(empty, lambda: tf.zeros(tf.concat([[1], tf.shape(x)[1:]], 0), x.dtype),
-                lambda: x)
-    y = tf.cond(empty, lambda: tf.zeros([1], y.dtype), lambda: y)
-    return x, y
-
-
 def watched_values(grads: Sequence[tf.Tensor], indices: Sequence[tf.Tensor | None]
                    ) -> list[tf.Tensor]:
     """In the graph: each watched gradient's values at its flat indices (unwatched: none)."""

@@ -341,11 +341,13 @@ def microbatch_means(records: Sequence[tf.Tensor], k: int) -> Records:
 
 def summed_gradient(
     model: tf.keras.Model, variables: Sequence[tf.Variable], x: tf.Tensor, y: tf.Tensor,
+    weights: tf.Tensor | None = None,
 ) -> tuple[tf.Tensor, Records]:
-    """Losses [n] and the gradient of their sum (the non-private step's record)."""
+    """Losses [n] and the gradient of their sum (the non-private step's record); with
+    ``weights`` [n], of their weighted sum (0: a padding row, which adds nothing)."""
     with tf.GradientTape() as tape:
         losses = example_losses(model, x, y)
-        total = tf.reduce_sum(losses)
+        total = tf.reduce_sum(losses if weights is None else losses * weights)
     grads = tape.gradient(total, list(variables),
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return losses, [tf.convert_to_tensor(g) for g in grads]

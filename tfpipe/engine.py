@@ -8,12 +8,14 @@ that :mod:`tfpipe.fast` can extend it without an import cycle.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
+from dpcore.chunkpad import pad_chunk, padded_size
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
@@ -44,11 +46,15 @@ class TfStepEngine:
         self._input_shape = tuple(model.inputs[0].shape[1:])
         self._variable_keys = variable_keys(model, self.variables)
         self._routed = tfcanaries.routed_layers(model)
-        self._accumulate = tf.function(self._accumulate_chunk, jit_compile=perf.xla,
-                                       input_signature=[x_spec, y_spec, self._state_spec,
-                                                        tfcanaries.canary_signature(
-                                                            len(self.variables),
-                                                            self._routed)])
+        #: XLA-compiled chunk steps (``perf.compile`` or ``perf.xla``), their chunks padded to
+        #: their size class with zero-weight rows (not with microbatches: rows are grouped).
+        self.compiled = perf.compile or perf.xla
+        self.pad_chunks = self.compiled and mechanism.microbatch_size == 1
+        self.physical = perf.physical_batch_size
+        self._chunk_signature = [x_spec, y_spec, tf.TensorSpec([None], tf.float32),
+                                 self._state_spec, tfcanaries.canary_signature(
+                                     len(self.variables), self._routed)]
+        self._accumulate = self._trace(self._accumulate_chunk)
         self._watch: list[tf.Tensor | None] = [None] * len(self.variables)
         self._watched: dict[str, np.ndarray] | None = None
         self._build_apply()
@@ -59,14 +65,23 @@ class TfStepEngine:
         self._apply = tf.function(self._apply_update, input_signature=[
             self._state_spec, tf.TensorSpec([], tf.float32)])
 
-    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor],
-                          canary: tfcanaries.CanaryInput) -> tuple[list[tf.Tensor], tf.Tensor]:
+    def _trace(self, chunk: Callable[..., Any]) -> Callable[..., Any]:
+        """``chunk(x, y, weights, state, canary) -> (state, loss)`` as a ``tf.function`` (XLA
+        when compiled)."""
+        return tf.function(chunk, jit_compile=self.compiled,
+                           input_signature=self._chunk_signature)
+
+    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor,
+                          state: list[tf.Tensor], canary: tfcanaries.CanaryInput
+                          ) -> tuple[list[tf.Tensor], tf.Tensor]:
+        """Add one chunk's clipped per-example gradients (or its summed gradient) to
+        ``state``, the audit's canaries (``canary``) as more per-example records; rows of
+        weight 0 (padding) add nothing. Returns the state and the chunk's summed loss over
+        its weighted rows."""
         if self.query.per_example:
-            losses, records = tf.cond(  # a chunk of canaries alone has no example to map over
-                tf.shape(x)[0] > 0,
-                lambda: dp.per_example_gradients(self.model, self.variables, x, y),
-                lambda: (tf.zeros([0], tf.float32),
-                         [tf.zeros([0, *v.shape], v.dtype) for v in self.variables]))
+            losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
+            records = [r * tf.reshape(weights, [-1] + [1] * (len(r.shape) - 1))
+                       for r in records]
             k = self.mechanism.microbatch_size
             # the canaries: more per-example records, before the microbatch means and the
             # query's clipping (k copies each: a microbatch whose mean is the canary)
@@ -74,17 +89,41 @@ class TfStepEngine:
                 records, tfcanaries.gradient_rows(canary, self.variables, k), strict=True)]
             records = dp.microbatch_means(records, k)
         else:
-            losses, records = dp.summed_gradient(self.model, self.variables, x, y)
-        return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses)
+            losses, records = dp.summed_gradient(self.model, self.variables, x, y, weights)
+        return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses * weights)
+
+    def _accumulator(self, x: np.ndarray, y: np.ndarray) -> Callable[..., Any]:
+        """The traced chunk function that adds the chunk ``(x, y)`` (one for every chunk
+        here; the fast engine keeps one per chunk size class)."""
+        return self._accumulate
+
+    def perf_record(self) -> dict[str, Any]:
+        """What the run's ``perf`` records of this engine: whether the chunk steps were
+        compiled and their chunks padded."""
+        return {"compiled": "XLA (tf.function jit_compile)" if self.compiled else None,
+                "chunks_padded": self.pad_chunks}
 
     def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> list[tf.Tensor]:
         grads = self.optimizer.noised_mean(state, divisor)
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
         return tfcanaries.watched_values(grads, self._watch)
 
-    def _empty_chunk(self) -> Chunk:
-        """A chunk of zero examples (canaries alone in it)."""
-        return (np.zeros((0, *self._input_shape), self._x_dtype), np.zeros(0, np.int64))
+    def _weighted(self, x: np.ndarray, y: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(x, y, weights)`` of a chunk: padded to its size class with zero-weight rows when
+        the steps are compiled, else itself with weights 1."""
+        if self.pad_chunks:
+            return pad_chunk(x, y, padded_size(len(y), self.physical))
+        return x, y, np.ones(len(y), np.float32)
+
+    def _canary_chunk(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The chunk that carries canaries left over after the real chunks: one microbatch of
+        zero examples of weight 0 (they add nothing; the traced step needs rows to map
+        over)."""
+        k = self.mechanism.microbatch_size
+        x, y, _ = self._weighted(np.zeros((k, *self._input_shape), self._x_dtype),
+                                 np.zeros(k, np.int64))
+        return x, y, np.zeros(len(y), np.float32)
 
     def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
                    extra: Mapping[str, np.ndarray] | None = None,
@@ -101,9 +140,13 @@ class TfStepEngine:
         loss = 0.0
         per_chunk = max((len(y) for _, y in chunks), default=1)
         for i, part in with_canaries(len(chunks), canaries, per_chunk):
-            x, y = self._empty_chunk() if i is None else chunks[i]
-            state, chunk_loss = self._accumulate(
-                tf.constant(np.asarray(x, self._x_dtype)), tf.constant(y, tf.int64), state,
+            if i is None:
+                x, y, weights = self._canary_chunk()
+            else:
+                x, y, weights = self._weighted(np.asarray(chunks[i][0], self._x_dtype),
+                                               np.asarray(chunks[i][1], np.int64))
+            state, chunk_loss = self._accumulator(x, y)(
+                tf.constant(x), tf.constant(y), tf.constant(weights), state,
                 tfcanaries.canary_input(part, self._variable_keys, self._routed))
             loss += float(chunk_loss)
         if extra is not None:

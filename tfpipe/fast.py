@@ -16,19 +16,25 @@ LayerNorm, not Conv1D/Conv2D/GroupNorm, and no L1 norms at all, which Laplace DP
    independent, so ``g[i]`` is example i's own output gradient);
 3. each layer's :class:`FastRule` (registered in :data:`FAST_RULES` for its exact Keras
    class; one rule may cover several classes) turns ``(a, g)`` into per-example norms of its
-   parameter gradients, by the ghost norm or from per-example gradients as BK's cost rule
-   (:func:`dpcore.fastrules.use_ghost_norm`, ``2 T^2 < p d``) picks; summed over layers they
-   give each example's flat norm and its clip factor ``C / max(norm, C)`` (the reference's
-   factor, :func:`tfpipe.dp.clip_per_example`);
+   parameter gradients by one of its routes (:data:`dpcore.fastrules.ROUTES`: the ghost norm,
+   per-example gradients from one grouped weight-gradient op, or from an explicit unfold and
+   one batched product): the route measured fastest at warm-up, or replayed from
+   ``perf.routes`` (:class:`FastTfStepEngine`, :mod:`dpcore.fastroutes`), else BK's rule
+   (``2 T^2 < p d``); summed over layers they give each example's flat norm and its clip
+   factor ``C / max(norm, C)`` (the reference's factor, :func:`tfpipe.dp.clip_per_example`);
 4. each layer's ``sum_i factor_i grad_i`` from the same pass: where the rule made per-example
    gradients, one contraction of the kept ones with the factors; else one ordinary
    weight-gradient op of the layer alone from ``(a, factor * g)`` (``sum_i c_i grad(loss_i)
    = grad(sum_i c_i loss_i)``; no gradient flows back through the model a second time).
 
+Steps 3-4 are :func:`clip_records`, the one place where the layers' ``(a, g)`` pairs become
+norms and clipped sums (rows appended to a layer's ``a`` and ``g`` there are clipped and summed
+like examples).
+
 The chunk's clipped sum is added with the TF Privacy query's ``accumulate_preprocessed_record``;
 noise (once per logical batch), the division by the expected batch size and the optimizer step
 are the reference engine's. The update is therefore the reference one up to float rounding
-(tested to rel 1e-5). Deterministic kernels are kept (no XLA: on this CPU it was slower).
+(tested to rel 1e-5 on every route).
 
 Rules exist for Dense, Conv2D, Conv1D, Embedding, GroupNormalization and LayerNormalization.
 A model with another trainable layer type (or a fused activation, a grouped or causal
@@ -40,22 +46,27 @@ explicit ``perf.engine: fast`` with an error naming them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 from tensorflow_privacy.privacy.fast_gradient_clipping import gradient_clipping_utils
 
+from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
-from dpcore.fastrules import use_ghost_norm
+from dpcore.fastroutes import LayerRoutes, RouteBook, size_class
+from dpcore.fastrules import GHOST, PER_EXAMPLE, UNFOLD, RouteRule
 from dpcore.registry import Registry
+from dpcore.stepengine import StepMechanism
 from tfpipe import canaries as tfcanaries
 from tfpipe.engine import TfStepEngine
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
-DESCRIPTION = ("Book-Keeping: layer-wise norms (ghost or per-example by 2T^2 < pd) from one "
-               "forward/backward pass (tfpipe.fast), clip-weighted sum from the same pass")
+DESCRIPTION = ("Book-Keeping: layer-wise norms (ghost norm or per-example gradients, the route "
+               "measured fastest per layer) from one forward/backward pass (tfpipe.fast), "
+               "clip-weighted sum from the same pass")
 
 #: Largest patch size K = kh kw c_in whose patches are taken by an identity convolution.
 IDENTITY_CONV_MAX_K = 128
@@ -95,26 +106,29 @@ def _kept(per_example: VarTensors, kind: str) -> LayerNorms:
                       per_example)
 
 
-class FastRule:
+class FastRule(RouteRule):
     """How one layer type turns its input ``a`` and output gradient ``g`` (example axis first)
     into per-example gradient norms and the clip-weighted sum of per-example gradients.
 
-    Subclasses implement :meth:`norms` and, where a norm may be a ghost norm,
-    :meth:`weight_gradients`; :meth:`problem` names a configuration the rule cannot handle.
+    Subclasses implement :meth:`norms` for each of their :attr:`ROUTES` and, where a norm may
+    be a ghost norm, :meth:`weight_gradients`; :meth:`problem` names a configuration the rule
+    cannot handle; :meth:`routes` and :meth:`default_route` come from
+    :class:`dpcore.fastrules.RouteRule`.
     """
 
     def problem(self, layer: Any) -> str | None:
         """Why this rule cannot handle ``layer`` (None: it can)."""
         return None
 
-    def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int] | None:
-        """``(T, p, d)`` of BK's cost rule (positions, weight inputs and outputs per
-        position), or None for a layer without a p x d weight."""
-        return None
+    def share_key(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> Hashable:
+        """Layers with equal keys cost the same on every route (timed once)."""
+        return (type(layer).__name__, tuple(a.shape), tuple(g.shape))
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str,
+              route: str | None = None) -> LayerNorms:
         """Per example [n]: sum of squares (``kind="l2"``) or of absolute values (``"l1"``)
-        of the gradients of all the layer's variables."""
+        of the gradients of all the layer's variables, by ``route`` (one of
+        :meth:`routes`; None: :meth:`default_route`)."""
         raise NotImplementedError
 
     def weight_gradients(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> VarTensors:
@@ -144,6 +158,9 @@ class DenseRule(FastRule):
     L1 norm factorise (Goodfellow 2015): ``||a g^T|| = ||a|| ||g||`` for either norm;
     nothing per-example is materialised. Weighted sum: ``a^T (c g)``."""
 
+    ROUTES = (GHOST,)
+    GHOST_FOR_L1 = True  # ||a g^T|| = ||a|| ||g|| for both norms
+
     def problem(self, layer: Any) -> str | None:
         rank = layer.input.shape.rank
         return None if rank == 2 else f"Dense on a rank-{rank} input"
@@ -151,7 +168,8 @@ class DenseRule(FastRule):
     def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
         return 1, a.shape[-1], g.shape[-1]
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str,
+              route: str | None = None) -> LayerNorms:
         total = _sum_abs_or_sq(a, kind) * _sum_abs_or_sq(g, kind)
         if layer.use_bias:
             total += _sum_abs_or_sq(g, kind)
@@ -168,13 +186,19 @@ class DenseRule(FastRule):
 class Conv2DRule(FastRule):
     """``Conv2D`` (channels last, groups 1): with ``P[i]`` the [T, K] input patches of example
     i (T output positions, K = kh kw c_in, ``tf.image.extract_patches`` order = the kernel's)
-    and ``G[i]`` its [T, C] output gradient, the kernel gradient is ``P[i]^T G[i]``.
+    and ``G[i]`` its [T, C] output gradient, the kernel gradient is ``P[i]^T G[i]``. Routes:
 
-    L2 where BK's rule picks it (``2 T^2 < K C``): the ghost norm
-    ``||P^T G||^2 = sum_pq (P P^T)_pq (G G^T)_pq``, weighted sum by the layer's
-    ``conv2d_backprop_filter`` of ``c g``; else (and for L1) the per-example gradients
-    ``P^T G`` are made and kept for the weighted sum.
+    * ``unfold``: the patches ``P`` (:meth:`_patches`) and one batched product ``P^T G``,
+      kept for the weighted sum (first: the rule's route where it takes no ghost norm);
+    * ``per_example``: every example's kernel gradient from one ``conv2d_backprop_filter``
+      with the examples as groups (input [1, H, W, n c_in], output gradient
+      [1, H', W', n C], n groups: no patches are made), kept (a height-1 image, as Conv1D
+      makes, was measured 3x slower than the unfold on IMDB's textcnn, TF 2.15, oneDNN);
+    * ``ghost`` (L2): ``||P^T G||^2 = sum_pq (P P^T)_pq (G G^T)_pq``; weighted sum by the
+      layer's ``conv2d_backprop_filter`` of ``c g``.
     """
+
+    ROUTES = (UNFOLD, PER_EXAMPLE, GHOST)
 
     def problem(self, layer: Any) -> str | None:
         if layer.groups != 1 or layer.data_format != "channels_last":
@@ -206,17 +230,42 @@ class Conv2DRule(FastRule):
                 padding=layer.padding.upper())
         return tf.reshape(patches, [tf.shape(a)[0], -1, k])
 
+    @staticmethod
+    def _grouped(layer: Any, a: tf.Tensor, g: tf.Tensor, kernel_size: tuple[int, int],
+                 strides: list[int], dilations: list[int]) -> tf.Tensor:
+        """[n, kh, kw, c_in, C] per-example kernel gradients from one grouped
+        ``conv2d_backprop_filter`` (example i is group i: its c_in input and C output
+        channels)."""
+        kh, kw = kernel_size
+        n = tf.shape(a)[0]
+        c_in, c_out = a.shape[-1], g.shape[-1]
+        grouped_a = tf.reshape(tf.transpose(a, [1, 2, 0, 3]), [1, a.shape[1], a.shape[2], -1])
+        grouped_g = tf.reshape(tf.transpose(g, [1, 2, 0, 3]), [1, g.shape[1], g.shape[2], -1])
+        kernel = tf.compat.v1.nn.conv2d_backprop_filter(
+            grouped_a, tf.stack([kh, kw, c_in, n * c_out]), grouped_g, strides=strides,
+            padding=layer.padding.upper(), dilations=dilations)
+        return tf.transpose(tf.reshape(kernel, [kh, kw, c_in, n, c_out]), [3, 0, 1, 2, 4])
+
     def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
         a, g, (kh, kw), _, _ = self._as_2d(layer, a, g)
         return g.shape[1] * g.shape[2], kh * kw * a.shape[-1], g.shape[-1]
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
-        dims = self.dims(layer, a, g)
+    def share_key(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> Hashable:
+        return (type(layer).__name__, tuple(a.shape), tuple(g.shape), tuple(layer.kernel_size),
+                tuple(layer.strides), tuple(layer.dilation_rate), layer.padding)
+
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str,
+              route: str | None = None) -> LayerNorms:
+        route = route or self.default_route(layer, a, g, kind)
         a, g, kernel_size, strides, dilations = self._as_2d(layer, a, g)
-        p = self._patches(layer, a, kernel_size, strides, dilations)
         g2 = tf.reshape(g, [tf.shape(g)[0], -1, g.shape[-1]])
         bias = [(layer.bias, tf.reduce_sum(g2, axis=1))] if layer.use_bias else []
-        if use_ghost_norm(*dims, kind):
+        if route == PER_EXAMPLE:
+            kernel = self._grouped(layer, a, g, kernel_size, strides, dilations)
+            return _kept([(layer.kernel, tf.reshape(kernel, [-1, *layer.kernel.shape])),
+                          *bias], kind)
+        p = self._patches(layer, a, kernel_size, strides, dilations)
+        if route == GHOST:
             total = tf.reduce_sum(tf.matmul(p, p, transpose_b=True)
                                   * tf.matmul(g2, g2, transpose_b=True), axis=[1, 2])
             for _, b in bias:
@@ -263,6 +312,9 @@ class EmbeddingRule(FastRule):
     never n V D), which gives both norms exactly; the clip-weighted sum is one segment sum
     of the scaled output gradients into the [V, D] table."""
 
+    ROUTES = (GHOST,)
+    GHOST_FOR_L1 = True  # the rows of the table gradient are summed exactly, both norms
+
     def dims(self, layer: Any, a: tf.Tensor, g: tf.Tensor) -> tuple[int, int, int]:
         return a.shape[-1], layer.input_dim, layer.output_dim
 
@@ -272,7 +324,8 @@ class EmbeddingRule(FastRule):
         ids = tf.reshape(tf.cast(a, tf.int64), [-1])
         return ids, tf.reshape(g, [-1, g.shape[-1]])
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str,
+              route: str | None = None) -> LayerNorms:
         ids, rows = self._flat(a, g)
         n = tf.shape(a, out_type=tf.int64)[0]
         example = tf.reshape(tf.broadcast_to(tf.range(n)[:, None], tf.shape(a, tf.int64)), [-1])
@@ -320,7 +373,8 @@ class NormalizationRule(FastRule):
         xhat = (a - mean) * tf.math.rsqrt(variance + layer.epsilon)
         return xhat, [axis for axis in range(1, rank) if axis not in axes]
 
-    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str) -> LayerNorms:
+    def norms(self, layer: Any, a: tf.Tensor, g: tf.Tensor, kind: str,
+              route: str | None = None) -> LayerNorms:
         xhat, shared = self._xhat(layer, a)
         out = []
         if layer.scale:
@@ -382,56 +436,160 @@ def record_layers(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor
                     in zip(records, output_grads, strict=True)]
 
 
-def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
-                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str,
-                         canary: tfcanaries.CanaryInput | None = None
-                         ) -> tuple[tf.Tensor, list[tf.Tensor]]:
-    """Losses [n] and ``sum_i min(1, clip / ||grad_i||) grad_i`` (one tensor per variable, in
-    the order of ``variables``) from one forward and one backward pass (Book-Keeping).
+def clip_records(records: Sequence[LayerRecord], variables: Sequence[tf.Variable],
+                 clip: tf.Tensor | float, kind: str, routes: Mapping[str, str] | None = None,
+                 weights: tf.Tensor | None = None) -> list[tf.Tensor]:
+    """``sum_i w_i min(1, clip / ||grad_i||) grad_i`` (one tensor per variable, in the order
+    of ``variables``) from each layer's ``(layer, a, g)``: the one place where the layers'
+    inputs and output gradients become per-example norms and clipped sums.
 
-    The clip factor is :func:`tfpipe.dp.clip_per_example`'s, ``clip / max(norm, clip)``, with
-    the norm flat over all variables (``kind`` ``"l2"`` or ``"l1"``). Needs a model whose
-    trainable layers are all supported (see :func:`unsupported_layers`). ``canary``: the
-    audit's gradient canaries, as more rows of the layers' ``(a, g)`` pairs
-    (:func:`tfpipe.canaries.with_canary_rows`): the sums and norms below treat them as
-    examples (they add no loss).
+    Row i of every layer's ``a`` and ``g`` is one example (rows appended to all of them are
+    clipped and summed as more examples). The clip factor is
+    :func:`tfpipe.dp.clip_per_example`'s, ``clip / max(norm, clip)``, with the norm flat over
+    all variables (``kind`` ``"l2"`` or ``"l1"``). ``routes``: layer name -> route (a layer
+    not named takes its rule's default); ``weights`` [n]: each row's weight (1: an example,
+    0: a padding row; None: all 1).
     """
     if kind not in ("l2", "l1"):
         raise ConfigError(f"clip norm kind {kind!r} is not known; valid: l2, l1")
-    # a chunk of canaries alone: the layers' pairs of one zero example, cut to no row
-    n = tf.shape(x)[0]
-    losses, records = record_layers(model, *tfcanaries.at_least_one(x, y))
-    losses, records = losses[:n], [(layer, a[:n], g[:n]) for layer, a, g in records]
-    records = tfcanaries.with_canary_rows(records, canary)  # the audit's canary rows
+    chosen = routes or {}
     rules = [FAST_RULES.get(type(layer)) for layer, _, _ in records]
-    layer_norms = [rule.norms(layer, a, g, kind)
+    layer_norms = [rule.norms(layer, a, g, kind, chosen.get(layer.name))
                    for rule, (layer, a, g) in zip(rules, records, strict=True)]
     norms = tf.add_n([n.sums for n in layer_norms])
     norms = tf.sqrt(norms) if kind == "l2" else norms
     clip = tf.cast(clip, norms.dtype)
     factors = clip / tf.maximum(norms, clip)
+    if weights is not None:
+        factors *= tf.cast(weights, factors.dtype)
     by_variable: dict[int, tf.Tensor] = {}
     for rule, (layer, a, g), n in zip(rules, records, layer_norms, strict=True):
         for variable, summed in rule.weighted_sum(layer, a, g, factors, n.kept):
             by_variable[id(variable)] = summed
-    return losses, [by_variable[id(v)] for v in variables]
+    return [by_variable[id(v)] for v in variables]
+
+
+def add_canary_rows(records: Sequence[LayerRecord], weights: tf.Tensor | None,
+                  canary: tfcanaries.CanaryInput | None
+                  ) -> tuple[list[LayerRecord], tf.Tensor | None]:
+    """In the graph: the chunk's records with the audit's canary rows appended
+    (:func:`tfpipe.canaries.with_canary_rows`) and the rows' weights (``weights`` [n], None:
+    all 1; the canaries' 1)."""
+    if canary is None:
+        return list(records), weights
+    n = tf.shape(records[0][1])[0] if records else tf.constant(0)
+    base = tf.ones([n], tf.float32) if weights is None else tf.cast(weights, tf.float32)
+    return (tfcanaries.with_canary_rows(records, canary),
+            tf.concat([base, tf.ones([canary["count"]], tf.float32)], axis=0))
+
+
+def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
+                         x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str,
+                         routes: Mapping[str, str] | None = None,
+                         weights: tf.Tensor | None = None,
+                         canary: tfcanaries.CanaryInput | None = None
+                         ) -> tuple[tf.Tensor, list[tf.Tensor]]:
+    """Losses [n] and ``sum_i w_i min(1, clip / ||grad_i||) grad_i`` (one tensor per
+    variable, in the order of ``variables``) from one forward and one backward pass
+    (Book-Keeping; :func:`record_layers`, then :func:`clip_records`). ``canary``: the
+    audit's gradient canaries, as more rows of the layers' ``(a, g)`` pairs
+    (:func:`add_canary_rows`), clipped and summed as examples (they add no loss). Needs a
+    model whose trainable layers are all supported (see :func:`unsupported_layers`).
+    """
+    losses, records = record_layers(model, x, y)
+    records, weights = add_canary_rows(records, weights, canary)
+    return losses, clip_records(records, variables, clip, kind, routes, weights)
+
+
+def routes_of_records(records: Sequence[LayerRecord], kind: str) -> list[LayerRoutes]:
+    """Every recorded layer's routes for :class:`RouteBook`, with a thunk per route that runs
+    its norm and clipped sum on the layer's ``a`` and ``g`` (results fetched, so that the time
+    is the work's: eager records only; in a trace only the routes, dims and default count)."""
+    out = []
+    for layer, a, g in records:
+        rule = FAST_RULES.get(type(layer))
+
+        def run(route: str, rule: FastRule = rule, layer: Any = layer, a: tf.Tensor = a,
+                g: tf.Tensor = g) -> Callable[[], Any]:
+            factors = tf.fill([int(a.shape[0])], 0.5)
+
+            def once() -> list[np.ndarray]:
+                norms = rule.norms(layer, a, g, kind, route)
+                sums = [t for _, t in rule.weighted_sum(layer, a, g, factors, norms.kept)]
+                return [t.numpy() for t in (norms.sums, *sums)]
+            return once
+
+        out.append(LayerRoutes(layer.name, rule.routes(layer, a, kind), rule.dims(layer, a, g),
+                               kind, run, rule.share_key(layer, a, g)))
+    return out
+
+
+def layer_routes(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor, kind: str
+                 ) -> list[LayerRoutes]:
+    """Every trainable layer's routes on the chunk ``(x, y)``, timeable: one eager forward
+    and backward pass (:func:`record_layers`), then :func:`routes_of_records`."""
+    return routes_of_records(record_layers(model, x, y)[1], kind)
 
 
 class FastTfStepEngine(TfStepEngine):
     """:class:`~tfpipe.engine.TfStepEngine` with layer-wise clipping.
 
     Noise, the division by B and the optimizer step are the reference engine's (TF Privacy
-    query and optimizer); each chunk's clipped sum (its canary rows included) comes from
-    :func:`clipped_gradient_sum` and is added with the query's
-    ``accumulate_preprocessed_record``.
+    query and optimizer); each chunk's clipped sum (its canary rows included,
+    :func:`add_canary_rows`) comes from :func:`clip_records` and is added with the query's
+    ``accumulate_preprocessed_record``. Routes
+    (:class:`dpcore.fastroutes.RouteBook`): by Book-Keeping's rule (the default), one traced
+    chunk function serves every chunk size (the routes read off the layers' static shapes
+    while it is traced); measured (``perf.route_choice: measure``: timed eagerly on the
+    first chunk of each size class) or replayed (``perf.routes``), one traced chunk function
+    per size class runs them.
     """
 
-    def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, state: list[tf.Tensor],
-                          canary: tfcanaries.CanaryInput) -> tuple[list[tf.Tensor], tf.Tensor]:
+    def __init__(self, model: tf.keras.Model, config: RunConfig, mechanism: StepMechanism,
+                 perf: PerfSpec) -> None:
+        super().__init__(model, config, mechanism, perf)
+        self.book = RouteBook(perf.routes, measure=perf.route_choice == "measure")
+        self._by_size: dict[int, Callable[..., Any]] = {}
+        self._rule_chunk: Callable[..., Any] | None = None
+        self._static_layers: list[LayerRoutes] = []
+
+    def _chunk_function(self, size: int, routes: Mapping[str, str] | None
+                        ) -> Callable[..., Any]:
+        """The traced chunk step with ``routes`` (None: settled by the rule while tracing,
+        for size class ``size``)."""
+        def chunk(x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor, state: list[tf.Tensor],
+                  canary: tfcanaries.CanaryInput) -> tuple[list[tf.Tensor], tf.Tensor]:
+            losses, records = record_layers(self.model, x, y)
+            chosen = routes
+            if chosen is None:
+                self._static_layers = routes_of_records(records, self.mechanism.clip_kind)
+                chosen = self.book.settle(size, lambda: self._static_layers)
+            rows, row_weights = add_canary_rows(records, weights, canary)  # the audit's rows
+            summed = clip_records(rows, self.variables, self.mechanism.clip_norm,
+                                  self.mechanism.clip_kind, chosen, row_weights)
+            state = list(self.query.accumulate_preprocessed_record(state, summed))
+            return state, tf.reduce_sum(losses * weights)
+
+        return self._trace(chunk)
+
+    def _accumulator(self, x: np.ndarray, y: np.ndarray) -> Callable[..., Any]:
         if not self.query.per_example:
-            return super()._accumulate_chunk(x, y, state, canary)
-        losses, summed = clipped_gradient_sum(self.model, self.variables, x, y,
-                                              self.mechanism.clip_norm, self.mechanism.clip_kind,
-                                              canary)
-        state = list(self.query.accumulate_preprocessed_record(state, summed))
-        return state, tf.reduce_sum(losses)
+            return super()._accumulator(x, y)
+        size = size_class(len(y), self.physical)
+        if self.book.given is None and not self.book.measure:  # the rule: sizes share it
+            if self._rule_chunk is None:
+                self._rule_chunk = self._chunk_function(size, None)
+            elif self._static_layers and not self.book.has(size):
+                self.book.settle(size, lambda: self._static_layers)
+            return self._rule_chunk
+        if size not in self._by_size:
+            m = self.book.policy.max_examples or len(y)
+            routes = self.book.settle(size, lambda: layer_routes(
+                self.model, tf.constant(x[:m]), tf.constant(y[:m]), self.mechanism.clip_kind))
+            self._by_size[size] = self._chunk_function(size, routes)
+        return self._by_size[size]
+
+    def perf_record(self) -> dict[str, Any]:
+        """The base record, and the routes and how they were chosen
+        (:meth:`dpcore.fastroutes.RouteBook.record`)."""
+        return {**super().perf_record(), **self.book.record()}

@@ -20,6 +20,7 @@ from opacus.optimizers import DPOptimizer
 from torch import nn
 
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
+from dpcore.chunkpad import pad_chunk, padded_size
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
@@ -84,6 +85,14 @@ class TorchStepEngine:
         if perf.memory_format != "default":
             model.to(memory_format=self.memory_format)
         self.model = model
+        #: ``perf.compile``: the plain step's loss (forward; AOTAutograd compiles its
+        #: backward) and the fast engine's clipping through ``torch.compile``, on chunks
+        #: padded to their size class with zero-weight rows (not with microbatches).
+        self.compiled = perf.compile
+        self.pad_chunks = perf.compile and mechanism.microbatch_size == 1
+        self.physical = perf.physical_batch_size
+        self._weighted_loss = torch.compile(self._loss_of, dynamic=False) if perf.compile \
+            else self._loss_of
         self.mechanism = mechanism
         self.text = is_text_model(model)
         self.input_shape = tuple(getattr(model, "input_shape", ()))
@@ -183,12 +192,31 @@ class TorchStepEngine:
         if extra is not None:
             self.optimizer.add_to_sum(neutral_to_parameters(self.model, extra))
 
+    def _padded(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(x, y, weights)``: the chunk padded to its size class with zero-weight rows when
+        the steps are compiled (:func:`dpcore.chunkpad.pad_chunk`), else itself, weights 1."""
+        if self.pad_chunks:
+            return pad_chunk(np.asarray(x), np.asarray(y), padded_size(len(y), self.physical))
+        return x, y, np.ones(len(y), np.float32)
+
+    def _loss_of(self, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
+                 ) -> torch.Tensor:
+        """The weighted summed cross-entropy of one chunk (weight 0: a padding row)."""
+        return (F.cross_entropy(self.module(x), y, reduction="none") * weights).sum()
+
     def _plain_step(self, chunks: Sequence[Chunk]) -> float:
         """Non-private: gradient of the summed loss over all chunks, divided by B."""
         self.optimizer.zero_grad(set_to_none=False)
+        device = model_device(self.model)
         total = 0.0
         for x, y in chunks:
-            loss = self._chunk_loss(x, y)
+            if self.pad_chunks:  # weighted rows: a padding row adds nothing
+                x, y, weights = self._padded(x, y)
+                loss = self._weighted_loss(to_tensor(x, self.text, device, self.memory_format),
+                                           labels_tensor(y, device),
+                                           torch.from_numpy(weights).to(device))
+            else:
+                loss = self._chunk_loss(x, y)
             self._backward(loss)
             total += float(loss.detach())
         with torch.no_grad():
@@ -198,6 +226,12 @@ class TorchStepEngine:
                 p.grad /= self.mechanism.expected_batch_size
         self.optimizer.step()
         return total
+
+    def perf_record(self) -> dict[str, object]:
+        """What the run's ``perf`` records of this engine: whether steps were compiled and
+        their chunks padded."""
+        return {"compiled": "torch.compile (inductor)" if self.compiled else None,
+                "chunks_padded": self.pad_chunks}
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities of one batch of model inputs (NHWC / token ids)."""

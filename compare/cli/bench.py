@@ -33,6 +33,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "ResNet-18 PneumoniaMNIST epoch time); default: all of the mode's")
     parser.add_argument("--no-sweep", action="store_true",
                         help="skip the batch-size sweep")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="do not try the 'at its best' tiers compiled (TF XLA, "
+                             "torch.compile; tried by default except with --quick: "
+                             "compiling takes minutes)")
     parser.add_argument("--json", action="store_true",
                         help="print every figure as one JSON object instead of the summary")
     parser.add_argument("--out", default=None,
@@ -49,7 +53,7 @@ def default_out(args: argparse.Namespace) -> str:
     committed report."""
     if args.quick:
         return QUICK_OUT
-    if args.cases or args.no_sweep:
+    if args.cases or args.no_sweep or args.no_compile:
         return PARTIAL_OUT
     return FULL_OUT
 
@@ -61,6 +65,7 @@ def command(args: argparse.Namespace) -> str:
     parts = ["dpcompare bench", *(["--quick"] if args.quick else []),
              *([f"--cases {shlex.quote(args.cases)}"] if args.cases else []),
              *(["--no-sweep"] if args.no_sweep else []),
+             *(["--no-compile"] if args.no_compile else []),
              *(["--json"] if args.json else []), f"--out {shlex.quote(str(args.out))}"]
     if args.data_dir:
         parts.append(f"--data-dir {shlex.quote(str(args.data_dir))}")
@@ -75,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         args.out = default_out(args)
     names = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else None
     results, path = api.bench(args.out, quick=args.quick, cases=names, sweep=not args.no_sweep,
-                              data_dir=args.data_dir, log=log, command=command(args))
+                              data_dir=args.data_dir, log=log, command=command(args),
+                              compile_steps=False if args.no_compile else None)
     if args.json:
         print_json(results)
     else:

@@ -35,6 +35,7 @@ from dpcore.architectures import model_names
 from dpcore.backend import BACKENDS
 from dpcore.config import (
     MEMORY_FORMATS,
+    ROUTE_CHOICES,
     PerfSpec,
     RunConfig,
     apply_overrides,
@@ -166,6 +167,10 @@ def add_perf_options(parser: argparse.ArgumentParser) -> None:
                         help="torch image tensors' memory format: default (NCHW) or "
                         "channels_last (often ~2x faster convolutions on CPU); performance "
                         "only, not part of the config hash")
+    parser.add_argument("--route-choice", choices=ROUTE_CHOICES, default=None,
+                        help="fast engine: each layer's route by Book-Keeping's rule (default, "
+                        "the same bits every run) or measure (timed at warm-up, the fastest "
+                        "kept; recorded in the result's perf.routes); performance only")
     parser.add_argument("--no-front-cache", action="store_true",
                         help="recompute a ScatterNet model's fixed scattering in every step "
                         "instead of once per data set (same result; for timing comparisons)")
@@ -266,6 +271,7 @@ def build_perf(args: argparse.Namespace) -> PerfSpec:
             else defaults.library_jacobian_batch_size),
         cache_fixed_front=not args.no_front_cache,
         memory_format=args.memory_format or defaults.memory_format,
+        route_choice=args.route_choice or defaults.route_choice,
     )
 
 

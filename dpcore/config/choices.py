@@ -30,6 +30,8 @@ LDP_TEST_INPUTS = ("privatised", "clean")
 ENGINES = ("reference", "fast")
 #: ``perf.memory_format`` values: the framework's default layout or channels-last (torch).
 MEMORY_FORMATS = ("default", "channels_last")
+#: ``perf.route_choice`` values: Book-Keeping's rule, or each layer's routes timed at warm-up.
+ROUTE_CHOICES = ("rule", "measure")
 RECIPES = ("harmonised", "library")
 NORMALISATIONS = ("expected", "actual", "microbatches")
 INITIALISATIONS = ("neutral", "torch")

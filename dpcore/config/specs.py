@@ -33,6 +33,7 @@ from dpcore.config.choices import (
     NORMALISATIONS,
     OPTIMIZERS,
     RECIPES,
+    ROUTE_CHOICES,
     SAMPLING_MODES,
     calibration_accountants,
     fault_names,
@@ -57,6 +58,7 @@ from dpcore.config.validation import (
     integer_field,
 )
 from dpcore.errors import ConfigError, PrivacyConfigError
+from dpcore.fastroutes import check_routes
 from dpcore.layers import parse_layers
 from dpcore.mechanisms import dpsgd_names, get_mechanism, is_non_private
 from dpcore.noise_key import check_noise_key, check_privacy_noise_key, hash_entries
@@ -574,6 +576,25 @@ class PerfSpec:
             PyTorch runs by default) or ``channels_last`` (model and inputs converted with
             ``torch.channels_last``, the layout PyTorch's CPU convolutions are fastest in);
             used by the plain, reference and fast steps. TF is always NHWC.
+        compile: compile the plain and fast chunk steps with the framework's compiler: TF
+            XLA (``jit_compile``, as ``xla``; needs ``deterministic: false``: XLA has no
+            deterministic MaxPool gradient), torch ``torch.compile`` (inductor; the plain
+            step whole, the fast step's per-layer norm and clipped-sum functions). Each
+            chunk is then padded to its size class (:func:`dpcore.fastroutes.size_class`)
+            with zero-weight rows, so that a few shapes are compiled, not one per Poisson
+            batch size; the result is the unpadded one to float rounding.
+        route_choice: how the fast engines pick each layer's route
+            (:data:`dpcore.fastrules.ROUTES`, all exact): ``rule`` (default: Book-Keeping's
+            ``2 T^2 < p d``, the same routes in every run, so the same config and seed give
+            the same bits) or ``measure`` (the candidate routes timed on each layer's real
+            input at the first chunk of each size class, the fastest kept if it beats the
+            rule's by 10%: :mod:`dpcore.fastroutes`; faster, but two runs may take different
+            routes, which changes the order of float sums). Either way the result's
+            ``perf.routes`` records them.
+        routes: the fast engines' per-layer routes to replay (chunk size class -> layer name
+            -> route), as a run records them in its ``perf.routes``: used as given, whatever
+            ``route_choice`` says (a reproduced measured run gets the same bits); None
+            (default): chosen by ``route_choice``.
     """
 
     engine: str | None = None
@@ -584,8 +605,16 @@ class PerfSpec:
     library_jacobian_batch_size: int | None = 16
     cache_fixed_front: bool = True
     memory_format: str = "default"
+    compile: bool = False
+    route_choice: str = "rule"
+    routes: Mapping[str, Mapping[str, str]] | None = None
 
     def __post_init__(self) -> None:
+        check_choice("perf.route_choice", self.route_choice, ROUTE_CHOICES)
+        check_routes(self.routes)
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"perf.compile={self.compile!r} is not valid; valid: true or "
+                              "false")
         if self.engine is not None:
             check_choice("perf.engine", self.engine, ENGINES)
         check_choice("perf.memory_format", self.memory_format, MEMORY_FORMATS)

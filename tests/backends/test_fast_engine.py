@@ -14,7 +14,11 @@ tf = pytest.importorskip("tensorflow")
 
 from dpcore.config import ModelSpec, PerfSpec  # noqa: E402
 from tests.backends.train_helpers import (  # noqa: E402
+    check_a_route_the_layer_lacks_is_refused,
+    check_padding_changes_nothing,
+    check_routes_measured_recorded_replayed,
     chunks_of,
+    cnn4_step,
     config,
     diff,
     digits16,
@@ -81,36 +85,73 @@ def test_clipped_sum_equals_the_reference_on_every_registered_model(name: str) -
         assert rel_error(_as_weights(actual), _as_weights(expected)) < TOL, (name, kind)
 
 
-def _check_against_reference(model: Any, x: Any, y: Any, label: str) -> None:
+def _check_against_reference(model: Any, x: Any, y: Any, label: str,
+                             kinds: tuple[str, ...] = ("l2", "l1"),
+                             routes: Any = None) -> None:
+    """``routes(kind)``: layer name -> route forced for that norm kind (None: defaults)."""
     from tfpipe import dp, fast
 
     _, refs = dp.per_example_gradients(model, model.trainable_variables, x, y)
     records = [np.asarray(r, np.float64) for r in refs]
-    for kind in ("l2", "l1"):
+    for kind in kinds:
         clip = float(np.median(_norms(records, kind)))
         _, actual = fast.clipped_gradient_sum(model, model.trainable_variables, x, y, clip,
-                                              kind)
+                                              kind, routes(kind) if routes else None)
         assert rel_error(_as_weights(actual),
                          _as_weights(_numpy_clipped_sum(records, clip, kind))) < TOL, (
             label, kind)
 
 
-@pytest.mark.parametrize("name", ["cnn4", "resnet18", "textcnn"])
-@pytest.mark.parametrize("route", ["ghost", "per-example"])
-def test_either_route_of_every_layer_gives_the_same_clipped_sum(
-        name: str, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Book-Keeping's rule forced one way for every layer (all ghost norms where a layer has
-    one, or all per-example gradients kept for the sum): the reference's clipped sums."""
+def _norm_model() -> tuple[Any, Any, Any]:
+    """LayerNormalization over the last axis and over the last two, and GroupNormalization
+    (gamma and beta random, so their gradients matter), between convolutions; 7 examples."""
+    layers = tf.keras.layers
+    tf.keras.utils.set_random_seed(0)
+    inputs = tf.keras.Input((6, 6, 2))
+    x = layers.Conv2D(4, 3, padding="same")(inputs)
+    x = layers.LayerNormalization(axis=-1, gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    x = layers.Activation("tanh")(x)
+    x = layers.LayerNormalization(axis=[2, 3], gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    x = layers.GroupNormalization(2, gamma_initializer="random_normal",
+                                  beta_initializer="random_normal")(x)
+    model = tf.keras.Model(inputs, layers.Dense(3)(layers.Flatten()(x)))
+    rng = np.random.default_rng(0)
+    return (model, tf.constant(rng.normal(size=(7, 6, 6, 2)), tf.float32),
+            tf.constant(rng.integers(0, 3, 7), tf.int64))
+
+
+@pytest.mark.parametrize("route", ["ghost", "per_example", "unfold"])
+def test_each_route_forced_on_every_layer_type_it_applies_to_gives_the_reference_sum(
+        route: str) -> None:
+    """Every route of dpcore.fastrules.ROUTES, forced on every layer whose rule has it (for
+    the norm kind), on models that hold every registered layer type: the reference's clipped
+    sums, L2 and L1."""
+    from dpcore.fastrules import ROUTES
     from tfpipe import fast
 
-    monkeypatch.setattr(fast, "use_ghost_norm", lambda t, p, d, kind="l2": (
-        route == "ghost" and kind == "l2"))
-    _check_against_reference(*_model_and_batch(name), f"{name} {route}")
+    assert route in ROUTES
+    covered: set[str] = set()
+    for label, (model, x, y) in [*((n, _model_and_batch(n)) for n in
+                                   ("cnn4", "resnet18", "textcnn")), ("norms", _norm_model())]:
+        _, records = fast.record_layers(model, x, y)
+
+        def forced(kind: str, records: Any = records) -> dict[str, str]:
+            return {layer.name: route for layer, a, _ in records
+                    if route in fast.FAST_RULES.get(type(layer)).routes(layer, a, kind)}
+
+        covered |= {type(layer).__name__ for layer, _, _ in records
+                    if layer.name in forced("l2") | forced("l1")}
+        _check_against_reference(model, x, y, f"{label} {route}", routes=forced)
+    assert covered == {t.__name__ for t in fast.FAST_RULES
+                       if route in fast.FAST_RULES.get(t).ROUTES}, covered
 
 
 def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
     """Ghost norm exactly where 2 T^2 < p d (L2 only): cnn4's first conv (16x16 input, 8x8
-    output, p d = 64 x 16) keeps per-example gradients, a wide conv on a 4x4 output not."""
+    output, p d = 64 x 16) keeps per-example gradients (the unfold: the rule's route without a
+    ghost norm), a wide conv on a 4x4 output not."""
     from tfpipe import fast
 
     rule = fast.FAST_RULES.get(tf.keras.layers.Conv2D)
@@ -122,7 +163,9 @@ def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
         a, g = tf.random.normal(shape), tf.random.normal(out)
         ghost = layer is wide  # narrow: 2 * 64^2 > 64 * 16; wide: 2 * 16^2 < 576 * 64
         assert (rule.norms(layer, a, g, "l2").kept is None) == ghost
+        assert rule.default_route(layer, a, g, "l2") == ("ghost" if ghost else "unfold")
         assert rule.norms(layer, a, g, "l1").kept is not None  # L1 has no ghost form
+        assert rule.routes(layer, a, "l1") == ("unfold", "per_example")
 
 
 def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
@@ -139,24 +182,11 @@ def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
 def test_layernorm_and_groupnorm_sums_equal_the_reference() -> None:
     """LayerNormalization over the last axis and over the last two, and GroupNormalization
     (gamma and beta random, so their gradients matter), between convolutions."""
-    layers = tf.keras.layers
-    tf.keras.utils.set_random_seed(0)
-    inputs = tf.keras.Input((6, 6, 2))
-    x = layers.Conv2D(4, 3, padding="same")(inputs)
-    x = layers.LayerNormalization(axis=-1, gamma_initializer="random_normal",
-                                  beta_initializer="random_normal")(x)
-    x = layers.Activation("tanh")(x)
-    x = layers.LayerNormalization(axis=[2, 3], gamma_initializer="random_normal",
-                                  beta_initializer="random_normal")(x)
-    x = layers.GroupNormalization(2, gamma_initializer="random_normal",
-                                  beta_initializer="random_normal")(x)
-    model = tf.keras.Model(inputs, layers.Dense(3)(layers.Flatten()(x)))
     from tfpipe import fast
 
+    model, x, y = _norm_model()
     assert fast.unsupported_layers(model) == []
-    rng = np.random.default_rng(0)
-    _check_against_reference(model, tf.constant(rng.normal(size=(7, 6, 6, 2)), tf.float32),
-                             tf.constant(rng.integers(0, 3, 7), tf.int64), "norms")
+    _check_against_reference(model, x, y, "norms")
 
 
 def _engine_step(engine_cls: Any, cfg: Any, mech: Any, start: dict[str, np.ndarray],
@@ -267,3 +297,62 @@ def test_the_default_engine_is_fast() -> None:
 
     trained = train(config(noise=1.0, steps=2), digits16(), PerfSpec(), progress=False)
     assert trained.extra["engine_used"] == "fast" and "fast_engine_fallback" not in trained.extra
+
+
+def _cnn4_step(engine_cls: Any, perf: PerfSpec, start: dict[str, np.ndarray], *,
+               private: bool = True, pad: bool = False) -> tuple[Any, dict[str, np.ndarray]]:
+    return cnn4_step("tf", engine_cls, perf, start, private=private, pad=pad)
+
+
+def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray]) -> None:
+    from tfpipe.fast import FastTfStepEngine
+
+    check_routes_measured_recorded_replayed(
+        lambda perf: _cnn4_step(FastTfStepEngine, perf, start),
+        PerfSpec(engine="fast", physical_batch_size=16, route_choice="measure"), start,
+        ["conv1", "conv2", "fc1", "fc2"], TOL)
+
+
+def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
+        start: dict[str, np.ndarray]) -> None:
+    from tfpipe.fast import FastTfStepEngine
+
+    check_a_route_the_layer_lacks_is_refused(
+        lambda perf: _cnn4_step(FastTfStepEngine, perf, start), "fc1")
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_padded_chunks_give_the_unpadded_update(private: bool,
+                                                start: dict[str, np.ndarray]) -> None:
+    """Chunks padded to their size class with zero-weight rows, as compiled steps run them,
+    change nothing but float rounding (:func:`check_padding_changes_nothing`)."""
+    from tfpipe.fast import FastTfStepEngine
+    from tfpipe.train import TfStepEngine
+
+    cls = FastTfStepEngine if private else TfStepEngine
+    check_padding_changes_nothing(
+        lambda pad: _cnn4_step(cls, PerfSpec(engine="fast"), start, private=private, pad=pad),
+        start, private)
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_xla_compiled_steps_give_the_uncompiled_update(private: bool,
+                                                       start: dict[str, np.ndarray]) -> None:
+    """perf.compile (XLA; TF's op determinism off, as XLA needs: no deterministic MaxPool
+    gradient) on padded chunks: the uncompiled update to float rounding (rel 1e-6)."""
+    from tensorflow.python.framework import config as tf_config
+
+    from tfpipe.fast import FastTfStepEngine
+    from tfpipe.train import TfStepEngine
+
+    cls = FastTfStepEngine if private else TfStepEngine
+    _, eager = _cnn4_step(cls, PerfSpec(engine="fast"), start, private=private)
+    tf_config.disable_op_determinism()
+    try:
+        engine, compiled = _cnn4_step(cls, PerfSpec(engine="fast", compile=True,
+                                                    deterministic=False), start,
+                                      private=private, pad=True)
+    finally:
+        tf.config.experimental.enable_op_determinism()
+    assert engine.perf_record()["compiled"].startswith("XLA")
+    assert rel_error(diff(compiled, start), diff(eager, start)) < 1e-6

@@ -14,7 +14,11 @@ torch = pytest.importorskip("torch")
 
 from dpcore.config import ModelSpec, PerfSpec  # noqa: E402
 from tests.backends.train_helpers import (  # noqa: E402
+    check_a_route_the_layer_lacks_is_refused,
+    check_padding_changes_nothing,
+    check_routes_measured_recorded_replayed,
     chunks_of,
+    cnn4_step,
     config,
     diff,
     mechanism,
@@ -313,25 +317,50 @@ def test_opacus_ghost_mode_gets_a_norm_for_every_layer_type() -> None:
     ghost._close()
 
 
-@pytest.mark.parametrize("name", ["cnn4", "resnet18", "textcnn"])
-@pytest.mark.parametrize("route", ["ghost", "per-example"])
-def test_either_route_of_every_layer_gives_the_same_clipped_sum(
-        name: str, route: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Book-Keeping's rule forced one way for every layer (all ghost norms where a layer has
-    one, or all per-example gradients kept for the sum): the same sums as the naive loop."""
+def _norm_model() -> tuple[Any, Any, Any]:
+    """LayerNorm (over the last axis and over the last two) and GroupNorm (random affine
+    parameters), with a rank-3 Linear (positions: it has routes) between them; 7 examples."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.LayerNorm(8),
+                                torch.nn.Tanh(), torch.nn.LayerNorm([5, 8]),
+                                torch.nn.Flatten(), torch.nn.Unflatten(1, (8, 5)),
+                                torch.nn.GroupNorm(2, 8), torch.nn.Flatten(),
+                                torch.nn.Linear(40, 3))
+    for m in model:
+        if isinstance(m, torch.nn.LayerNorm | torch.nn.GroupNorm):
+            torch.nn.init.normal_(m.weight)
+            torch.nn.init.normal_(m.bias)
+    return model, torch.randn(7, 5, 6), torch.tensor([0, 1, 2, 0, 1, 2, 0])
+
+
+@pytest.mark.parametrize("route", ["ghost", "per_example", "unfold"])
+def test_each_route_forced_on_every_layer_type_it_applies_to_gives_the_naive_sum(
+        route: str) -> None:
+    """Every route of dpcore.fastrules.ROUTES, forced on every module whose rule has it (for
+    the norm kind), on models that hold every registered module type: the naive loop's
+    clipped sums, L2 and L1."""
+    from dpcore.fastrules import ROUTES
     from torchpipe import fast
 
-    model, x, y = _model_and_batch(name)
-    model.train()
-    records = _per_example_gradients(model, x, y)
-    monkeypatch.setattr(fast, "use_ghost_norm", lambda t, p, d, kind="l2": (
-        route == "ghost" and kind == "l2"))
-    for kind in ("l2", "l1"):
-        clip = float(np.median(_norms(records, kind)))
-        expected = _clipped_sum(records, clip, kind)
-        _, actual = fast.clipped_gradient_sum(model, x, y, clip, kind)
-        assert rel_error(_as_weights([a.double().numpy() for a in actual]),
-                         _as_weights(expected)) < TOL, (name, kind)
+    assert route in ROUTES
+    covered: set[str] = set()
+    for label, (model, x, y) in [*((n, _model_and_batch(n)) for n in
+                                   ("cnn4", "resnet18", "textcnn")), ("norms", _norm_model())]:
+        model.train()
+        records = _per_example_gradients(model, x, y)
+        _, layers = fast.record_layers(model, x, y)
+        names = fast.module_names(model)
+        for kind in ("l2", "l1"):
+            forced = {names[id(m)]: route for m, a, _ in layers
+                      if route in fast.FAST_RULES.get(type(m)).routes(m, a, kind)}
+            covered |= {type(m).__name__ for m, _, _ in layers if names[id(m)] in forced}
+            clip = float(np.median(_norms(records, kind)))
+            _, actual = fast.clipped_gradient_sum(model, x, y, clip, kind, forced)
+            assert rel_error(_as_weights([a.double().numpy() for a in actual]),
+                             _as_weights(_clipped_sum(records, clip, kind))) < TOL, (
+                label, route, kind)
+    assert covered == {t.__name__ for t in fast.FAST_RULES
+                       if route in fast.FAST_RULES.get(t).ROUTES}, covered
 
 
 def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
@@ -349,6 +378,42 @@ def test_the_ghost_norm_is_chosen_by_the_book_keeping_rule() -> None:
     assert set(rule.norms(narrow, a, g, "l2").kept) == {narrow.weight, narrow.bias}
 
 
+def test_the_rule_s_routes_compute_the_opacus_kernels_bits() -> None:
+    """Under Book-Keeping's rule (the default) every layer's norms and kept per-example
+    gradients are Opacus's own kernels' bits, so that a run's bits do not depend on the
+    faster routes that measurement may pick: a dense layer's L2 ghost norm, a convolution's
+    unfold (its grad sampler) and the embedding's L2 norms (hand-written: the same sorted
+    pairs, additions and square root as Opacus's norm sampler)."""
+    from opacus.grad_sample.embedding import compute_embedding_norm_sample
+    from opacus.grad_sample.grad_sample_module import GradSampleModule
+    from opacus.grad_sample.linear import compute_linear_norm_sample
+
+    from torchpipe import fast
+
+    gen = torch.Generator().manual_seed(0)
+    dense = torch.nn.Linear(32, 10)
+    a, g = torch.randn(6, 32, generator=gen), torch.randn(6, 10, generator=gen)
+    norms = compute_linear_norm_sample(dense, [a], g)
+    expected = torch.stack([n * n for n in norms.values()]).sum(dim=0)
+    assert torch.equal(fast.FAST_RULES.get(torch.nn.Linear).norms(dense, a, g, "l2").sums,
+                       expected)
+
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    a, g = torch.randn(6, 3, 28, 28, generator=gen), torch.randn(6, 8, 28, 28, generator=gen)
+    rule = fast.FAST_RULES.get(torch.nn.Conv2d)
+    assert rule.default_route(conv, a, g, "l2") == "unfold"
+    kept = rule.norms(conv, a, g, "l2").kept
+    reference = GradSampleModule.GRAD_SAMPLERS[torch.nn.Conv2d](conv, [a], g)
+    assert kept is not None and all(torch.equal(kept[p], reference[p]) for p in reference)
+
+    table = torch.nn.Embedding(50, 16)
+    ids = torch.randint(0, 50, (6, 40), generator=gen)  # repeats within an example
+    g = torch.randn(6, 40, 16, generator=gen)
+    expected = compute_embedding_norm_sample(table, [ids], g)[table.weight] ** 2
+    assert torch.equal(fast.FAST_RULES.get(torch.nn.Embedding).norms(table, ids, g, "l2").sums,
+                       expected)
+
+
 def test_every_rule_is_registered_by_type_with_the_decorator() -> None:
     from torchpipe import fast
 
@@ -363,17 +428,7 @@ def test_layernorm_and_groupnorm_sums_equal_the_naive_loop() -> None:
     with a rank-3 Linear (positions: the ghost/per-example rule applies) between them."""
     from torchpipe import fast
 
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.LayerNorm(8),
-                                torch.nn.Tanh(), torch.nn.LayerNorm([5, 8]),
-                                torch.nn.Flatten(), torch.nn.Unflatten(1, (8, 5)),
-                                torch.nn.GroupNorm(2, 8), torch.nn.Flatten(),
-                                torch.nn.Linear(40, 3))
-    for m in model:
-        if isinstance(m, torch.nn.LayerNorm | torch.nn.GroupNorm):
-            torch.nn.init.normal_(m.weight)
-            torch.nn.init.normal_(m.bias)
-    x, y = torch.randn(7, 5, 6), torch.tensor([0, 1, 2, 0, 1, 2, 0])
+    model, x, y = _norm_model()
     assert fast.unsupported_layers(model) == []
     records = _per_example_gradients(model, x, y)
     for kind in ("l2", "l1"):
@@ -406,10 +461,13 @@ def test_groupnorm_weighted_sums_survive_channels_last_inputs() -> None:
         x = to_tensor(rng.uniform(size=(6, 16, 16, 1)).astype(np.float32), False)
         assert x.is_contiguous(memory_format=torch.channels_last)
         y = torch.from_numpy(rng.integers(0, 2, 6))
-        fast.use_ghost_norm = lambda t, p, d, kind="l2": False
-        _, kept = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
-        fast.use_ghost_norm = lambda t, p, d, kind="l2": kind == "l2"
-        _, autograd = fast.clipped_gradient_sum(model, x, y, 0.5, "l2")
+        names = fast.module_names(model)
+        _, layers = fast.record_layers(model, x, y)
+        def forced(route):
+            return {names[id(m)]: route for m, a, _ in layers
+                    if route in fast.FAST_RULES.get(type(m)).routes(m, a, "l2")}
+        _, kept = fast.clipped_gradient_sum(model, x, y, 0.5, "l2", forced("unfold"))
+        _, autograd = fast.clipped_gradient_sum(model, x, y, 0.5, "l2", forced("ghost"))
         for a, b in zip(kept, autograd, strict=True):
             np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-4, atol=1e-6)
         print("same sums")
@@ -418,3 +476,54 @@ def test_groupnorm_weighted_sums_survive_channels_last_inputs() -> None:
                           timeout=300, check=False)
     assert done.returncode == 0 and "same sums" in done.stdout, (done.returncode,
                                                                  done.stderr[-2000:])
+
+
+def _cnn4_step(fast_engine: bool, perf: PerfSpec, start: dict[str, np.ndarray], *,
+               private: bool = True, pad: bool = False) -> tuple[Any, dict[str, np.ndarray]]:
+    from torchpipe.engine import TorchStepEngine
+    from torchpipe.fast import FastTorchStepEngine
+
+    return cnn4_step("torch", FastTorchStepEngine if fast_engine else TorchStepEngine, perf,
+                     start, private=private, pad=pad)
+
+
+def test_routes_are_measured_recorded_and_replayed(start: dict[str, np.ndarray]) -> None:
+    check_routes_measured_recorded_replayed(
+        lambda perf: _cnn4_step(True, perf, start),
+        PerfSpec(engine="fast", physical_batch_size=16, memory_format="channels_last",
+                 route_choice="measure"), start,
+        ["layers.conv1", "layers.conv2", "layers.fc1", "layers.fc2"], TOL)
+
+
+def test_a_route_a_layer_does_not_have_is_refused_naming_the_valid_ones(
+        start: dict[str, np.ndarray]) -> None:
+    check_a_route_the_layer_lacks_is_refused(lambda perf: _cnn4_step(True, perf, start),
+                                             "layers.fc1")
+
+
+@pytest.mark.parametrize("private", [True, False])
+def test_padded_chunks_give_the_unpadded_update(private: bool,
+                                                start: dict[str, np.ndarray]) -> None:
+    """Chunks padded to their size class with zero-weight rows, as compiled steps run them,
+    change nothing but float rounding (:func:`check_padding_changes_nothing`)."""
+    perf = PerfSpec(engine="fast", memory_format="channels_last")
+    check_padding_changes_nothing(
+        lambda pad: _cnn4_step(private, perf, start, private=private, pad=pad), start, private)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("private", [True, False])
+def test_compiled_steps_give_the_eager_update(private: bool,
+                                              start: dict[str, np.ndarray]) -> None:
+    """perf.compile (torch.compile: the plain step's loss, the fast step's clip_records) on
+    padded chunks: the eager update to float rounding (rel 1e-6), the same loss. About a
+    minute each: inductor compiles C++ kernels."""
+    perf = PerfSpec(engine="fast", memory_format="channels_last")
+    eager_engine, eager = _cnn4_step(private, perf, start, private=private)
+    import dataclasses
+
+    engine, compiled = _cnn4_step(private, dataclasses.replace(perf, compile=True), start,
+                                  private=private, pad=True)
+    assert engine.perf_record()["compiled"].startswith("torch.compile")
+    assert rel_error(diff(compiled, start), diff(eager, start)) < 1e-6
+    assert engine.last_loss == pytest.approx(eager_engine.last_loss, rel=1e-6)

@@ -8,6 +8,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+import pytest
 
 from dpcore.config import DataSpec, ModelSpec, PrivacySpec, RunConfig, TrainSpec
 from dpcore.data.dataset import Dataset
@@ -217,3 +218,89 @@ FRAMEWORKS = {"tf": TfFramework(), "torch": TorchFramework()}
 #: Every engine of both backends (the contract runs on each).
 ENGINE_FRAMEWORKS = {f"{cls.name}-{engine}": cls(engine)
                      for cls in (TfFramework, TorchFramework) for engine in ("reference", "fast")}
+
+
+def cnn4_step(backend: str, engine_cls: Any, perf: Any, start: Weights, *,
+              private: bool = True, pad: bool = False) -> tuple[Any, Weights]:
+    """One step of a cnn4 (16x16) engine of ``backend`` from weights ``start``: 35 examples in
+    chunks of 16, 16 and 3 (noise 0, L2 clip 2, lr 1); the engine (its step's loss as
+    ``engine.last_loss``) and the weights after it. ``pad``: the chunks padded to their size
+    class with zero-weight rows, as a compiled step runs them."""
+    import importlib
+
+    models = importlib.import_module(f"{'tfpipe' if backend == 'tf' else 'torchpipe'}.models")
+    cfg = config(mechanism="dpsgd-gaussian" if private else "none", noise=0.0, clip=2.0,
+                 lr=1.0)
+    mech = mechanism("l2", 2.0, 0.0, 40) if private else mechanism(None, float("inf"), 0.0,
+                                                                    40)
+    model = models.build_model(ModelSpec(name="cnn4"), (16, 16, 1), 10, seed=0)
+    models.set_weights(model, start)
+    engine = engine_cls(model, cfg, mech, perf)
+    engine.pad_chunks = pad
+    engine.last_loss = engine.train_step(chunks_of(np.arange(40, 75), 16))
+    engine.close()
+    return engine, models.get_weights(model)
+
+
+def check_routes_measured_recorded_replayed(
+        step: Callable[[Any], tuple[Any, Weights]], perf: Any, start: Weights,
+        layers: list[str], tol: float) -> None:
+    """``step(perf)`` (a fast engine's :func:`cnn4_step`, physical chunks of 16,
+    ``perf.route_choice: measure``) times its routes per chunk size class (16: the full
+    chunks, 4: the last, 3 examples) and records them with their timings; ``perf.routes``
+    replays them without timing (the same bits); a forced other route gives the same update
+    to ``tol``. ``layers``: cnn4's conv1, conv2, fc1, fc2 as the backend names them."""
+    import dataclasses
+
+    conv1, conv2, fc1, _ = layers
+    engine, measured = step(perf)
+    record = engine.perf_record()
+    assert set(record["routes"]) == {"16", "4"}
+    assert all(set(routes) == set(layers) for routes in record["routes"].values())
+    choice = record["routes_chosen_by"]
+    assert choice["how"].startswith("measured") and choice["warmup_seconds"] > 0
+    # conv1 (T = 64, p d = 64 x 16): its ghost norm has ~6x the multiply-adds, not timed
+    assert set(choice["timings_ms"]["16"][conv1]) == {"per_example", "unfold"}
+    assert record["routes"]["16"][fc1] == "ghost"  # a dense layer's only route
+
+    replayed, again = step(dataclasses.replace(perf, routes=record["routes"]))
+    assert replayed.perf_record()["routes"] == record["routes"]
+    assert replayed.perf_record()["routes_chosen_by"]["how"] == "replayed from perf.routes"
+    assert not replayed.perf_record()["routes_chosen_by"]["timings_ms"]
+    assert all(np.array_equal(again[k], measured[k]) for k in measured)
+
+    other = {size: {**routes, conv1: "unfold", conv2: "unfold"}
+             for size, routes in record["routes"].items()}
+    forced, weights = step(dataclasses.replace(perf, routes=other))
+    assert forced.perf_record()["routes"] == other
+    assert rel_error(diff(weights, start), diff(measured, start)) < tol
+
+
+def check_a_route_the_layer_lacks_is_refused(step: Callable[[Any], Any], fc1: str) -> None:
+    """``step(perf)`` (:func:`cnn4_step`) given ``perf.routes`` that send cnn4's dense layer
+    ``fc1`` (as the backend names it) down the unfold, which a dense layer does not have, is
+    refused with a ConfigError naming the entry and the layer's only route."""
+    import re
+
+    from dpcore.config import PerfSpec
+    from dpcore.errors import ConfigError
+
+    perf = PerfSpec(engine="fast", physical_batch_size=16, routes={"16": {fc1: "unfold"}})
+    with pytest.raises(ConfigError, match=re.escape(f"perf.routes['16'][{fc1!r}]='unfold'")
+                       + r".*valid: ghost"):
+        step(perf)
+
+
+def check_padding_changes_nothing(step: Callable[..., tuple[Any, Weights]], start: Weights,
+                                  private: bool) -> None:
+    """``step(pad=...)`` (:func:`cnn4_step`, physical chunks of 256: 16, 16 and 3 examples,
+    all padded to 32 with zero-weight rows when ``pad``) gives the unpadded update to float
+    rounding (rel 1e-6: the padded rows change only the length of each batch-axis sum; not
+    bit for bit) and the same loss; a fast engine settles its routes for class 32 only."""
+    engine, plain = step(pad=False)
+    padded_engine, padded = step(pad=True)
+    assert rel_error(diff(padded, start), diff(plain, start)) < 1e-6
+    assert padded_engine.last_loss == pytest.approx(engine.last_loss, rel=1e-6)
+    if private:
+        assert set(padded_engine.perf_record()["routes"]) == {"32"}
+

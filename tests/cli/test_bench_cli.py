@@ -72,9 +72,25 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         assert all(r["norm_ms"] > 0 and r["sum_ms"] > 0 and r["plain_ms"] > 0 for r in table)
         assert all(r["extra_ms"] == pytest.approx(r["norm_ms"] + r["sum_ms"] - r["plain_ms"])
                    for r in table)
-        # cnn4's first conv on 16x16: T = 64 positions, p d = 64 x 16: 2 T^2 > p d
-        assert (table[0]["T"], table[0]["p"], table[0]["d"], table[0]["route"]) == (
-            64, 64, 16, "per-example")
+        # cnn4's first conv on 16x16: T = 64 positions, p d = 64 x 16: 2 T^2 > p d, so the
+        # rule's default is a per-example route, the unfold; the ghost norm (~6x the MACs) is
+        # not timed
+        assert (table[0]["T"], table[0]["p"], table[0]["d"], table[0]["default_route"]) == (
+            64, 64, 16, "unfold")
+        assert set(table[0]["routes_ms"]) == {"per_example", "unfold"}
+        assert table[0]["route"] in table[0]["routes_ms"]
+        assert all(r["route"] == "ghost" and not r["routes_ms"] for r in table[2:])  # dense
+        assert all(r["model"]["route_ms"] > 0 and r["model"]["route_bound"] in {
+            "arithmetic", "memory"} for r in table)
+        tier = case["variants"]["tf_dp_fast" if view == "tf" else "torch_dp_fast_cl"]
+        # a chunk of 16 of 256: size class 32
+        assert len(tier["routes"]["32"]) == 4 and tier["routes_chosen_by"]["warmup_seconds"] > 0
+        assert render.modelled_ratio(case, view) > 1.0
+    assert results["roofline"]["peak_flops"] > 0 and results["roofline"][
+        "bandwidth_bytes_per_s"] > 0
+    assert results["settings"]["compiled_steps_tried"] is False  # --quick: not compiled
+    assert not any("compile" in v for v in case["variants"].values())
+    assert set(case["ratio_spreads"]) == set(case["ratios"])
     settings = results["settings"]
     assert "channels_last" in settings["memory_format"]["torch_*_cl"]
     assert "Book-Keeping" in settings["engine"]["*_dp_fast*"]
@@ -86,13 +102,17 @@ def test_bench_json_and_report(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     verdicts = {(t["case"], t["target"]): t["verdict"] for t in results["targets"]}
     assert verdicts[("cnn4_b1024", "torch_dp_fast_cl/torch_plain_cl (time) <= 1.25")] in {
         "met", "missed"}
-    assert verdicts[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 1.25")] == "not measured"
+    assert verdicts[("cnn4_b1024", "torch_dp_fast_cl/torch_plain_cl (CPU time) <= 1.25")] in {
+        "met", "missed"}
+    assert verdicts[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 1.35")] == "not measured"
     report = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert f"`dpcompare bench --quick --json --out {tmp_path}`" in report
     for text in ("## Targets\n", "## Reading", "extrapolated", "Load average",
                  "## Batch-size sweep", "![sweep](sweep.png)", *TIERS, "as users run it",
                  "at its best", "Memory formats: ", "Threads: torch ",
-                 "Per-layer cost of the fast DP step", "| torch (channels-last) | layers.conv1 |"):
+                 "Per-layer cost of the fast DP step", "| torch (channels-last) | layers.conv1 |",
+                 "Roofline of the cost model: ", "Modelled DP / plain of the trainable layers",
+                 "round spread"):
         assert text in report, text
     assert "issue" not in report.lower() and "NOT MEASURED" not in report
     assert (tmp_path / "sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -105,11 +125,13 @@ def _check_plain_targets_and_tier_memory(results: dict[str, Any], report: str) -
     its own (the larger rise of its warm-up and timed steps), the process peak said once."""
     targets = report.split("## Targets\n")[1].split("\n## ")[0]
     measured = [t for t in results["targets"] if t["value"] is not None]
-    assert len(measured) == 3 and all(t["case"] == "cnn4_b1024" for t in measured)
+    assert len(measured) == 5 and all(t["case"] == "cnn4_b1024" for t in measured)
     lines = [line for line in targets.splitlines() if line.startswith("- ")]
-    assert len(lines) == 4 and "not measured" not in "".join(lines[:3])  # 3 verdicts, 1 note
-    assert lines[3] == (
-        "- This quick run timed cnn4_b1024 and swept batch 8, 16; 10 of the 13 targets are "
+    assert len(lines) == 6 and "not measured" not in "".join(lines[:5])  # 5 verdicts, 1 note
+    assert "(time) <= 1.25: " in lines[0] and "(round spread " in lines[0]
+    assert "(CPU time) <= 1.25: " in lines[2] and "round spread" not in lines[2]
+    assert lines[5] == (
+        "- This quick run timed cnn4_b1024 and swept batch 8, 16; 14 of the 19 targets are "
         "not measured (cnn4_b256, resnet18_b64, resnet18_b256, textcnn_imdb_b256: the case did "
         "not run; sweep_b1024: the sweep did not reach batch 1024); the full `dpcompare bench` "
         "runs every case and the whole sweep.")
@@ -204,8 +226,10 @@ def test_targets_are_marked_met_missed_or_not_measured() -> None:
     assert rows[("sweep_b1024", "torch_dp_fast/torch_plain (peak memory) <= 1.5")] == (
         1.1, "met")
     assert rows[("sweep_b1024", "tf_dp_fast/tf_plain (peak memory) <= 1.5")] == (1.7, "missed")
-    assert rows[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 1.25")] == (None,
+    assert rows[("resnet18_b64", "tf_dp_fast/tf_plain (time) <= 1.35")] == (None,
                                                                             "not measured")
+    assert rows[("cnn4_b1024", "tf_dp_fast/tf_plain (CPU time) <= 1.25")] == (
+        None, "not measured")  # no CPU ratios in these results
     lines = render.target_lines({"targets": ratios.target_rows(results)})
     assert "1.20 -> MET" in lines[0] and lines[1].endswith("1.60 -> MISSED")
 

@@ -180,6 +180,16 @@ def test_unclipped_local_dp_run_records_why_faithfulness_was_skipped(
     assert "outside [0, 1]" in result.metrics["faithfulness_note"]
 
 
+def test_the_train_cli_passes_route_choice() -> None:
+    from compare.cli.main import build_parser
+    from compare.cli.train import build_perf
+
+    args = build_parser().parse_args(["train", "--backend", "torch", "--route-choice", "measure"])
+    assert build_perf(args).route_choice == "measure"
+    assert build_perf(build_parser().parse_args(["train", "--backend", "tf"])).route_choice == \
+        "rule"
+
+
 @pytest.mark.parametrize(("args", "fragment"), [
     ((), "noise key seed (derived from the seed and the config hash)"),
     (("--noise-key", "secret"), "noise key secret (OS entropy, kept nowhere; not "

@@ -17,6 +17,7 @@ here are Gaussian DP-SGD); the Laplace sampler has the same structure.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -83,29 +84,19 @@ class Bug:
 
 
 # -- shared pieces ---------------------------------------------------------------------------
-def _tf_fast_sum(transform: Callable[..., Any]) -> Patch:
-    """Patch ``tfpipe.fast.clipped_gradient_sum`` with ``transform(orig, *args)`` (the
-    audit's canary rows, a further argument, passed on to ``orig`` unchanged)."""
+def _fast_sum(backend: str, transform: Callable[[Callable[[Any], Any], Any], Any]) -> Patch:
+    """Patch the fast engine's ``clip_records`` (``tfpipe.fast`` / ``torchpipe.fast``: where
+    each layer's input and output gradient become norms and the chunk's clipped sum) with
+    ``transform(clipped, clip)``: ``clipped(c)`` is the true clipped sum at clip norm ``c``,
+    ``clip`` the configured one."""
     def patch(mp: pytest.MonkeyPatch) -> None:
-        from tfpipe import fast
+        fast = importlib.import_module(f"{backend}pipe.fast")
+        orig = fast.clip_records
 
-        orig = fast.clipped_gradient_sum
-        mp.setattr(fast, "clipped_gradient_sum",
-                   lambda model, variables, x, y, clip, kind, *rest:
-                   transform(lambda *a: orig(*a, *rest), model, variables, x, y, clip, kind))
-    return patch
-
-
-def _torch_fast_sum(transform: Callable[..., Any]) -> Patch:
-    """Patch ``torchpipe.fast.clipped_gradient_sum`` with ``transform(orig, *args)`` (the
-    audit's canary rows, a further argument, passed on to ``orig`` unchanged)."""
-    def patch(mp: pytest.MonkeyPatch) -> None:
-        from torchpipe import fast
-
-        orig = fast.clipped_gradient_sum
-        mp.setattr(fast, "clipped_gradient_sum",
-                   lambda model, x, y, clip, kind, *rest:
-                   transform(lambda *a: orig(*a, *rest), model, x, y, clip, kind))
+        def clip_records(records: Any, variables: Any, clip: Any, kind: str,
+                         routes: Any = None, weights: Any = None) -> Any:
+            return transform(lambda c: orig(records, variables, c, kind, routes, weights), clip)
+        mp.setattr(fast, "clip_records", clip_records)
     return patch
 
 
@@ -251,15 +242,6 @@ def _tf_reference_no_clip(mp: pytest.MonkeyPatch) -> None:
                list(records))
 
 
-def _tf_fast_no_clip(orig: Any, model: Any, variables: Any, x: Any, y: Any, clip: Any,
-                     kind: str) -> Any:
-    return orig(model, variables, x, y, NO_CLIP, kind)
-
-
-def _torch_fast_no_clip(orig: Any, model: Any, x: Any, y: Any, clip: float, kind: str) -> Any:
-    return orig(model, x, y, NO_CLIP, kind)
-
-
 SKIP_CLIP = Bug(
     name="skip-clip",
     breaks="the step clips nothing: every example's clip factor is 1 (the fast engines: the "
@@ -271,9 +253,9 @@ SKIP_CLIP = Bug(
           "when canaries were added after the backend's clipping",
     caught_by=("sensitivity", "divisor"),
     patches={("tf", "reference"): _tf_reference_no_clip,
-             ("tf", "fast"): _tf_fast_sum(_tf_fast_no_clip),
+             ("tf", "fast"): _fast_sum("tf", lambda clipped, clip: clipped(NO_CLIP)),
              ("torch", "reference"): _torch_clip_with(NO_CLIP),
-             ("torch", "fast"): _torch_fast_sum(_torch_fast_no_clip)},
+             ("torch", "fast"): _fast_sum("torch", lambda clipped, clip: clipped(NO_CLIP))},
     skips=_library_skips("clipping"),
 )
 
@@ -292,19 +274,16 @@ def _tf_reference_clip_sum(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(ChunkedDPSGDOptimizer, "accumulate_chunk", accumulate_chunk)
 
 
-def _tf_fast_clip_sum(orig: Any, model: Any, variables: Any, x: Any, y: Any, clip: Any,
-                      kind: str) -> Any:
+def _tf_fast_clip_sum(clipped: Callable[[Any], Any], clip: Any) -> Any:
     import tensorflow as tf
 
-    losses, parts = orig(model, variables, x, y, NO_CLIP, kind)
-    return losses, _clip_whole(parts, float(clip), tf)
+    return _clip_whole(clipped(NO_CLIP), float(clip), tf)
 
 
-def _torch_fast_clip_sum(orig: Any, model: Any, x: Any, y: Any, clip: float, kind: str) -> Any:
+def _torch_fast_clip_sum(clipped: Callable[[Any], Any], clip: Any) -> Any:
     import torch
 
-    losses, parts = orig(model, x, y, NO_CLIP, kind)
-    return losses, _clip_whole(parts, float(clip), torch)
+    return _clip_whole(clipped(NO_CLIP), float(clip), torch)
 
 
 def _torch_clip_sum(mp: pytest.MonkeyPatch) -> None:
@@ -323,9 +302,9 @@ CLIP_AFTER_SUM = Bug(
           "tensorflow/privacy#153 (num_microbatches=1: noise on the average, not the sum)",
     caught_by=("divisor",),
     patches={("tf", "reference"): _tf_reference_clip_sum,
-             ("tf", "fast"): _tf_fast_sum(_tf_fast_clip_sum),
+             ("tf", "fast"): _fast_sum("tf", _tf_fast_clip_sum),
              ("torch", "reference"): _torch_clip_sum,
-             ("torch", "fast"): _torch_fast_sum(_torch_fast_clip_sum)},
+             ("torch", "fast"): _fast_sum("torch", _torch_fast_clip_sum)},
     skips=_library_skips("clipping"),
 )
 
@@ -645,11 +624,10 @@ CLIP_NORM_DEFAULT = Bug(
           "max_grad_norm argument that sets the clip norm)",
     caught_by=("sensitivity", "divisor"),
     patches={("tf", "reference"): _tf_reference_default_clip,
-             ("tf", "fast"): _tf_fast_sum(lambda orig, m, v, x, y, c, k:
-                                          orig(m, v, x, y, DEFAULT_CLIP, k)),
+             ("tf", "fast"): _fast_sum("tf", lambda clipped, clip: clipped(DEFAULT_CLIP)),
              ("torch", "reference"): _torch_clip_with(DEFAULT_CLIP),
-             ("torch", "fast"): _torch_fast_sum(lambda orig, m, x, y, c, k:
-                                                orig(m, x, y, DEFAULT_CLIP, k)),
+             ("torch", "fast"): _fast_sum("torch",
+                                          lambda clipped, clip: clipped(DEFAULT_CLIP)),
              ("torch", "library"): _opacus_default_clip,
              ("tf", "library"): _keras_default_clip},
     settings=("privacy.max_grad_norm=0.5",),
