@@ -89,7 +89,8 @@ def _canaries(spec: ModelSpec, shape: tuple[int, ...], kind: str, per_key: int =
 
 def _step(backend: str, engine_name: str, spec: ModelSpec, shape: tuple[int, ...],
           kind: str, records: CanaryRecords | None, microbatch: int = 1,
-          watch: dict[str, np.ndarray] | None = None, fault: str = "none"
+          watch: dict[str, np.ndarray] | None = None, fault: str = "none",
+          compiled: bool = False
           ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray] | None]:
     from dpcore.config import PerfSpec
 
@@ -102,7 +103,8 @@ def _step(backend: str, engine_name: str, spec: ModelSpec, shape: tuple[int, ...
         fault)
     cfg = config(noise=noise, lr=LR, batch_size=B,
                  mechanism="dpsgd-gaussian" if kind == "l2" else "dpsgd-laplace")
-    engine = be.ENGINES[engine_name](model, cfg, mech, PerfSpec(engine=engine_name))
+    engine = be.ENGINES[engine_name](model, cfg, mech,
+                                     PerfSpec(engine=engine_name, compile=compiled))
     try:
         if watch is not None:
             engine.watch(watch)
@@ -122,12 +124,13 @@ def _expected(records: list[Any], shapes: dict[str, tuple[int, ...]], kind: str
 
 
 def _check(backend: str, engine_name: str, model: str, kind: str, microbatch: int = 1,
-           per_key: int = 3) -> None:
+           per_key: int = 3, compiled: bool = False) -> None:
     spec, shape = MODELS[model]
     recs, shapes = _canaries(spec, shape, kind, per_key)
-    base, _ = _step(backend, engine_name, spec, shape, kind, None, microbatch)
+    base, _ = _step(backend, engine_name, spec, shape, kind, None, microbatch,
+                    compiled=compiled)
     hooked, _ = _step(backend, engine_name, spec, shape, kind, CanaryRecords.of(recs),
-                      microbatch)
+                      microbatch, compiled=compiled)
     expected = _expected(recs, shapes, kind)
     for key in base:
         np.testing.assert_allclose(
@@ -146,6 +149,14 @@ def test_an_honest_step_adds_each_canary_clipped_to_c(backend: str, engine_name:
 def test_canaries_are_clipped_in_the_l1_norm_of_laplace_dpsgd(backend: str, engine_name: str
                                                               ) -> None:
     _check(backend, engine_name, "image", "l1")
+
+
+@pytest.mark.parametrize("engine_name", ["reference", "fast"])
+def test_compiled_tf_steps_clip_each_canary_to_c(engine_name: str) -> None:
+    """XLA-compiled chunk steps (``perf.compile``): chunks padded to their size class with
+    zero-weight rows, the canaries beside them with weight 1, the leftover ones in a chunk
+    of zero-weight examples."""
+    _check("tf", engine_name, "cnn4", "l2", compiled=True)
 
 
 @pytest.mark.parametrize("backend", ["tf", "torch"])
