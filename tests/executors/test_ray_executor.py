@@ -139,7 +139,16 @@ def test_ray_gives_the_same_results_as_local(local_and_ray: tuple[Path, Path]) -
     for rid, a in local.items():
         b = remote[rid]
         assert a.status == b.status == "finished"
-        assert a.config == b.config and a.dataset == b.dataset and a.privacy == b.privacy
+        assert a.config == b.config and a.dataset == b.dataset
+        # The bench's own accounting is equal to the bit; Opacus's PRV epsilon (a library
+        # figure printed beside it) sums float arrays with numpy, whose reductions were seen
+        # to differ in the last digit between the two processes (1.5209243699500674 and
+        # ...663): equal to 12 digits.
+        theirs = dict(b.privacy)
+        assert {k: v for k, v in a.privacy.items() if k != "library_epsilon"} == {
+            k: v for k, v in theirs.items() if k != "library_epsilon"}
+        assert a.privacy["library_epsilon"] == pytest.approx(theirs["library_epsilon"],
+                                                             rel=1e-12)
         assert (local_and_ray[1] / b.checkpoint).is_file()
         assert b.perf["executor"]["name"] == "ray" and b.perf["executor"]["gpu_ids"] == []
         assert "executor" not in a.perf
