@@ -156,10 +156,13 @@ def train_and_record(
 
 def record_privacy_figures(result: RunResult) -> None:
     """Put the claimed and proved epsilon (:mod:`dpcore.proved`) in ``result.privacy`` and,
-    for an audited run, whether its audited bound is a privacy violation (above the proved
-    epsilon, or above the claim where nothing is proved) in ``result.audit["one_run"]``; a
+    for an audited run, whether the audit found a privacy violation in
+    ``result.audit["one_run"]``: its audited bound above the proved epsilon (above the claim
+    where nothing is proved), or its per-step audit flagged (noise not fresh at every step,
+    or a canary not clipped as an honest step clips it: :mod:`dpcore.audit.per_step`); a
     run with ``factors.fault`` is marked ``deliberately_broken`` in both."""
     from dpcore.audit.faults import BROKEN_LABEL
+    from dpcore.audit.per_step import per_step_findings
     from dpcore.proved import is_violation, privacy_figures
 
     result.privacy.update(privacy_figures(result.config, result.backend, result.privacy))
@@ -168,9 +171,10 @@ def record_privacy_figures(result: RunResult) -> None:
         result.privacy["deliberately_broken"] = f"{BROKEN_LABEL}: factors.fault={fault}"
     one_run = (result.audit or {}).get("one_run")
     if one_run is not None:
-        one_run["violation"] = is_violation(one_run.get("epsilon_lower_bound"),
-                                            result.privacy.get("epsilon_claimed"),
-                                            result.privacy.get("epsilon_proved"))
+        bound = is_violation(one_run.get("epsilon_lower_bound"),
+                             result.privacy.get("epsilon_claimed"),
+                             result.privacy.get("epsilon_proved"))
+        one_run["violation"] = bound or bool(per_step_findings(one_run.get("per_step")))
         if fault != "none":
             one_run["deliberately_broken"] = fault
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from dpcore.accounting import PrivacyPlan
 from dpcore.epochlog import EpochLog, TestSet, epsilon_spent, evaluate
-from dpcore.trainhooks import DivergenceGuard, EpochCallbacks, epoch_done
+from dpcore.errors import ConfigError
+from dpcore.trainhooks import CanarySource, DivergenceGuard, EpochCallbacks, epoch_done
 
 if TYPE_CHECKING:
     from dpcore.data.dataset import Dataset
@@ -52,6 +53,39 @@ class LibraryRunner(Protocol):
     def close(self) -> None:
         """Release what the runner attached to the model (hooks); the model keeps its
         weights. Called once training ends, however it ends."""
+
+
+class CanaryRunner(LibraryRunner, Protocol):
+    """A :class:`LibraryRunner` whose library step takes the audit's gradient canaries
+    (``audit_canaries.kind: gradient`` under ``recipe: library``): it asks ``canaries`` for
+    each logical step's records (:meth:`~dpcore.trainhooks.CanarySource.step_records`),
+    puts them through the library's own clipping with the step's examples, and reports the
+    step's noised sum at :meth:`~dpcore.trainhooks.CanarySource.coordinates` to
+    :meth:`~dpcore.trainhooks.CanarySource.observed`.
+
+    Attributes:
+        sampling: how the library samples its batches, ``poisson`` or ``shuffle`` (the
+            canaries are sampled the same way, at ``sampling_rate``, ``steps_per_epoch``
+            steps an epoch).
+    """
+
+    sampling: str
+
+    def use_canaries(self, canaries: CanarySource) -> None:
+        """Take ``canaries`` in every step from now on (before the first epoch)."""
+
+
+def canary_runner(runner: LibraryRunner, trainer: str) -> CanaryRunner:
+    """``runner`` as a :class:`CanaryRunner`.
+
+    Raises:
+        ConfigError: a runner whose library step has no entry for gradient canaries.
+    """
+    if not (hasattr(runner, "use_canaries") and hasattr(runner, "sampling")):
+        raise ConfigError(
+            f"audit_canaries.kind='gradient' has no entry into {trainer}; valid there: "
+            "audit_canaries.kind=input")
+    return runner  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)

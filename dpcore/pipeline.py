@@ -23,12 +23,13 @@ from typing import Any
 
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.architectures import architecture
-from dpcore.audit.canaries import GradientCanaries
+from dpcore.audit.gradient_run import gradient_audit_record, run_gradient_canaries
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
 from dpcore.frontcache import FixedFront, cache_inputs, front_not_cached_reason
 from dpcore.ldp.record import LdpRecord
+from dpcore.libraryloop import canary_runner
 from dpcore.mechanisms import get_mechanism, privatises_images
 from dpcore.recipes import recipe_record
 from dpcore.results import json_safe, utc_now
@@ -298,12 +299,9 @@ def fit(
     shared = shared_noise_for(config, mechanism, {
         k: v.shape for k, v in engine.get_weights().items()}) if uses_shared_noise(
             config, mechanism) else None
-    canaries, initial = None, None
-    if config.audit_canaries.active and config.audit_canaries.kind == "gradient":
-        initial = engine.get_weights()
-        canaries = GradientCanaries.for_run(
-            config.audit_canaries, config.seed, {k: v.shape for k, v in initial.items()},
-            mechanism, plan.batches, config.privacy.sampling, config.privacy.max_grad_norm)
+    initial = engine.get_weights()
+    canaries = run_gradient_canaries(config, dataset, {k: v.shape for k, v in initial.items()},
+                                     plan.batches, config.privacy.sampling)
     try:
         outcome = run_training(config, dataset, perf, plan, engine, progress=progress,
                                callbacks=callbacks, inputs=inputs, canaries=canaries,
@@ -317,9 +315,9 @@ def fit(
         library_epsilon=library_epsilon_or_empty(library_epsilon, plan),
         started_at=started, perf_details=details, recipe=recipe_record(config, backend),
     )
-    if canaries is not None and initial is not None:
-        audit = canaries.audit(config.audit_canaries, initial, outcome.weights, plan.delta)
-        result.audit = {"one_run": audit.to_dict()}
+    if canaries is not None:
+        result.audit = {"one_run": gradient_audit_record(canaries, config, plan, initial,
+                                                         outcome.weights)}
     return _trained_model(backend, model, config, dataset, perf, result, outcome.weights,
                           details)
 
@@ -347,7 +345,17 @@ def fit_library(
     started = utc_now()
     plan = privacy_plan(config, len(dataset.x_train))
     runner = recipe.make_runner(plan, dataset)
+    initial = runner.get_weights()
+    canaries = None
     try:
+        spec = config.audit_canaries
+        if spec.active and spec.kind == "gradient":  # white-box: the library's own clipping
+            taker = canary_runner(runner, recipe.trainer)
+            canaries = run_gradient_canaries(  # sampled as the library samples its batches
+                config, dataset, {k: v.shape for k, v in initial.items()},
+                dataclasses.replace(plan.batches, sampling_rate=runner.sampling_rate,
+                                    steps_per_epoch=runner.steps_per_epoch), taker.sampling)
+            taker.use_canaries(canaries)
         outcome = run_library_training(dataset, plan, runner, n_epochs=library_epochs(plan),
                                        callbacks=callbacks)
         own: dict[str, float | None] = {}
@@ -369,6 +377,9 @@ def fit_library(
         perf_details=perf_details, recipe=recipe_record(config, backend, recipe.trainer),
     )
     result.privacy["as_run"] = json_safe(as_run)
+    if canaries is not None:
+        result.audit = {"one_run": gradient_audit_record(canaries, config, plan, initial,
+                                                         outcome.weights)}
     return _trained_model(backend, model, config, dataset, perf, result, outcome.weights,
                           dict(perf_details or {}))
 

@@ -26,6 +26,7 @@ from typing import Protocol
 import numpy as np
 
 from dpcore.accounting import PrivacyPlan
+from dpcore.audit.canary_records import CanaryRecords
 from dpcore.config import RunConfig
 from dpcore.mechanisms import get_mechanism
 
@@ -92,7 +93,8 @@ class StepEngine(Protocol):
     """What a backend implements; the driver (:mod:`dpcore.trainloop`) owns the rest."""
 
     def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
-                   extra: Mapping[str, np.ndarray] | None = None) -> float:
+                   extra: Mapping[str, np.ndarray] | None = None,
+                   canaries: CanaryRecords | None = None) -> float:
         """One logical step over ``chunks`` (possibly none: a noise-only update).
 
         ``divisor``: of the noised sum, default the expected batch size B; the driver passes
@@ -100,16 +102,35 @@ class StepEngine(Protocol):
 
         ``extra``: a vector in the neutral weight layout (keys of ``get_weights``; a missing
         key is zeros) that the engine adds to the clipped sum *before* the noise, as one more
-        already-clipped record: the canary hook of the one-run audit
-        (:class:`dpcore.audit.canaries.GradientCanaries`), and the path of the shared noise
-        (``privacy.noise_source: shared``, :mod:`dpcore.shared_noise`; the engine's own noise
-        is then zero). The driver passes it only in a step where a canary is sampled or the
-        noise is shared.
+        already-clipped record: the path of the shared noise (``privacy.noise_source:
+        shared``, :mod:`dpcore.shared_noise`; the engine's own noise is then zero). The driver
+        passes it only in a step where the noise is shared.
+
+        ``canaries``: the audit's gradient canaries sampled in this step
+        (:class:`dpcore.audit.canary_records.CanaryRecords`): ``canaries.count`` more
+        per-example records that the engine clips, sums and noises with its real examples,
+        in the same calls, *before* its clipping (a reference engine appends their gradients
+        to its per-example gradients, k copies each when it clips microbatches of k, so a
+        microbatch is one canary; a fast engine appends their rows to the (a, g) pair of the
+        layer each belongs to, zero rows elsewhere), spread over its chunks by
+        :func:`dpcore.audit.canary_records.with_canaries`. They add nothing to the loss, and
+        nothing to the update but their clipped gradients (divided like the rest). The
+        driver passes them only in a step where a canary is sampled.
 
         Returns:
             The sum over the batch's examples of their cross-entropy loss (nats) at the
             weights before the update; 0.0 for an empty batch.
         """
+
+    def watch(self, coordinates: Mapping[str, np.ndarray]) -> None:
+        """Report, from now on, the privatised gradient at ``coordinates`` (neutral key ->
+        flat indices in that weight) after every step (:meth:`watched`)."""
+
+    def watched(self) -> dict[str, np.ndarray] | None:
+        """The last step's noised sum at the watched coordinates (key -> float64 values in
+        the order given to :meth:`watch`): the gradient the engine handed its optimizer
+        there, read on the path that applies it (before momentum or Adam), times the divisor
+        it divided by; None before a step or without :meth:`watch`."""
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities [N, K] of one batch of model inputs, with the current weights."""

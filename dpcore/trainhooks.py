@@ -4,9 +4,12 @@ per concern that is not the step itself.
 * :class:`DivergenceGuard`: a NaN/inf loss stops the run as ``diverged``;
 * :class:`WeightAveraging`: the EMA of the weights (``train.ema_decay``), which the model holds
   while it is evaluated and after training;
-* :class:`CanaryGradients` and :class:`SharedNoise`: the audit's gradient canaries and the
-  shared noise, added to a step's clipped sum before the noise (the engine's ``extra``,
-  :func:`step_extra`);
+* :class:`CanaryGradients`: the audit's gradient canaries, handed to each step as per-example
+  records the engine clips with its examples (the engine's ``canaries``,
+  :func:`step_canaries`), and the engine's report of the noised sum at their coordinates
+  after each step;
+* :class:`SharedNoise`: the shared noise, added to a step's clipped sum before the noise (the
+  engine's ``extra``, :func:`step_extra`);
 * :class:`ProgressBar`: a tqdm bar per epoch, on a terminal only;
 * :class:`EpochCallbacks`: the caller's per-epoch callbacks, which may stop training.
 
@@ -28,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 from tqdm.auto import tqdm
 
+from dpcore.audit.canary_records import CanaryRecords
 from dpcore.ema import WeightEma
 from dpcore.epochlog import EpochCallback
 from dpcore.stepengine import Neutral, StepEngine, add_neutral
@@ -73,6 +77,11 @@ class LoopHook:
         Called exactly once per step, before it is taken."""
         return None
 
+    def step_canaries(self, step: int) -> CanaryRecords | None:
+        """The audit's canary records of step ``step``, or None (at most one hook gives
+        them). Called exactly once per step, before it is taken."""
+        return None
+
     def step_done(self, done: StepDone) -> Signal:
         """After each optimizer step."""
         return Signal.CONTINUE
@@ -99,6 +108,18 @@ def step_extra(hooks: Sequence[LoopHook], step: int) -> Neutral | None:
         if part is not None:
             extra = add_neutral(extra, part)
     return extra
+
+
+def step_canaries(hooks: Sequence[LoopHook], step: int) -> CanaryRecords | None:
+    """The canary records of step ``step``: the one hook's that gives them, or None."""
+    out = None
+    for hook in hooks:
+        part = hook.step_canaries(step)
+        if part is not None:
+            if out is not None:
+                raise ValueError("two loop hooks gave canary records for one step")
+            out = part
+    return out
 
 
 def epoch_done(hooks: Sequence[LoopHook], record: Mapping[str, Any], diverged: bool
@@ -163,10 +184,17 @@ class WeightAveraging(LoopHook):
 
 class CanarySource(Protocol):
     """What the loop asks once per step for the audit's canaries
-    (:class:`dpcore.audit.canaries.GradientCanaries`)."""
+    (:class:`dpcore.audit.canaries.GradientCanaries`), and where the engine's report goes."""
 
-    def step_gradient(self) -> dict[str, np.ndarray] | None:
-        """This step's summed clipped canary gradients (neutral layout), None if none."""
+    def step_records(self) -> CanaryRecords | None:
+        """This step's sampled canaries as per-example records, None if none is sampled."""
+
+    def coordinates(self) -> dict[str, np.ndarray]:
+        """The coordinates the engine is to report after each step (neutral key -> flat
+        indices)."""
+
+    def observed(self, values: Mapping[str, np.ndarray]) -> None:
+        """The engine's report of a step's noised sum at :meth:`coordinates`."""
 
 
 class NoiseSource(Protocol):
@@ -178,14 +206,24 @@ class NoiseSource(Protocol):
 
 
 class CanaryGradients(LoopHook):
-    """The audit's gradient canaries sampled in each step (their summed clipped gradients),
-    drawn once per step."""
+    """The audit's gradient canaries sampled in each step, handed to the engine as
+    per-example records it clips with its examples (drawn once per step), and the engine's
+    report of the noised sum at the canaries' coordinates after each step (the engine
+    watches them from the hook's creation)."""
 
-    def __init__(self, canaries: CanarySource) -> None:
+    def __init__(self, canaries: CanarySource, engine: StepEngine) -> None:
         self.canaries = canaries
+        self.engine = engine
+        engine.watch(canaries.coordinates())
 
-    def step_extra(self, step: int) -> Mapping[str, np.ndarray] | None:
-        return self.canaries.step_gradient()
+    def step_canaries(self, step: int) -> CanaryRecords | None:
+        return self.canaries.step_records()
+
+    def step_done(self, done: StepDone) -> Signal:
+        values = self.engine.watched()
+        if values is not None:
+            self.canaries.observed(values)
+        return Signal.CONTINUE
 
 
 class SharedNoise(LoopHook):

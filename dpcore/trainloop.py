@@ -71,6 +71,7 @@ from dpcore.trainhooks import (
     StepDone,
     WeightAveraging,
     epoch_done,
+    step_canaries,
     step_extra,
 )
 from dpcore.trainstep import LogicalSteps, training_chunks
@@ -94,14 +95,13 @@ def loop_hooks(
     noise: NoiseSource | None = None,
 ) -> list[LoopHook]:
     """The hooks of a harmonised run, in the order the loop calls them: divergence first (so
-    the later hooks see it), the EMA (``train.ema_decay``), the canaries and then the shared
-    noise (the order their parts of a step's extra vector are summed in), the progress bar,
-    the caller's callbacks last."""
+    the later hooks see it), the EMA (``train.ema_decay``), the canaries, the shared noise,
+    the progress bar, the caller's callbacks last."""
     hooks: list[LoopHook] = [DivergenceGuard()]
     if config.train.ema_decay is not None:
         hooks.append(WeightAveraging(engine, config.train.ema_decay))
     if canaries is not None:
-        hooks.append(CanaryGradients(canaries))
+        hooks.append(CanaryGradients(canaries, engine))
     if noise is not None:
         hooks.append(SharedNoise(noise))
     hooks += [ProgressBar(progress), EpochCallbacks(callbacks)]
@@ -135,10 +135,12 @@ def run_training(
             (:mod:`dpcore.frontcache`): the engine's model is then the head, trained and
             evaluated on these features in place of the data set's images (same order).
             Not with ``config.augment`` (the features of augmented images change each step).
-        canaries: the audit's gradient canaries: asked once per step for the (clipped) canary
-            gradient, which the engine adds to the clipped sum before the noise (``extra``).
+        canaries: the audit's gradient canaries: asked once per step for the sampled canaries'
+            per-example records, which the engine clips with the batch's examples
+            (``canaries``), and handed the engine's report of the noised sum at their
+            coordinates after each step (the engine watches them).
         noise: the shared noise (``privacy.noise_source: shared``): the vector of each step
-            is added to the clipped sum with the canaries' (``extra``); the engine was built
+            is added to the clipped sum before the noise (``extra``); the engine was built
             with its own noise off (:func:`dpcore.shared_noise.framework_mechanism`).
 
     Raises:
@@ -187,7 +189,8 @@ def run_epochs(engine: StepEngine, steps: LogicalSteps, plan: PrivacyPlan, test:
         loss_sum, examples = 0.0, 0
         start = time.perf_counter()
         for _ in range(epoch_steps):
-            loss, n = steps.take(engine, step + 1, lambda s: step_extra(hooks, s))
+            loss, n = steps.take(engine, step + 1, lambda s: step_extra(hooks, s),
+                                 lambda s: step_canaries(hooks, s))
             step += 1
             loss_sum += loss
             examples += n

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from dpcore.accounting import PrivacyPlan
+from dpcore.audit.canary_records import CanaryRecords
 from dpcore.augment import augment_batch, augment_rng
 from dpcore.config import AugmentSpec, PerfSpec, RunConfig
 from dpcore.predicting import model_inputs
@@ -20,6 +21,10 @@ from dpcore.stepengine import Chunk, StepEngine
 #: The extra vector of step ``step`` (1-based) that the engine adds to the clipped sum before
 #: the noise (see :meth:`dpcore.stepengine.StepEngine.train_step`), or None.
 ExtraSource = Callable[[int], Mapping[str, np.ndarray] | None]
+
+#: The audit's canary records of step ``step`` (1-based), which the engine clips with the
+#: batch's examples (see :meth:`dpcore.stepengine.StepEngine.train_step`), or None.
+CanarySourceFn = Callable[[int], CanaryRecords | None]
 
 
 def training_chunks(
@@ -97,13 +102,15 @@ class LogicalSteps:
                    augment=config.augment if config.augment.active else None,
                    seed=config.seed)
 
-    def take(self, engine: StepEngine, step: int, extra: ExtraSource) -> tuple[float, int]:
+    def take(self, engine: StepEngine, step: int, extra: ExtraSource,
+             canaries: CanarySourceFn | None = None) -> tuple[float, int]:
         """Optimizer step ``step`` (1-based): the next batch through ``engine.train_step``.
 
         With k > 1, the last shuffled batch of an epoch, when N is no multiple of B, loses its
         < k leftover examples (TF Privacy, which needs whole microbatches, drops the whole
         partial batch). The divisor is passed only when ``factors.normalisation`` is not
-        ``expected``; ``extra(step)`` only when it is not None.
+        ``expected``; ``extra(step)`` and ``canaries(step)`` only when they are not None
+        (``canaries`` is asked once per step, after ``extra``).
 
         Returns:
             The batch's summed cross-entropy (nats) and its number of examples.
@@ -121,4 +128,7 @@ class LogicalSteps:
         vector = extra(step)
         if vector is not None:
             step_args["extra"] = vector
+        records = None if canaries is None else canaries(step)
+        if records is not None:
+            step_args["canaries"] = records
         return float(engine.train_step(chunks, **step_args)), len(indices)

@@ -14,12 +14,15 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.chunkpad import pad_chunk, padded_size
 from dpcore.config import PerfSpec, RunConfig
+from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
 from dpcore.stepengine import Chunk, StepMechanism
+from tfpipe import canaries as tfcanaries
 from tfpipe import dp
-from tfpipe.models import get_weights, neutral_to_variables, set_weights
+from tfpipe.models import get_weights, neutral_to_variables, set_weights, variable_keys
 from tfpipe.predict import output_function, probability_function
 
 
@@ -38,36 +41,53 @@ class TfStepEngine:
         x_dtype = model.inputs[0].dtype
         x_spec = tf.TensorSpec([None, *model.inputs[0].shape[1:]], x_dtype)
         y_spec = tf.TensorSpec([None], tf.int64)
-        state_spec = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables]
+        self._state_spec = [tf.TensorSpec(v.shape, v.dtype) for v in self.variables]
         self._x_dtype = x_dtype.as_numpy_dtype
+        self._input_shape = tuple(model.inputs[0].shape[1:])
+        self._variable_keys = variable_keys(model, self.variables)
+        self._routed = tfcanaries.routed_layers(model)
         #: XLA-compiled chunk steps (``perf.compile`` or ``perf.xla``), their chunks padded to
         #: their size class with zero-weight rows (not with microbatches: rows are grouped).
         self.compiled = perf.compile or perf.xla
         self.pad_chunks = self.compiled and mechanism.microbatch_size == 1
         self.physical = perf.physical_batch_size
-        self._chunk_signature = [x_spec, y_spec, tf.TensorSpec([None], tf.float32), state_spec]
+        self._chunk_signature = [x_spec, y_spec, tf.TensorSpec([None], tf.float32),
+                                 self._state_spec, tfcanaries.canary_signature(
+                                     len(self.variables), self._routed)]
         self._accumulate = self._trace(self._accumulate_chunk)
-        self._apply = tf.function(self._apply_update, input_signature=[
-            state_spec, tf.TensorSpec([], tf.float32)])
+        self._watch: list[tf.Tensor | None] = [None] * len(self.variables)
+        self._watched: dict[str, np.ndarray] | None = None
+        self._build_apply()
         self._predict = probability_function(model)
         self._outputs = output_function(model)
 
+    def _build_apply(self) -> None:
+        self._apply = tf.function(self._apply_update, input_signature=[
+            self._state_spec, tf.TensorSpec([], tf.float32)])
+
     def _trace(self, chunk: Callable[..., Any]) -> Callable[..., Any]:
-        """``chunk(x, y, weights, state) -> (state, loss)`` as a ``tf.function`` (XLA when
-        compiled)."""
+        """``chunk(x, y, weights, state, canary) -> (state, loss)`` as a ``tf.function`` (XLA
+        when compiled)."""
         return tf.function(chunk, jit_compile=self.compiled,
                            input_signature=self._chunk_signature)
 
     def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor,
-                          state: list[tf.Tensor]) -> tuple[list[tf.Tensor], tf.Tensor]:
+                          state: list[tf.Tensor], canary: tfcanaries.CanaryInput
+                          ) -> tuple[list[tf.Tensor], tf.Tensor]:
         """Add one chunk's clipped per-example gradients (or its summed gradient) to
-        ``state``; rows of weight 0 (padding) add nothing. Returns the state and the chunk's
-        summed loss over its weighted rows."""
+        ``state``, the audit's canaries (``canary``) as more per-example records; rows of
+        weight 0 (padding) add nothing. Returns the state and the chunk's summed loss over
+        its weighted rows."""
         if self.query.per_example:
             losses, records = dp.per_example_gradients(self.model, self.variables, x, y)
             records = [r * tf.reshape(weights, [-1] + [1] * (len(r.shape) - 1))
                        for r in records]
-            records = dp.microbatch_means(records, self.mechanism.microbatch_size)
+            k = self.mechanism.microbatch_size
+            # the canaries: more per-example records, before the microbatch means and the
+            # query's clipping (k copies each: a microbatch whose mean is the canary)
+            records = [tf.concat([r, c], axis=0) for r, c in zip(
+                records, tfcanaries.gradient_rows(canary, self.variables, k), strict=True)]
+            records = dp.microbatch_means(records, k)
         else:
             losses, records = dp.summed_gradient(self.model, self.variables, x, y, weights)
         return self.optimizer.accumulate_chunk(state, records), tf.reduce_sum(losses * weights)
@@ -83,36 +103,84 @@ class TfStepEngine:
         return {"compiled": "XLA (tf.function jit_compile)" if self.compiled else None,
                 "chunks_padded": self.pad_chunks}
 
-    def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> None:
+    def _apply_update(self, state: list[tf.Tensor], divisor: tf.Tensor) -> list[tf.Tensor]:
         grads = self.optimizer.noised_mean(state, divisor)
         self.optimizer.apply_gradients(zip(grads, self.variables, strict=True))
+        return tfcanaries.watched_values(grads, self._watch)
+
+    def _weighted(self, x: np.ndarray, y: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(x, y, weights)`` of a chunk: padded to its size class with zero-weight rows when
+        the steps are compiled, else itself with weights 1."""
+        if self.pad_chunks:
+            return pad_chunk(x, y, padded_size(len(y), self.physical))
+        return x, y, np.ones(len(y), np.float32)
+
+    def _canary_chunk(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The chunk that carries canaries left over after the real chunks: one microbatch of
+        zero examples of weight 0 (they add nothing; the traced step needs rows to map
+        over)."""
+        k = self.mechanism.microbatch_size
+        x, y, _ = self._weighted(np.zeros((k, *self._input_shape), self._x_dtype),
+                                 np.zeros(k, np.int64))
+        return x, y, np.zeros(len(y), np.float32)
 
     def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
-                   extra: Mapping[str, np.ndarray] | None = None) -> float:
+                   extra: Mapping[str, np.ndarray] | None = None,
+                   canaries: CanaryRecords | None = None) -> float:
         """Accumulate the chunks' clipped gradients, then noise once, divide and step.
 
         ``divisor``: of the noised sum; default the expected batch size B (see
         ``factors.normalisation``). ``extra``: a neutral-layout vector added to the clipped
-        sum before the noise (the audit's canary hook, :class:`dpcore.trainloop.StepEngine`).
+        sum before the noise; ``canaries``: per-example records clipped with the chunks'
+        examples (both: :class:`dpcore.stepengine.StepEngine`).
         """
+        chunks = list(chunks)
         state = self.optimizer.initial_sample_state(self.variables)
         loss = 0.0
-        for x, y in chunks:
-            x, y = np.asarray(x, self._x_dtype), np.asarray(y, np.int64)
-            if self.pad_chunks:
-                x, y, weights = pad_chunk(x, y, padded_size(len(y), self.physical))
+        per_chunk = max((len(y) for _, y in chunks), default=1)
+        for i, part in with_canaries(len(chunks), canaries, per_chunk):
+            if i is None:
+                x, y, weights = self._canary_chunk()
             else:
-                weights = np.ones(len(y), np.float32)
+                x, y, weights = self._weighted(np.asarray(chunks[i][0], self._x_dtype),
+                                               np.asarray(chunks[i][1], np.int64))
             state, chunk_loss = self._accumulator(x, y)(
-                tf.constant(x), tf.constant(y), tf.constant(weights), state)
+                tf.constant(x), tf.constant(y), tf.constant(weights), state,
+                tfcanaries.canary_input(part, self._variable_keys, self._routed))
             loss += float(chunk_loss)
         if extra is not None:
             state = self.optimizer.add_to_sum(
                 state, neutral_to_variables(self.model, self.variables, extra))
         if divisor is None:
             divisor = float(self.mechanism.expected_batch_size)
-        self._apply(state, tf.constant(divisor, tf.float32))
+        values = self._apply(state, tf.constant(divisor, tf.float32))
+        if self._watching:
+            watched = [k for k, idx in zip(self._variable_keys, self._watch, strict=True)
+                       if idx is not None]
+            self._watched = {str(k): np.asarray(v, np.float64) * divisor
+                             for k, v in zip(watched, values, strict=True)}
         return loss
+
+    @property
+    def _watching(self) -> bool:
+        return any(idx is not None for idx in self._watch)
+
+    def watch(self, coordinates: Mapping[str, np.ndarray]) -> None:
+        """Report the noised sum at ``coordinates`` after every step (:meth:`watched`)."""
+        unknown = sorted(set(coordinates) - {k for k in self._variable_keys if k})
+        if unknown:
+            raise ConfigError(f"watched weight key {unknown[0]!r} is not one the engine "
+                              "trains")
+        self._watch = [None if k not in coordinates else
+                       tf.constant(np.asarray(coordinates[k], np.int64), tf.int64)
+                       for k in self._variable_keys]
+        self._build_apply()
+
+    def watched(self) -> dict[str, np.ndarray] | None:
+        """The last step's noised sum at the watched coordinates (the gradient handed to the
+        optimizer, times the divisor), or None."""
+        return self._watched
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
         """Softmax probabilities of one batch of model inputs."""

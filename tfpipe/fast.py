@@ -60,6 +60,7 @@ from dpcore.fastroutes import LayerRoutes, RouteBook, size_class
 from dpcore.fastrules import GHOST, PER_EXAMPLE, UNFOLD, RouteRule
 from dpcore.registry import Registry
 from dpcore.stepengine import StepMechanism
+from tfpipe import canaries as tfcanaries
 from tfpipe.engine import TfStepEngine
 
 #: ``perf_details["per_example_gradients"]`` of a run on this engine.
@@ -468,17 +469,35 @@ def clip_records(records: Sequence[LayerRecord], variables: Sequence[tf.Variable
     return [by_variable[id(v)] for v in variables]
 
 
+def add_canary_rows(records: Sequence[LayerRecord], weights: tf.Tensor | None,
+                  canary: tfcanaries.CanaryInput | None
+                  ) -> tuple[list[LayerRecord], tf.Tensor | None]:
+    """In the graph: the chunk's records with the audit's canary rows appended
+    (:func:`tfpipe.canaries.with_canary_rows`) and the rows' weights (``weights`` [n], None:
+    all 1; the canaries' 1)."""
+    if canary is None:
+        return list(records), weights
+    n = tf.shape(records[0][1])[0] if records else tf.constant(0)
+    base = tf.ones([n], tf.float32) if weights is None else tf.cast(weights, tf.float32)
+    return (tfcanaries.with_canary_rows(records, canary),
+            tf.concat([base, tf.ones([canary["count"]], tf.float32)], axis=0))
+
+
 def clipped_gradient_sum(model: tf.keras.Model, variables: Sequence[tf.Variable],
                          x: tf.Tensor, y: tf.Tensor, clip: tf.Tensor | float, kind: str,
                          routes: Mapping[str, str] | None = None,
-                         weights: tf.Tensor | None = None
+                         weights: tf.Tensor | None = None,
+                         canary: tfcanaries.CanaryInput | None = None
                          ) -> tuple[tf.Tensor, list[tf.Tensor]]:
     """Losses [n] and ``sum_i w_i min(1, clip / ||grad_i||) grad_i`` (one tensor per
     variable, in the order of ``variables``) from one forward and one backward pass
-    (Book-Keeping; :func:`record_layers`, then :func:`clip_records`). Needs a model whose
-    trainable layers are all supported (see :func:`unsupported_layers`).
+    (Book-Keeping; :func:`record_layers`, then :func:`clip_records`). ``canary``: the
+    audit's gradient canaries, as more rows of the layers' ``(a, g)`` pairs
+    (:func:`add_canary_rows`), clipped and summed as examples (they add no loss). Needs a
+    model whose trainable layers are all supported (see :func:`unsupported_layers`).
     """
     losses, records = record_layers(model, x, y)
+    records, weights = add_canary_rows(records, weights, canary)
     return losses, clip_records(records, variables, clip, kind, routes, weights)
 
 
@@ -516,8 +535,9 @@ class FastTfStepEngine(TfStepEngine):
     """:class:`~tfpipe.engine.TfStepEngine` with layer-wise clipping.
 
     Noise, the division by B and the optimizer step are the reference engine's (TF Privacy
-    query and optimizer); each chunk's clipped sum comes from :func:`clipped_gradient_sum`
-    and is added with the query's ``accumulate_preprocessed_record``. Routes
+    query and optimizer); each chunk's clipped sum (its canary rows included,
+    :func:`add_canary_rows`) comes from :func:`clip_records` and is added with the query's
+    ``accumulate_preprocessed_record``. Routes
     (:class:`dpcore.fastroutes.RouteBook`): by Book-Keeping's rule (the default), one traced
     chunk function serves every chunk size (the routes read off the layers' static shapes
     while it is traced); measured (``perf.route_choice: measure``: timed eagerly on the
@@ -537,15 +557,16 @@ class FastTfStepEngine(TfStepEngine):
                         ) -> Callable[..., Any]:
         """The traced chunk step with ``routes`` (None: settled by the rule while tracing,
         for size class ``size``)."""
-        def chunk(x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor, state: list[tf.Tensor]
-                  ) -> tuple[list[tf.Tensor], tf.Tensor]:
+        def chunk(x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor, state: list[tf.Tensor],
+                  canary: tfcanaries.CanaryInput) -> tuple[list[tf.Tensor], tf.Tensor]:
             losses, records = record_layers(self.model, x, y)
             chosen = routes
             if chosen is None:
                 self._static_layers = routes_of_records(records, self.mechanism.clip_kind)
                 chosen = self.book.settle(size, lambda: self._static_layers)
-            summed = clip_records(records, self.variables, self.mechanism.clip_norm,
-                                  self.mechanism.clip_kind, chosen, weights)
+            rows, row_weights = add_canary_rows(records, weights, canary)  # the audit's rows
+            summed = clip_records(rows, self.variables, self.mechanism.clip_norm,
+                                  self.mechanism.clip_kind, chosen, row_weights)
             state = list(self.query.accumulate_preprocessed_record(state, summed))
             return state, tf.reduce_sum(losses * weights)
 

@@ -322,6 +322,12 @@ def get_weights(model: keras.Model) -> Weights:
     return {k: np.array(v.numpy(), dtype=np.float32) for k, v in _variables(model).items()}
 
 
+def variable_keys(model: keras.Model, variables: Sequence[tf.Variable]) -> list[str | None]:
+    """The neutral key of each of ``variables`` (None for a variable with none)."""
+    by_id = {id(v): k for k, v in _variables(model).items()}
+    return [by_id.get(id(v)) for v in variables]
+
+
 def neutral_to_variables(model: keras.Model, variables: Sequence[tf.Variable],
                          vector: Mapping[str, np.ndarray]) -> list[tf.Tensor]:
     """A neutral-layout vector (missing keys: zeros) as one tensor per variable of

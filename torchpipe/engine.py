@@ -19,12 +19,14 @@ from opacus.grad_sample.utils import prepare_module
 from opacus.optimizers import DPOptimizer
 from torch import nn
 
+from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.chunkpad import pad_chunk, padded_size
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
 from dpcore.stepengine import Chunk, StepMechanism
 from torchpipe import dp
+from torchpipe.canaries import GradientWatch, append_grad_samples
 from torchpipe.device import model_device
 from torchpipe.models import get_weights, neutral_to_parameters, set_weights
 from torchpipe.predict import is_text_model, labels_tensor, outputs, probabilities, to_tensor
@@ -106,6 +108,8 @@ class TorchStepEngine:
             self.module = model
             self.optimizer = dp.make_base_optimizer(config.train, model.parameters())
         self.module.train()
+        self._divisor = float(mechanism.expected_batch_size)
+        self._watch: GradientWatch | None = None
 
     def _wrap(self, model: nn.Module, grad_sample_mode: str) -> nn.Module:
         """The module the private step runs: an Opacus ``GradSampleModule``."""
@@ -132,33 +136,55 @@ class TorchStepEngine:
             loss.backward()
 
     def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
-                   extra: Mapping[str, np.ndarray] | None = None) -> float:
+                   extra: Mapping[str, np.ndarray] | None = None,
+                   canaries: CanaryRecords | None = None) -> float:
         """Clip and accumulate chunk by chunk (skipped Opacus steps), noise once, step once.
 
         ``divisor``: of the noised sum; default the expected batch size B (see
         ``factors.normalisation``). ``extra``: a neutral-layout vector added to the clipped
-        sum before the noise (the audit's canary hook, :class:`dpcore.trainloop.StepEngine`).
+        sum before the noise; ``canaries``: per-example records appended to the chunks'
+        ``grad_sample`` before Opacus clips (both: :class:`dpcore.stepengine.StepEngine`).
         """
         chunks = list(chunks) or [self._empty_chunk()]
         if not self.mechanism.private:
             return self._plain_step(chunks)
         self._queue_extra(extra)
+        self._divisor = float(self.mechanism.expected_batch_size if divisor is None
+                              else divisor)
         if isinstance(self.optimizer, DPOptimizer):
             # Opacus divides the noised sum by ``expected_batch_size`` (loss_reduction="mean")
-            self.optimizer.expected_batch_size = (
-                self.mechanism.expected_batch_size if divisor is None else divisor)
+            self.optimizer.expected_batch_size = self._divisor
+        k = self.mechanism.microbatch_size
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        parts = with_canaries(len(chunks), canaries, max(len(y) for _, y in chunks))
         total = 0.0
-        for i, (x, y) in enumerate(chunks):
+        for j, (i, part) in enumerate(parts):
+            x, y = self._empty_chunk() if i is None else chunks[i]
             self.optimizer.zero_grad(set_to_none=True)
             loss = self._chunk_loss(x, y)
             self._backward(loss)
-            dp.microbatch_means(self.module, self.mechanism.microbatch_size)
+            # the canaries: more per-example records, before the microbatch means and
+            # Opacus's clipping (k copies each: a microbatch whose mean is the canary)
+            append_grad_samples(params, part, self.model, k)
+            dp.microbatch_means(self.module, k)
             total += float(loss.detach())
-            if i < len(chunks) - 1:
+            if j < len(parts) - 1:
                 self.optimizer.signal_skip_step(do_skip=True)
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         return total
+
+    def watch(self, coordinates: Mapping[str, np.ndarray]) -> None:
+        """Report the noised sum at ``coordinates`` after every step (:meth:`watched`): the
+        gradient the wrapped optimizer is about to apply, times the step's divisor."""
+        if self._watch is not None:
+            self._watch.close()
+        applier = getattr(self.optimizer, "original_optimizer", self.optimizer)
+        self._watch = GradientWatch(self.model, coordinates, applier, lambda: self._divisor)
+
+    def watched(self) -> dict[str, np.ndarray] | None:
+        """The last step's noised sum at the watched coordinates, or None."""
+        return None if self._watch is None else self._watch.values
 
     def _queue_extra(self, extra: Mapping[str, np.ndarray] | None) -> None:
         """Hand ``extra`` to the DP optimizer, which adds it to the clipped sum just before
@@ -224,7 +250,10 @@ class TorchStepEngine:
         set_weights(self.model, weights)
 
     def close(self) -> None:
-        """Remove Opacus's hooks and attributes and the last gradients from the model."""
+        """Remove Opacus's hooks and attributes, the watch and the last gradients from the
+        model."""
+        if self._watch is not None:
+            self._watch.close()
         remove = getattr(self.module, "_close", None)
         if remove is not None:
             remove()

@@ -60,6 +60,7 @@ from opacus.grad_sample.linear import compute_linear_grad_sample, compute_linear
 from opacus.grad_sample.utils import register_norm_sampler
 from torch import nn
 
+from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.fastroutes import LayerRoutes, RouteBook, size_class
@@ -67,6 +68,7 @@ from dpcore.fastrules import GHOST, PER_EXAMPLE, UNFOLD, RouteRule
 from dpcore.registry import Registry
 from dpcore.stepengine import Chunk, StepMechanism
 from torchpipe import dp
+from torchpipe.canaries import with_canary_rows
 from torchpipe.device import model_device
 from torchpipe.engine import TorchStepEngine
 from torchpipe.predict import labels_tensor, to_tensor
@@ -486,21 +488,51 @@ def clip_records(records: Sequence[LayerRecord], params: Sequence[nn.Parameter],
     return [summed.get(id(p), torch.zeros_like(p)) for p in params]
 
 
+def chunk_records(n: int, losses: torch.Tensor, records: Sequence[LayerRecord],
+                  canaries: CanaryRecords | None, weights: torch.Tensor | None
+                  ) -> tuple[list[LayerRecord], torch.Tensor | None]:
+    """A chunk's recorded ``(module, a, g)`` cut to its ``n`` examples (a chunk of canaries
+    alone was recorded on one zero example, :func:`record_chunk`), with the audit's canary
+    rows appended (:func:`torchpipe.canaries.with_canary_rows`), and the rows' weights
+    (``weights`` [n], None: all 1; the canaries' 1)."""
+    records = [(m, a[:n], g[:n]) for m, a, g in records]
+    if canaries is None or canaries.count == 0:
+        return records, weights
+    ones = torch.ones(canaries.count, dtype=losses.dtype, device=losses.device)
+    base = torch.ones(n, dtype=losses.dtype, device=losses.device) if weights is None \
+        else weights.to(losses.dtype)
+    return with_canary_rows(records, canaries), torch.cat([base, ones])
+
+
+def record_chunk(model: nn.Module, x: torch.Tensor, y: torch.Tensor
+                 ) -> tuple[torch.Tensor, list[LayerRecord]]:
+    """:func:`record_layers` of a chunk; a chunk of no example (canaries alone) is recorded
+    on one zero example, which :func:`chunk_records` cuts off."""
+    if len(y) == 0:
+        x, y = torch.zeros(1, *x.shape[1:], dtype=x.dtype, device=x.device), y.new_zeros(1)
+    return record_layers(model, x, y)
+
+
 def clipped_gradient_sum(model: nn.Module, x: torch.Tensor, y: torch.Tensor, clip: float,
                          kind: str, routes: Mapping[str, str] | None = None,
-                         weights: torch.Tensor | None = None
+                         weights: torch.Tensor | None = None,
+                         canaries: CanaryRecords | None = None
                          ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Losses [n] and ``sum_i w_i c_i grad_i`` (one tensor per trainable parameter, in the
     order of ``model.parameters()``) from one forward and one backward pass (Book-Keeping;
     :func:`record_layers`, then :func:`clip_records`). ``routes``: module name -> route (a
-    module not named takes its rule's default). Needs a supported model
-    (:func:`unsupported_layers` empty).
+    module not named takes its rule's default). ``canaries``: the audit's gradient canaries,
+    as more rows of the modules' ``(a, g)`` pairs (:func:`chunk_records`), clipped and summed
+    as examples (they add no loss). Needs a supported model (:func:`unsupported_layers`
+    empty).
     """
-    losses, records = record_layers(model, x, y)
+    n = len(y)
+    losses, records = record_chunk(model, x, y)
     names = module_names(model)
     chosen = [(routes or {}).get(names[id(m)]) for m, _, _ in records]
+    records, weights = chunk_records(n, losses, records, canaries, weights)
     params = [p for p in model.parameters() if p.requires_grad]
-    return losses.detach(), clip_records(records, params, clip, kind, chosen, weights)
+    return losses.detach()[:n], clip_records(records, params, clip, kind, chosen, weights)
 
 
 def layer_routes(records: Sequence[LayerRecord], names: Mapping[int, str], kind: str,
@@ -568,11 +600,13 @@ class FastTorchStepEngine(TorchStepEngine):
         return [chosen[self._names[id(m)]] for m, _, _ in records]
 
     def train_step(self, chunks: Sequence[Chunk], divisor: float | None = None,
-                   extra: Mapping[str, np.ndarray] | None = None) -> float:
+                   extra: Mapping[str, np.ndarray] | None = None,
+                   canaries: CanaryRecords | None = None) -> float:
         """Clipped sums chunk by chunk, then the Opacus optimizer's noise, division and step.
 
         ``divisor``: of the noised sum; default the expected batch size B. ``extra``: added
-        to the clipped sum before the noise (the canary hook, as the reference engine).
+        to the clipped sum before the noise; ``canaries``: rows of the layers' ``(a, g)``
+        pairs, clipped with the chunks' examples (both: as the reference engine).
         """
         if not self.mechanism.private:
             return super().train_step(chunks, divisor)
@@ -581,18 +615,24 @@ class FastTorchStepEngine(TorchStepEngine):
         summed = [torch.zeros_like(p) for p in params]
         device = model_device(self.model)
         total = 0.0
-        for x, y in chunks:
-            if len(y) == 0:
+        chunks = list(chunks)
+        per_chunk = max((len(y) for _, y in chunks), default=1)
+        for i, rows in with_canaries(len(chunks), canaries, per_chunk):
+            x, y = self._empty_chunk() if i is None else chunks[i]
+            if len(y) == 0 and rows is None:
                 continue
             x, y, weights = self._padded(x, y)
-            losses, records = record_layers(
+            losses, records = record_chunk(
                 self.model, to_tensor(x, self.text, device, self.memory_format),
                 labels_tensor(y, device))
             size = size_class(len(y), self.physical)
+            routes = self._routes(size, records)
+            records, rows_weights = chunk_records(  # the audit's canary rows appended
+                len(y), losses, records, rows, torch.from_numpy(weights).to(device))
             parts = self._clip(records, params, self.mechanism.clip_norm,
-                               self.mechanism.clip_kind, self._routes(size, records),
-                               torch.from_numpy(weights).to(device))
-            total += float((losses.detach() * torch.from_numpy(weights).to(device)).sum())
+                               self.mechanism.clip_kind, routes, rows_weights)
+            total += float((losses.detach()[:len(y)]
+                            * torch.from_numpy(weights).to(device)).sum())
             for acc, part in zip(summed, parts, strict=True):
                 acc += part
         optimizer = self.optimizer  # the reference's DPOptimizer (add_noise is its own)
@@ -602,6 +642,7 @@ class FastTorchStepEngine(TorchStepEngine):
         optimizer.add_noise()
         with torch.no_grad():
             scale = self.mechanism.expected_batch_size if divisor is None else divisor
+            self._divisor = float(scale)
             for p in params:
                 p.grad /= scale
         optimizer.original_optimizer.step()

@@ -14,6 +14,10 @@ run's noise key (:mod:`dpcore.noise_key`, stream ``library``). With ``noise_key:
 optimizer Opacus returns also draws its noise the ``secure_mode`` way (its public
 ``secure_mode`` attribute: four draws divided by two); ``PrivacyEngine(secure_mode=True)``
 itself needs torchcsprng, which does not build with torch 2.x, and refuses a generator.
+
+The audit's gradient canaries (white-box, ``audit_canaries.kind: gradient``) enter the stock
+step: their per-example gradients are appended to ``grad_sample`` before the stock
+``DPOptimizer`` clips (:meth:`OpacusRunner.use_canaries`).
 """
 
 from __future__ import annotations
@@ -29,10 +33,13 @@ from torch.utils.data import DataLoader, TensorDataset
 from dpcore.accounting import PrivacyPlan
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
+from dpcore.errors import ConfigError
 from dpcore.libraryloop import LibraryRecipe, LibraryRunner
 from dpcore.noise_key import noise_key
 from dpcore.predicting import model_inputs
 from dpcore.recipes import LIBRARY_TRAINERS
+from dpcore.trainhooks import CanarySource
+from torchpipe.canaries import GradientWatch, append_grad_samples
 from torchpipe.device import model_device, training_device
 from torchpipe.models import build_model, get_weights, set_weights
 from torchpipe.predict import is_text_model, outputs, probabilities, to_tensor
@@ -80,7 +87,24 @@ class OpacusRunner:
         self.loader = loader
         self.steps_per_epoch = len(loader)
         self.sampling_rate = 1.0 / len(loader)
+        self.sampling = config.privacy.sampling  # Opacus's loader: Poisson or the shuffled one
         self.criterion = nn.CrossEntropyLoss()
+        self.canaries: CanarySource | None = None
+        self.watch: GradientWatch | None = None
+
+    def use_canaries(self, canaries: CanarySource) -> None:
+        """Take the audit's gradient canaries in every step: their per-example gradients are
+        appended to each parameter's ``grad_sample`` after the backward pass, before the
+        stock ``DPOptimizer`` clips (``clip_and_accumulate``), sums, noises and divides
+        them with the batch's; the noised sum it is about to apply is read at the canaries'
+        coordinates (a step pre-hook of its ``original_optimizer``)."""
+        if self.engine is None:
+            raise ConfigError("gradient canaries need DP-SGD (Opacus's DPOptimizer)")
+        self.canaries = canaries
+        optimizer = self.optimizer
+        self.watch = GradientWatch(  # one backward pass per step: Opacus divides by B
+            self.model, canaries.coordinates(), optimizer.original_optimizer,
+            lambda: optimizer.expected_batch_size)
 
     def train_epoch(self, epoch: int) -> tuple[float, int]:
         """One pass over the (Poisson) loader; returns (summed example loss, examples)."""
@@ -95,7 +119,10 @@ class OpacusRunner:
     def train_batch(self, x: torch.Tensor, y: torch.Tensor) -> float:
         """One step of the tutorial loop on one batch (on the model's device): zero_grad,
         mean cross-entropy, backward, ``optimizer.step()``; returns the summed example loss.
-        An empty Poisson batch is a noise-only step in Opacus."""
+        An empty Poisson batch is a noise-only step in Opacus. With the audit's gradient
+        canaries (:meth:`use_canaries`), the step's canary rows are appended to
+        ``grad_sample`` after the backward pass and the noised sum is reported after it."""
+        records = None if self.canaries is None else self.canaries.step_records()
         self.optimizer.zero_grad()
         loss = self.criterion(self.module(x), y) if len(y) else None
         total = 0.0
@@ -104,7 +131,13 @@ class OpacusRunner:
                 warnings.filterwarnings("ignore", message="Full backward hook is firing")
                 loss.backward()
             total = float(loss.detach()) * len(y)
+        if records is not None:  # the audit's canaries, before Opacus clips
+            append_grad_samples(self.optimizer.params, records, self.model)
         self.optimizer.step()
+        if self.canaries is not None and self.watch is not None \
+                and self.watch.values is not None:
+            self.canaries.observed(self.watch.values)
+            self.watch.values = None
         return total
 
     def predict_proba(self, x: np.ndarray) -> np.ndarray:
@@ -129,7 +162,9 @@ class OpacusRunner:
                 float(self.engine.get_epsilon(plan.delta))}
 
     def close(self) -> None:
-        """Remove Opacus's hooks from the model."""
+        """Remove Opacus's hooks (and the canaries' watch) from the model."""
+        if self.watch is not None:
+            self.watch.close()
         remove = getattr(self.module, "_close", None)
         if remove is not None and self.module is not self.model:
             remove()

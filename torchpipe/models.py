@@ -405,6 +405,22 @@ def get_weights(model: nn.Module) -> Weights:
     }
 
 
+def _known_parameters(model: nn.Module, keys: Mapping[str, Any]
+                      ) -> dict[str, tuple[str, str, nn.Parameter]]:
+    """The model's parameters by neutral key (:func:`_parameters`), after checking that every
+    key of ``keys`` is one of them.
+
+    Raises:
+        ConfigError: a key that is not one of the model's weights.
+    """
+    params = _parameters(model)
+    unknown = sorted(set(keys) - set(params))
+    if unknown:
+        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
+                          f"{', '.join(sorted(params))}")
+    return params
+
+
 def neutral_to_parameters(model: nn.Module, vector: Mapping[str, np.ndarray]
                           ) -> dict[int, torch.Tensor]:
     """A neutral-layout vector as tensors in PyTorch's layout, keyed by ``id`` of the
@@ -413,16 +429,34 @@ def neutral_to_parameters(model: nn.Module, vector: Mapping[str, np.ndarray]
     Raises:
         ConfigError: a key that is not one of the model's weights.
     """
-    params = _parameters(model)
-    unknown = sorted(set(vector) - set(params))
-    if unknown:
-        raise ConfigError(f"weight key {unknown[0]!r} is not one of the model's; valid: "
-                          f"{', '.join(sorted(params))}")
+    params = _known_parameters(model, vector)
     out: dict[int, torch.Tensor] = {}
     for key, value in vector.items():
         kind, param, tensor = params[key]
         native = to_torch_layout(kind, param, np.asarray(value, np.float32))
         out[id(tensor)] = torch.from_numpy(native).to(dtype=tensor.dtype, device=tensor.device)
+    return out
+
+
+def parameter_indices(model: nn.Module, coordinates: Mapping[str, np.ndarray]
+                      ) -> dict[str, tuple[nn.Parameter, np.ndarray]]:
+    """Neutral coordinates in PyTorch's layout: key -> (its parameter, the flat indices in
+    the parameter of the neutral flat indices ``coordinates[key]``, same order).
+
+    Raises:
+        ConfigError: a key that is not one of the model's weights.
+    """
+    params = _known_parameters(model, coordinates)
+    out: dict[str, tuple[nn.Parameter, np.ndarray]] = {}
+    for key, flat in coordinates.items():
+        kind, param, tensor = params[key]
+        n = tensor.numel()
+        neutral = np.arange(n, dtype=np.int64).reshape(
+            from_torch_layout(kind, param, np.empty(tuple(tensor.shape))).shape)
+        native = to_torch_layout(kind, param, neutral).reshape(-1)
+        position = np.empty(n, np.int64)
+        position[native] = np.arange(n, dtype=np.int64)
+        out[key] = (tensor, position[np.asarray(flat, np.int64)])
     return out
 
 

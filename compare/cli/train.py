@@ -382,6 +382,9 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
     """Rows of the claimed, proved and audited epsilon (or how to audit, without a one-run
     audit), and whether the audit found a privacy violation (none for a record without
     ``privacy.epsilon_proved_reason``)."""
+    from dpcore.audit.per_step import per_step_findings
+    from dpcore.proved import is_violation
+
     privacy = result["privacy"]
     if "epsilon_proved_reason" not in privacy:
         return []
@@ -408,10 +411,29 @@ def privacy_figure_rows(result: dict[str, Any]) -> list[tuple[str, str]]:
                  f"{one_run['epsilon_lower_bound']:.4f} (one run, {one_run['kind']} canaries: "
                  f"{one_run['correct']} of {one_run['k']} guesses right, m={one_run['m']}, 95% "
                  "lower bound)"))
+    per_step = one_run.get("per_step")
+    if per_step:
+        verdict = "NOT FRESH" if per_step["flagged"] else "fresh"
+        rows.append(("per-step noise", (
+            f"{verdict}: S {per_step['value']:.4f} in {per_step['tensor']} (fresh >= "
+            f"threshold {per_step['threshold']:.4f} at false-alarm rate "
+            f"{per_step['false_alarm_rate']:g}; lag-1 correlation {per_step['rho_1']:.3f}; "
+            f"{per_step['steps']} steps)")))
+        clip = per_step.get("clip")
+        if clip:
+            rows.append(("per-step clipping", (
+                f"{'NOT CLIPPED' if clip['flagged'] else 'clipped'}: Z {clip['value']:.2f} "
+                f"(clipped as an honest step: |Z| <= {clip['threshold']:.2f} at false-alarm "
+                f"rate {clip['false_alarm_rate']:g}; mean shift {clip['mean_shift']:.3f} C over "
+                f"{clip['canaries']} canaries)")))
     if one_run.get("violation"):
         basis = "proved" if privacy.get("epsilon_proved") is not None else "claimed"
-        rows.append(("PRIVACY VIOLATION",
-                     f"the audited lower bound is above the {basis} epsilon"))
+        found = []
+        if is_violation(one_run.get("epsilon_lower_bound"), privacy.get("epsilon_claimed"),
+                        privacy.get("epsilon_proved")):
+            found.append(f"the audited lower bound is above the {basis} epsilon")
+        found += per_step_findings(per_step)
+        rows.append(("PRIVACY VIOLATION", "; ".join(found)))
     else:
         rows.append(("privacy violation", "none found by the audit"))
     return rows

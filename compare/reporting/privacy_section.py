@@ -43,6 +43,7 @@ from compare.reporting.section import (
 )
 from compare.reporting.selection_text import selection_lines
 from compare.reporting.tables import fmt, markdown_table
+from dpcore.audit.per_step import per_step_findings
 from dpcore.mechanisms import is_non_private, noises_gradients
 from dpcore.noise_key import noise_key_label
 from dpcore.proved import figures_of_result, is_violation
@@ -53,7 +54,8 @@ BROKEN_FLAG = "deliberately broken"
 
 #: Columns of :func:`privacy_columns` that hold text.
 PRIVACY_TEXT_COLUMNS = ("epsilon_proved_reason", "epsilon_proved_relation", "fault",
-                        "audit_kind", "privacy_violation", "noise_key", *COMPANION_COLUMNS)
+                        "audit_kind", "privacy_violation", "noise_key", "per_step_flagged",
+                        *COMPANION_COLUMNS)
 
 #: The audited column: the largest of the seeds' one-run bounds (each a 95 % lower bound).
 AUDITED_MAX = "audited (max over seeds)"
@@ -61,16 +63,42 @@ AUDITED_MAX = "audited (max over seeds)"
 AUDITED_PER_SEED = "audited per seed (95% lower bounds)"
 #: The RDP figure beside a proved epsilon computed by PLD.
 PROVED_RDP = "proved by RDP"
+#: The per-step canary audit's column (where some run has one).
+PER_STEP = "per-step noise"
+
+#: The flag of a run whose per-step canary audit found the noise not fresh at every step or
+#: a canary not clipped as an honest step clips it.
+PER_STEP_FLAG = "FLAGGED"
+
+
+def per_step_columns(one_run: Mapping[str, Any]) -> dict[str, Any]:
+    """The run-row columns of the per-step canary audit (:mod:`dpcore.audit.per_step`), in
+    the tensor of the smallest p-value: ``per_step_ratio`` (S, the noise residuals' variance
+    left after predicting each from the step before, over the configured noise variance),
+    ``per_step_threshold``, ``per_step_rho`` (their lag-1 correlation), ``per_step_clip_z``
+    (the clipping check's Z, NaN without one) and ``per_step_flagged`` ("yes" when either
+    check flagged the run, :func:`dpcore.audit.per_step.per_step_findings`); none for a run
+    without a per-step audit (a frame of such runs has no such columns)."""
+    per_step = one_run.get("per_step")
+    if not per_step:
+        return {}
+    clip = per_step.get("clip") or {}
+    return {"per_step_ratio": float(per_step.get("value", math.nan)),
+            "per_step_threshold": float(per_step.get("threshold", math.nan)),
+            "per_step_rho": float(per_step.get("rho_1", math.nan)),
+            "per_step_clip_z": float(clip.get("value", math.nan)),
+            "per_step_flagged": "yes" if per_step_findings(per_step) else ""}
 
 
 def privacy_columns(result: RunResult) -> dict[str, Any]:
     """The run-row columns of one RunResult: ``epsilon_claimed``, ``epsilon_proved`` (NaN when
     none is proved), its reason and relation, ``epsilon_audited`` (NaN without an audit),
     ``audit_kind``/``audit_m``/``audit_k``/``audit_correct``, ``fault`` ("" when honest) and
-    ``privacy_violation`` ("yes"/""), ``epsilon_proved_rdp`` (the RDP figure beside a proved
-    epsilon by PLD, NaN otherwise) and ``noise_key`` (which key the DP-SGD noise had,
-    :func:`dpcore.noise_key.noise_key_label`; "" without gradient noise); a run audited by an
-    audit companion
+    ``privacy_violation`` ("yes"/"": the audited bound above the proved or claimed epsilon, or
+    the per-step audit flagged, :func:`per_step_columns`), ``epsilon_proved_rdp`` (the RDP
+    figure beside a proved epsilon by PLD, NaN otherwise) and ``noise_key`` (which key the
+    DP-SGD noise had, :func:`dpcore.noise_key.noise_key_label`; "" without gradient noise);
+    a run audited by an audit companion
     (:mod:`compare.reporting.audited_column`) also ``audit_companion`` and its status, and its
     violation is tested against the companion's own claimed and proved epsilon."""
     figures = figures_of_result(result)
@@ -81,6 +109,8 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
     reference = reference_figures(one_run, claimed, proved)  # an audit companion's own
     proved_rdp = figures.get("epsilon_proved_rdp")
     privacy = result.privacy or {}
+    per_step = per_step_columns(one_run)
+    violation = is_violation(audited, *reference) or per_step.get("per_step_flagged") == "yes"
     return {
         "epsilon_claimed": math.nan if claimed is None else float(claimed),
         "epsilon_proved": math.nan if proved is None else float(proved),
@@ -95,7 +125,8 @@ def privacy_columns(result: RunResult) -> dict[str, Any]:
         "audit_k": one_run.get("k"),
         "audit_correct": one_run.get("correct"),
         "fault": "" if fault == "none" else fault,
-        "privacy_violation": "yes" if is_violation(audited, *reference) else "",
+        "privacy_violation": "yes" if violation else "",
+        **per_step,
         **companion_column(one_run),
     }
 
@@ -144,6 +175,28 @@ def honest(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["fault"].astype(str) == ""] if "fault" in frame else frame
 
 
+def per_step_cell(group: pd.DataFrame) -> str:
+    """The per-step audit of one (setting, backend)'s runs: the smallest S over seeds with
+    its threshold and lag-1 correlation, the clipping Z largest in size where runs have one,
+    and how many runs either check flagged ("" when no run has a per-step audit)."""
+    if "per_step_ratio" not in group:
+        return ""
+    ratio = group["per_step_ratio"].astype(float)
+    if not ratio.notna().any():
+        return ""
+    worst = group.loc[ratio.idxmin()]
+    flagged = int((group["per_step_flagged"] == "yes").sum())
+    text = (f"S {fmt(worst['per_step_ratio'], 3)} (threshold "
+            f"{fmt(worst['per_step_threshold'], 3)}, rho_1 {fmt(worst['per_step_rho'], 3)})")
+    clip = (group["per_step_clip_z"].astype(float) if "per_step_clip_z" in group
+            else pd.Series(dtype=float))
+    if clip.notna().any():
+        text += f", clip Z {fmt(float(clip.loc[clip.abs().idxmax()]), 3)}"
+    if flagged:
+        return f"{PER_STEP_FLAG} ({flagged} of {int(ratio.notna().sum())} runs): {text}"
+    return f"passed: {text}"
+
+
 def per_seed_bounds(group: pd.DataFrame) -> str:
     """Each audited seed's one-run 95 % lower bound, ``"seed 0: 0.19, seed 1: 0.07"`` in seed
     order ("" when none audited); an audit companion's bound under the companion's seed."""
@@ -171,7 +224,8 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Per (setting, backend) of finished runs: claimed and proved epsilon (one value, or the
     range over the seeds where they differ: :func:`over_seeds`; the RDP figure beside a PLD
     proved one), the largest audited bound over seeds with its audit and each seed's bound
-    beside it, violations, fault."""
+    beside it, the per-step noise check where a run has one (:func:`per_step_cell`),
+    violations, fault."""
     done = frame[frame["status"] == "finished"]
     rows = []
     for (setting, backend), group in done.groupby(["setting", "backend"], sort=False):
@@ -188,6 +242,8 @@ def privacy_table(frame: pd.DataFrame) -> pd.DataFrame:
             "audit (kind, correct/k of m)": "" if best is None else (
                 f"{best['audit_kind']}, {fmt(best['audit_correct'])}/{fmt(best['audit_k'])} of "
                 f"{fmt(best['audit_m'])}{companion_note(best)}"),
+            **({PER_STEP: per_step_cell(group)} if "per_step_ratio" in group
+               else {}),
             "violation": (f"{VIOLATION_FLAG} ({int((group['privacy_violation'] == 'yes').sum())}"
                           f" of {int(audited.notna().sum())} runs)"
                           if (group["privacy_violation"] == "yes").any() else ""),
@@ -310,6 +366,26 @@ HOW_TO_AUDIT = (
     "advantage, not an audited epsilon.")
 
 
+#: What the per-step column says (shown where some run has a per-step audit).
+PER_STEP_TEXT = (
+    "*Per-step noise*: gradient canaries are per-example records that each backend clips, "
+    "sums and noises with its own examples, and the step engine reports the noised sum at "
+    "the canaries' coordinates every step, before the optimizer. The residual there "
+    "(observed minus the canaries' clipped contribution an honest step adds) is the step's "
+    "fresh noise plus the real gradients. S is the residuals' variance left after predicting "
+    "each from the step before (with their lag-1 correlation rho_1), over the configured "
+    "noise variance sigma^2 C^2 (dpcore/audit/per_step.py): fresh noise cannot be predicted, "
+    "so S >= 1 whatever the real gradients do, while noise reused across steps (or far "
+    "smaller than sigma C, or strongly correlated from step to step) leaves S near 0. A run "
+    "is flagged when S is below a threshold that an honest run passes with probability "
+    "0.999 (family-wise over the parameter tensors; the smallest S over seeds is shown). "
+    "*Clip Z* compares each canary's residual in the steps that sampled it with the others: "
+    "about standard normal when the engine clips the canaries as an honest step does, large "
+    "when a canary's 100 C norm goes through, negative when canaries are clipped with other "
+    "examples; flagged when |Z| is above 3.29 (false-alarm rate 0.001; the largest |Z| over "
+    "seeds is shown). A flagged run counts as a privacy violation.")
+
+
 def is_informative_plot(frame: pd.DataFrame) -> bool:
     """Whether :func:`privacy_figure` shows more than the table: some run has an audited
     bound, or some setting's proved epsilon differs from its claim (or none is proved).
@@ -345,10 +421,11 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
     audited = table[AUDITED_MAX].map(_present)
     by_rdp = table[PROVED_RDP].map(_present).any()  # a figure, or a range "a to b" over seeds
     per_seed = (table[AUDITED_PER_SEED] != "").any()
+    per_step = PER_STEP in table and table[PER_STEP].astype(str).str.len().gt(0).any()
     columns = ["setting", "backend", "seeds", "claimed", "proved",
                *([PROVED_RDP] if by_rdp else []), AUDITED_MAX,
                *([AUDITED_PER_SEED] if per_seed else []), "audit (kind, correct/k of m)",
-               "violation", "fault"]
+               *([PER_STEP] if per_step else []), "violation", "fault"]
     lines = ["## Privacy: claimed, proved, audited", "",
              "*Claimed*: the shared accountant's epsilon for the setting (local DP: the "
              "per-image epsilon). *Proved*: the tightest bound known for what actually ran "
@@ -362,7 +439,8 @@ def privacy_section(frame: pd.DataFrame) -> SectionOutput:
              + "; not the membership-inference audit, which gives no epsilon. An audited "
              "bound above the proved epsilon (the claimed one where nothing is proved) is a "
              "privacy violation; `fault` marks a deliberately broken step (an audit check).",
-             "", markdown_table(table, columns), ""]
+             "", *([PER_STEP_TEXT, ""] if per_step else []), markdown_table(table, columns),
+             ""]
     lines += noise_key_lines(dp)
     if not audited.any():
         lines += [HOW_TO_AUDIT, ""]
@@ -461,10 +539,12 @@ def privacy_sentence(frame: pd.DataFrame) -> str | None:
     return "; ".join(parts) + "."
 
 
-__all__ = ["AUDITED_MAX", "AUDITED_PER_SEED", "BROKEN_FLAG", "HOW_TO_AUDIT",
-           "PRIVACY_TEXT_COLUMNS", "PROVED_RDP", "VIOLATION_FLAG",
+__all__ = ["AUDITED_MAX", "AUDITED_PER_SEED", "BROKEN_FLAG", "HOW_TO_AUDIT", "PER_STEP",
+           "PER_STEP_FLAG", "PER_STEP_TEXT", "PRIVACY_TEXT_COLUMNS", "PROVED_RDP",
+           "VIOLATION_FLAG",
            "apply_flags", "flag_settings", "flags_of_results", "honest",
-           "is_informative_plot", "noise_key_lines", "per_seed_bounds", "setting_flags",
+           "is_informative_plot", "noise_key_lines", "per_seed_bounds", "per_step_cell",
+           "per_step_columns", "setting_flags",
            "plot_privacy", "privacy", "privacy_columns", "privacy_figure", "privacy_long",
            "privacy_section",
            "privacy_sentence", "privacy_table"]

@@ -4,17 +4,21 @@ Both kinds draw which of the M canaries are included (independently, probability
 generator seeded by :func:`canary_seed` of the run seed, so a run's canaries are the same on
 both backends and are recorded by that seed.
 
-* :class:`GradientCanaries` (white-box, harmonised DP-SGD): canary i is a per-example gradient
-  of norm :data:`CANARY_NORM_MULTIPLE` x C along its own coordinate of the neutral weight
-  layout (:mod:`dpcore.weights`). Each included canary joins the batches as the run samples
-  its examples: under Poisson sampling it joins every step with the run's probability q;
-  under shuffling it joins exactly one batch per epoch, the batch of a position drawn
-  uniformly among the epoch's N example positions (the position of a shuffled example), so
-  the audit tests the mechanism that ran. A sampled canary is clipped by the step's rule (scaled by
-  C / max(norm, C), in the step's norm; a single coordinate has the same L1 and L2 norm) and
-  is added to the clipped sum before the noise: dpcore computes that vector, each backend only
-  adds it (the ``extra`` of :meth:`dpcore.trainloop.StepEngine.train_step`). Score: how far
-  the weight moved against the canary's gradient over training, w_0[j] - w_T[j].
+* :class:`GradientCanaries` (white-box, DP-SGD): canary i is a per-example gradient of norm
+  :data:`CANARY_NORM_MULTIPLE` x C whose own coordinate j of the neutral weight layout
+  (:mod:`dpcore.weights`) is drawn at random (the record, :mod:`dpcore.audit.canary_records`,
+  may also touch its output unit's bias). Each included canary joins the batches as the run
+  samples its examples: under Poisson sampling it joins every step with the run's
+  probability q; under shuffling it joins exactly one batch per epoch, the batch of a
+  position drawn uniformly among the epoch's N example positions, so the audit tests the
+  mechanism that ran. A sampled canary is one more per-example record, which the step engine
+  clips, sums and noises with its real examples, in its own code (the ``canaries`` of
+  :meth:`dpcore.stepengine.StepEngine.train_step`; a missing clip lets it through 100-fold).
+  dpcore knows what an honest step adds for it (:func:`clipped_sum`), and the engine reports
+  the noised sum at the canaries' coordinates every step, so the residuals
+  (:mod:`dpcore.audit.per_step`) show whether the noise is fresh and whether each canary was
+  clipped as an honest step clips it. Score of the one-run bound:
+  how far the weight moved against the canary's gradient over training, w_0[j] - w_T[j].
 * :class:`InputCanaries` (black-box, any recipe): canary i is a copy of a training image with
   a fixed wrong label; the included ones are appended to the training set. Score: the trained
   model's probability of that wrong label.
@@ -29,18 +33,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dpcore.audit.canary_records import (
+    CANARY_NORM_MULTIPLE,
+    CanaryRecord,
+    CanaryRecords,
+    canary_records,
+    clipped_sum,
+)
 from dpcore.audit.one_run import OneRunAudit, audit_scores
+from dpcore.audit.per_step import CanaryTrace
 from dpcore.errors import ConfigError
 
 if TYPE_CHECKING:
+    from dpcore.architectures import Architecture
     from dpcore.config import AuditCanarySpec
     from dpcore.data.dataset import Dataset
     from dpcore.sampling import BatchPlan
-    from dpcore.stepengine import StepMechanism
 
-#: A gradient canary's norm in units of the clip norm C: well above C, so that clipping is
-#: what bounds it (a step that forgets to clip lets it through 100-fold).
-CANARY_NORM_MULTIPLE = 100.0
+__all__ = ["CANARY_NORM_MULTIPLE", "GRADIENT_SCORE", "INPUT_SCORE", "GradientCanaries",
+           "InputCanaries", "canary_seed", "inclusion"]
 
 GRADIENT_SCORE = "movement of the weight against the canary gradient, w_0[j] - w_T[j]"
 INPUT_SCORE = "trained model's probability of the canary's wrong label"
@@ -71,8 +82,12 @@ class GradientCanaries:
         steps_per_epoch: steps of one epoch (shuffle: one batch per epoch holds the canary).
         n_examples: N, the positions of a shuffled epoch.
         batch_size: B, positions per shuffled batch.
-        value: the clipped canary gradient's value along its coordinate.
+        records: canary i's per-example record (:mod:`dpcore.audit.canary_records`), of norm
+            :data:`CANARY_NORM_MULTIPLE` C in the step's clip norm.
+        clip_norm, clip_kind: the config's C and clip norm (``"l2"`` / ``"l1"``): what an
+            honest step clips each record to.
         seed: the canary generator's seed.
+        trace: what each step added at the canaries' coordinates (:class:`CanaryTrace`).
     """
 
     keys: list[str]
@@ -85,22 +100,30 @@ class GradientCanaries:
     steps_per_epoch: int
     n_examples: int
     batch_size: int
-    value: float
+    records: list[CanaryRecord]
+    clip_norm: float
+    clip_kind: str
     seed: int
     rng: np.random.Generator = dataclasses.field(repr=False, default_factory=np.random.default_rng)
+    trace: CanaryTrace = dataclasses.field(repr=False, default=None)  # type: ignore[assignment]
     _step: int = dataclasses.field(default=0, repr=False)
     _batch_of: np.ndarray | None = dataclasses.field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if self.trace is None:
+            self.trace = CanaryTrace.of(self.records, self.clip_norm, self.clip_kind)
+
     @classmethod
     def for_run(cls, spec: AuditCanarySpec, run_seed: int, shapes: Mapping[str, tuple[int, ...]],
-                mechanism: StepMechanism, batches: BatchPlan, sampling: str, clip_norm: float
-                ) -> GradientCanaries:
+                arch: Architecture, batches: BatchPlan, sampling: str, clip_norm: float,
+                clip_kind: str = "l2") -> GradientCanaries:
         """Draw the coordinates and the inclusion of ``spec.count`` canaries.
 
-        ``batches`` and ``sampling`` are the run's (the canaries are sampled as its examples
-        are); ``clip_norm`` is the config's C (the canaries' norm is
-        :data:`CANARY_NORM_MULTIPLE` C); ``mechanism`` is the step as it runs (a ``no_clip``
-        fault clips nothing).
+        ``shapes``: the trained weights (neutral layout) of model ``arch``; ``batches`` and
+        ``sampling`` are the run's (the canaries are sampled as its examples are);
+        ``clip_norm`` and ``clip_kind``: the config's C and clip norm (each record's norm is
+        :data:`CANARY_NORM_MULTIPLE` C in it; the step engine clips it as it clips its
+        examples, with whatever clip norm its step runs: a ``no_clip`` fault clips nothing).
 
         Raises:
             ConfigError: more canaries than weight coordinates (each needs its own), or an
@@ -123,15 +146,16 @@ class GradientCanaries:
         coords = rng.choice(total, size=m, replace=False)
         starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         key_index = np.searchsorted(starts, coords, side="right") - 1
-        norm = CANARY_NORM_MULTIPLE * float(clip_norm)
-        value = norm * min(1.0, mechanism.clip_norm / max(norm, mechanism.clip_norm))
+        flat_index = coords - starts[key_index]
+        records = canary_records(arch, [keys[i] for i in key_index], flat_index,
+                                 CANARY_NORM_MULTIPLE * float(clip_norm), clip_kind)
         return cls(keys=keys, shapes={k: tuple(shapes[k]) for k in keys}, key_index=key_index,
-                   flat_index=coords - starts[key_index], included=included,
-                   sampling=sampling, sampling_rate=float(batches.sampling_rate),
+                   flat_index=flat_index, included=included, sampling=sampling,
+                   sampling_rate=float(batches.sampling_rate),
                    steps_per_epoch=int(batches.steps_per_epoch),
                    n_examples=int(batches.n_examples),
-                   batch_size=int(batches.expected_batch_size), value=float(value), seed=seed,
-                   rng=rng)
+                   batch_size=int(batches.expected_batch_size), records=records,
+                   clip_norm=float(clip_norm), clip_kind=clip_kind, seed=seed, rng=rng)
 
     def sampled(self) -> np.ndarray:
         """Which canaries join this step (a boolean per canary), as the run samples: Poisson
@@ -147,19 +171,42 @@ class GradientCanaries:
             self._batch_of = positions // self.batch_size
         return self.included & (self._batch_of == position)
 
+    def step_records(self) -> CanaryRecords | None:
+        """The records of the canaries sampled in this step (:meth:`sampled`, in canary
+        order), or None when none is; the trace keeps what an honest step adds for them.
+        Call it exactly once per step, in order."""
+        sampled = self.sampled()
+        self.trace.sampled(sampled)
+        if not sampled.any():
+            return None
+        return CanaryRecords.of([self.records[i] for i in np.flatnonzero(sampled)])
+
     def step_gradient(self) -> dict[str, np.ndarray] | None:
-        """The summed clipped gradients of the canaries sampled in this step (neutral layout;
-        only the keys they touch), or None when none is sampled (:meth:`sampled`: call it
-        exactly once per step)."""
+        """What an honest step adds for the canaries sampled now (:meth:`sampled`): their
+        summed clipped gradients (neutral layout; only the keys they touch), or None when
+        none is sampled. Draws and counts the step, as :meth:`step_records`."""
         sampled = self.sampled()
         if not sampled.any():
             return None
         out: dict[str, np.ndarray] = {}
-        for i in np.flatnonzero(sampled):
-            key = self.keys[self.key_index[i]]
-            flat = out.setdefault(key, np.zeros(int(np.prod(self.shapes[key])), np.float32))
-            flat[self.flat_index[i]] += self.value
-        return {k: v.reshape(self.shapes[k]) for k, v in out.items()}
+        summed = clipped_sum([self.records[i] for i in np.flatnonzero(sampled)],
+                             self.clip_norm, self.clip_kind)
+        for key, entries in summed.items():
+            flat = np.zeros(int(np.prod(self.shapes[key])), np.float32)
+            for index, value in entries.items():
+                flat[index] += value
+            out[key] = flat.reshape(self.shapes[key])
+        return out
+
+    def coordinates(self) -> dict[str, np.ndarray]:
+        """The canaries' own coordinates: neutral key -> flat indices, in canary order within
+        each key (what the step engine reports after each step,
+        :meth:`dpcore.stepengine.StepEngine.watch`)."""
+        return self.trace.coordinates()
+
+    def observed(self, values: Mapping[str, np.ndarray]) -> None:
+        """The engine's report of this step's noised sum at :meth:`coordinates`."""
+        self.trace.observed(values)
 
     def scores(self, initial: Mapping[str, np.ndarray], final: Mapping[str, np.ndarray]
                ) -> np.ndarray:

@@ -97,12 +97,12 @@ def check_combination(config: RunConfig) -> None:
 
 def check_audit_combination(config: RunConfig) -> None:
     """Refuse a fault without an audit, input canaries on a text data set, and gradient
-    canaries where no shared step runs.
+    canaries without DP-SGD (under ``recipe: library`` they enter the library's own step,
+    where its API allows: ``tfpipe.library`` / ``torchpipe.library`` refuse the rest).
 
     Raises:
         ConfigError: ``factors.fault`` other than ``none`` without ``audit_canaries.count``;
-            gradient canaries under ``recipe: library`` (the library's own step has no canary
-            hook: use input canaries) or without DP-SGD (no clipped sum to add them to).
+            gradient canaries without DP-SGD (no per-example clipping to take them).
     """
     canaries, fault = config.audit_canaries, config.factors.fault
     if fault != "none" and not canaries.active:
@@ -120,16 +120,10 @@ def check_audit_combination(config: RunConfig) -> None:
                 "audit_canaries")
     if not canaries.active or canaries.kind != "gradient":
         return
-    if config.recipe != "harmonised":
-        raise ConfigError(
-            f"audit_canaries.kind='gradient' needs recipe=harmonised (the canaries enter the "
-            f"shared DP step); recipe={config.recipe!r} runs the library's own step; valid "
-            "there: audit_canaries.kind=input"
-        )
     if not config.privacy.is_dpsgd:
         raise ConfigError(
-            f"audit_canaries.kind='gradient' needs DP-SGD (the canary gradients are added to "
-            f"the clipped sum); privacy.mechanism={config.privacy.mechanism!r}; valid: "
+            f"audit_canaries.kind='gradient' needs DP-SGD (the canaries are per-example "
+            f"records the step clips); privacy.mechanism={config.privacy.mechanism!r}; valid: "
             f"{', '.join(dpsgd_names())}, or audit_canaries.kind=input"
         )
 

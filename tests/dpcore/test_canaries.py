@@ -8,35 +8,46 @@ import math
 import numpy as np
 import pytest
 
+from dpcore.architectures import architecture
 from dpcore.audit.canaries import (
     CANARY_NORM_MULTIPLE,
     GradientCanaries,
     InputCanaries,
     canary_seed,
 )
+from dpcore.audit.canary_records import (
+    CanaryRecords,
+    canary_record,
+    clipped_sum,
+    with_canaries,
+)
 from dpcore.audit.faults import NO_CLIP_NORM, apply_fault
 from dpcore.audit.plan import check_audit_inputs
-from dpcore.config import AuditCanarySpec, RunConfig
+from dpcore.config import AuditCanarySpec, ModelSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
 from dpcore.sampling import BatchPlan, shuffled_batches
 from dpcore.trainloop import StepMechanism
 
-SHAPES = {"a.kernel": (3, 4), "b.bias": (5,)}
+ARCH = architecture(ModelSpec(name="custom", layers=[
+    {"type": "Flatten", "name": "flat"}, {"type": "Dense", "name": "a", "units": 4},
+    {"type": "Dense", "name": "b"}]), (1, 1, 3), 5)
+SHAPES = ARCH.weight_shapes()  # a.kernel (3, 4), a.bias (4,), b.kernel (4, 5), b.bias (5,)
+TOTAL = 41
 HONEST = StepMechanism("l2", 2.0, "gaussian", 2.0, 1.0, 10)
 
 
-def canaries(count: int = 10, mechanism: StepMechanism = HONEST, q: float = 1.0,
-             seed: int = 3, sampling: str = "poisson", n: int = 1000,
-             batch: int | None = None) -> GradientCanaries:
+def canaries(count: int = 10, q: float = 1.0, seed: int = 3, kind: str = "l2",
+             sampling: str = "poisson", n: int = 1000, batch: int | None = None
+             ) -> GradientCanaries:
     """Canaries of a run of N = ``n`` examples at rate ``q`` (Poisson) or in shuffled batches
-    of ``batch`` (default q N)."""
+    of ``batch`` (default q N), clip norm 2 in ``kind``."""
     size = batch if batch is not None else max(1, round(q * n))
     plan = BatchPlan(n, size, q if batch is None else size / n, 100,
                      max(1, round(1 / q)) if sampling == "poisson" and q > 0
                      else math.ceil(n / size))
-    return GradientCanaries.for_run(AuditCanarySpec(count=count), seed, SHAPES, mechanism,
-                                    plan, sampling, clip_norm=2.0)
+    return GradientCanaries.for_run(AuditCanarySpec(count=count), seed, SHAPES, ARCH, plan,
+                                    sampling, clip_norm=2.0, clip_kind=kind)
 
 
 def test_gradient_canaries_have_distinct_coordinates_and_a_recorded_seed() -> None:
@@ -46,27 +57,39 @@ def test_gradient_canaries_have_distinct_coordinates_and_a_recorded_seed() -> No
     assert c.seed == canary_seed(3)
     again = canaries(17)
     assert (again.included == c.included).all() and (again.flat_index == c.flat_index).all()
+    assert [(r.key, r.flat) for r in c.records] == [
+        (c.keys[k], int(i)) for k, i in zip(c.key_index, c.flat_index, strict=True)]
 
 
-def test_a_sampled_canary_enters_clipped_to_c() -> None:
-    c = canaries(17, q=1.0)  # every included canary in every step
-    step = c.step_gradient()
+@pytest.mark.parametrize("kind", ["l2", "l1"])
+def test_each_record_has_norm_100_c_and_an_honest_step_adds_it_clipped_to_c(kind: str
+                                                                             ) -> None:
+    c = canaries(17, q=1.0, kind=kind)  # every included canary in every step
+    for record in c.records:
+        assert record.norm(kind) == pytest.approx(CANARY_NORM_MULTIPLE * 2.0)
+    records = c.step_records()
+    assert records is not None and records.count == int(c.included.sum())
+    step = c.step_gradient()  # what an honest step adds (the same draw as step_records)
     assert step is not None
-    total = sum(float(v.sum()) for v in step.values())
-    assert total == pytest.approx(2.0 * c.included.sum())  # each clipped to C = 2
-    assert max(float(v.max()) for v in step.values()) == pytest.approx(2.0)
+    total = sum(float(np.linalg.norm(v) if kind == "l2" else np.abs(v).sum())
+                for v in step.values())
+    assert total > 0
+    expected = clipped_sum([c.records[i] for i in np.flatnonzero(c.included)], 2.0, kind)
+    for key, entries in expected.items():
+        for flat, value in entries.items():
+            assert step[key].reshape(-1)[flat] == pytest.approx(value, rel=1e-6)
 
 
-def test_no_clip_lets_the_canary_through_at_full_norm() -> None:
-    c = canaries(17, mechanism=apply_fault(HONEST, "no_clip"))
-    step = c.step_gradient()
-    assert step is not None
-    assert max(float(v.max()) for v in step.values()) == pytest.approx(
-        CANARY_NORM_MULTIPLE * 2.0)
+def test_a_kernel_canary_also_touches_its_units_bias() -> None:
+    record = canary_record(ARCH, "a.kernel", 6)  # [1, 2]: input 1, unit 2
+    assert record.gradient == (("a.kernel", 6, 1.0), ("a.bias", 2, 1.0))
+    assert record.activation == (((1,), 1.0),) and record.output_gradient == (((2,), 1.0),)
+    assert canary_record(ARCH, "b.bias", 3).gradient == (("b.bias", 3, 1.0),)
 
 
 def test_canaries_are_poisson_sampled_at_the_runs_rate() -> None:
     c = canaries(17, q=0.0)
+    assert c.step_records() is None
     assert c.step_gradient() is None
     c = canaries(17, q=0.25)
     joined = np.array([c.sampled() for _ in range(4000)])
@@ -103,8 +126,21 @@ def test_scores_are_the_movement_against_the_canary() -> None:
 
 
 def test_more_gradient_canaries_than_coordinates_is_refused() -> None:
-    with pytest.raises(ConfigError, match="more than the model's 17 weight coordinates"):
-        canaries(18)
+    with pytest.raises(ConfigError, match=f"more than the model's {TOTAL} weight coordinates"):
+        canaries(TOTAL + 1)
+
+
+def test_records_ride_along_the_chunks_and_the_rest_get_chunks_of_their_own() -> None:
+    c = canaries(TOTAL, q=1.0)
+    records = CanaryRecords.of(c.records)
+    plan = with_canaries(2, records, 10)
+    assert [i for i, _ in plan] == [0, 1, None, None, None]
+    assert [p.count for _, p in plan if p is not None] == [10, 10, 10, 10, 1]
+    dense = records.dense_gradient(SHAPES)
+    parts = [p.dense_gradient(SHAPES) for _, p in plan if p is not None]
+    for key in SHAPES:
+        np.testing.assert_array_equal(np.concatenate([p[key] for p in parts]), dense[key])
+    assert with_canaries(3, None, 4) == [(0, None), (1, None), (2, None)]
 
 
 def _images(n: int = 20, task: str = "image") -> Dataset:
@@ -184,12 +220,14 @@ def test_unknown_fault_and_kind_are_refused() -> None:
         RunConfig.from_dict({"audit_canaries": {"count": 1, "kind": "label"}})
 
 
-def test_gradient_canaries_need_the_harmonised_dpsgd_step() -> None:
-    with pytest.raises(ConfigError, match="recipe=harmonised"):
-        RunConfig.from_dict({"recipe": "library", "privacy": {**DP, "sampling": "shuffle"},
-                             "audit_canaries": {"count": 10}})
+def test_gradient_canaries_need_dpsgd_under_either_recipe() -> None:
     with pytest.raises(ConfigError, match="needs DP-SGD"):
         RunConfig.from_dict({"audit_canaries": {"count": 10}})
+    with pytest.raises(ConfigError, match="needs DP-SGD"):
+        RunConfig.from_dict({"recipe": "library", "privacy": {"mechanism": "none"},
+                             "audit_canaries": {"count": 10}})
+    RunConfig.from_dict({"recipe": "library", "privacy": {**DP, "sampling": "shuffle"},
+                         "audit_canaries": {"count": 10}})  # through the library's step
     RunConfig.from_dict({"recipe": "library", "privacy": {**DP, "sampling": "shuffle"},
                          "audit_canaries": {"count": 10, "kind": "input"}})
 

@@ -415,10 +415,10 @@ NOISE_SKIP_LAST_LAYER = Bug(
 
 def _actual_size(orig: Callable[..., float]) -> Callable[..., float]:
     def train_step(self: Any, chunks: Any, divisor: float | None = None,
-                   extra: Any = None) -> float:
+                   extra: Any = None, **rest: Any) -> float:
         if divisor is None:
             divisor = float(max(1, sum(len(c[1]) for c in chunks)))
-        return orig(self, chunks, divisor, extra)
+        return orig(self, chunks, divisor, extra, **rest)
     return train_step
 
 
@@ -512,10 +512,11 @@ def _torch_no_skip(mp: pytest.MonkeyPatch) -> None:
 
 def _per_chunk_steps(orig: Callable[..., float]) -> Callable[..., float]:
     def train_step(self: Any, chunks: Any, divisor: float | None = None,
-                   extra: Any = None) -> float:
+                   extra: Any = None, **rest: Any) -> float:
         divisor = float(self.mechanism.expected_batch_size) if divisor is None else divisor
         parts = list(chunks) or [None]
-        return sum(orig(self, [] if c is None else [c], divisor, extra if i == 0 else None)
+        return sum(orig(self, [] if c is None else [c], divisor, extra if i == 0 else None,
+                        **(rest if i == 0 else {}))
                    for i, c in enumerate(parts))
     return train_step
 
@@ -525,8 +526,9 @@ def _keras_full_scale_accumulation(mp: pytest.MonkeyPatch) -> None:
 
     orig = library.make_optimizer
 
-    def make_optimizer(config: Any, noise_multiplier: float, accumulation: int = 1) -> Any:
-        return orig(config, noise_multiplier * math.sqrt(accumulation), accumulation)
+    def make_optimizer(config: Any, noise_multiplier: float, accumulation: int = 1,
+                       *rest: Any) -> Any:
+        return orig(config, noise_multiplier * math.sqrt(accumulation), accumulation, *rest)
     mp.setattr(library, "make_optimizer", make_optimizer)
 
 
