@@ -46,6 +46,12 @@ class TfStepEngine:
         self._input_shape = tuple(model.inputs[0].shape[1:])
         self._variable_keys = variable_keys(model, self.variables)
         self._routed = tfcanaries.routed_layers(model)
+        #: whether the traced chunk steps take the audit's gradient canaries: only then do
+        #: they append canary rows, so that a run without canaries traces the very graph (and
+        #: float sums) it had before canaries existed; switched on by the first step that is
+        #: given canaries (:meth:`_switch_canaries_on`)
+        spec = config.audit_canaries
+        self.canaries_on = bool(spec.active and spec.kind == "gradient")
         #: XLA-compiled chunk steps (``perf.compile`` or ``perf.xla``), their chunks padded to
         #: their size class with zero-weight rows (not with microbatches: rows are grouped).
         self.compiled = perf.compile or perf.xla
@@ -71,6 +77,11 @@ class TfStepEngine:
         return tf.function(chunk, jit_compile=self.compiled,
                            input_signature=self._chunk_signature)
 
+    def _switch_canaries_on(self) -> None:
+        """Trace the chunk steps again with canary rows (a step was given canaries)."""
+        self.canaries_on = True
+        self._accumulate = self._trace(self._accumulate_chunk)
+
     def _accumulate_chunk(self, x: tf.Tensor, y: tf.Tensor, weights: tf.Tensor,
                           state: list[tf.Tensor], canary: tfcanaries.CanaryInput
                           ) -> tuple[list[tf.Tensor], tf.Tensor]:
@@ -83,10 +94,12 @@ class TfStepEngine:
             records = [r * tf.reshape(weights, [-1] + [1] * (len(r.shape) - 1))
                        for r in records]
             k = self.mechanism.microbatch_size
-            # the canaries: more per-example records, before the microbatch means and the
-            # query's clipping (k copies each: a microbatch whose mean is the canary)
-            records = [tf.concat([r, c], axis=0) for r, c in zip(
-                records, tfcanaries.gradient_rows(canary, self.variables, k), strict=True)]
+            if self.canaries_on:
+                # the canaries: more per-example records, before the microbatch means and
+                # the query's clipping (k copies each: a microbatch whose mean is the canary)
+                records = [tf.concat([r, c], axis=0) for r, c in zip(
+                    records, tfcanaries.gradient_rows(canary, self.variables, k),
+                    strict=True)]
             records = dp.microbatch_means(records, k)
         else:
             losses, records = dp.summed_gradient(self.model, self.variables, x, y, weights)
@@ -136,6 +149,8 @@ class TfStepEngine:
         examples (both: :class:`dpcore.stepengine.StepEngine`).
         """
         chunks = list(chunks)
+        if canaries is not None and canaries.count and not self.canaries_on:
+            self._switch_canaries_on()
         state = self.optimizer.initial_sample_state(self.variables)
         loss = 0.0
         per_chunk = max((len(y) for _, y in chunks), default=1)

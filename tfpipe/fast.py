@@ -564,13 +564,20 @@ class FastTfStepEngine(TfStepEngine):
             if chosen is None:
                 self._static_layers = routes_of_records(records, self.mechanism.clip_kind)
                 chosen = self.book.settle(size, lambda: self._static_layers)
-            rows, row_weights = add_canary_rows(records, weights, canary)  # the audit's rows
+            rows, row_weights = (add_canary_rows(records, weights, canary)  # the audit's
+                                 if self.canaries_on else (records, weights))
             summed = clip_records(rows, self.variables, self.mechanism.clip_norm,
                                   self.mechanism.clip_kind, chosen, row_weights)
             state = list(self.query.accumulate_preprocessed_record(state, summed))
             return state, tf.reduce_sum(losses * weights)
 
         return self._trace(chunk)
+
+    def _switch_canaries_on(self) -> None:
+        """The base's, and the chunk steps of every size class traced again."""
+        super()._switch_canaries_on()
+        self._by_size.clear()
+        self._rule_chunk = None
 
     def _accumulator(self, x: np.ndarray, y: np.ndarray) -> Callable[..., Any]:
         if not self.query.per_example:
