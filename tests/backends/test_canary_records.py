@@ -14,6 +14,7 @@ their own. And the engine reports the noised sum at watched coordinates.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -103,8 +104,11 @@ def _step(backend: str, engine_name: str, spec: ModelSpec, shape: tuple[int, ...
         fault)
     cfg = config(noise=noise, lr=LR, batch_size=B,
                  mechanism="dpsgd-gaussian" if kind == "l2" else "dpsgd-laplace")
+    # a compiled TF step needs perf.deterministic false (XLA has no deterministic MaxPool
+    # gradient), as a run configures it
     engine = be.ENGINES[engine_name](model, cfg, mech,
-                                     PerfSpec(engine=engine_name, compile=compiled))
+                                     PerfSpec(engine=engine_name, compile=compiled,
+                                              deterministic=not compiled))
     try:
         if watch is not None:
             engine.watch(watch)
@@ -151,7 +155,23 @@ def test_canaries_are_clipped_in_the_l1_norm_of_laplace_dpsgd(backend: str, engi
     _check(backend, engine_name, "image", "l1")
 
 
+@pytest.fixture
+def tf_ops_not_deterministic() -> Iterator[None]:
+    """Op determinism off for the test, as ``configure_tensorflow`` sets it for a compiled
+    run (it is process-wide: an earlier test in this process may have switched it on), and
+    restored after."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config  # no public "disable"
+
+    was = tf_config.is_op_determinism_enabled()
+    tf_config.disable_op_determinism()
+    yield
+    if was:
+        tf.config.experimental.enable_op_determinism()
+
+
 @pytest.mark.parametrize("engine_name", ["reference", "fast"])
+@pytest.mark.usefixtures("tf_ops_not_deterministic")
 def test_compiled_tf_steps_clip_each_canary_to_c(engine_name: str) -> None:
     """XLA-compiled chunk steps (``perf.compile``): chunks padded to their size class with
     zero-weight rows, the canaries beside them with weight 1, the leftover ones in a chunk
