@@ -41,3 +41,22 @@ def table(rows: list[tuple[str, str]]) -> str:
 def print_json(obj: Any) -> None:
     """Print one JSON object on stdout (NaN/inf written as null)."""
     sys.stdout.write(json_text(obj))
+
+
+#: The claim options' texts that differ between commands (title, ``--claim-wait``'s help).
+STALE_CLAIM_HELP = ("and taken over (default 600; on this host a claim whose process is gone "
+                    "is taken over at once)")
+
+
+def add_claim_options(parser: argparse.ArgumentParser, *, title: str, wait_help: str,
+                      stale_subject: str = "claim") -> None:
+    """``--claim-wait`` and ``--claim-stale-after`` (run claims: :mod:`dpcore.claims`), shared by
+    ``train`` and ``compare``; ``title`` names the group, ``wait_help`` says what waiting means
+    for the command, ``stale_subject`` what a stale claim is on (``claim``, ``claim on the
+    run``)."""
+    group = parser.add_argument_group(title)
+    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
+                       help=wait_help)
+    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
+                       help=f"another host's {stale_subject} with no heartbeat for this long "
+                            f"is dead {STALE_CLAIM_HELP}")

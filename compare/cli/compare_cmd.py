@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from compare import api
-from compare.cli.common import add_data_dir_option, add_engine_option
+from compare.cli.common import add_claim_options, add_data_dir_option, add_engine_option
 from compare.executors import EXECUTORS
 from compare.folders import check_output_folder
 from compare.grid import load_grid_file, load_preset, preset_names
@@ -62,22 +62,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_data_dir_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     add_executor_options(parser)
-    add_claim_options(parser)
+    add_claim_options(
+        parser, title="run claims (several processes sharing one --out train each run once)",
+        wait_help="at the end, wait at most this long for runs other processes hold, then "
+                  "write the report without them (default: wait until they end)")
     parser.set_defaults(func=run)
-
-
-def add_claim_options(parser: argparse.ArgumentParser) -> None:
-    """``--claim-wait`` and ``--claim-stale-after`` (run claims: dpcore/claims.py)."""
-    group = parser.add_argument_group(
-        "run claims (several processes sharing one --out train each run once)")
-    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
-                       help="at the end, wait at most this long for runs other processes "
-                            "hold, then write the report without them (default: wait until "
-                            "they end)")
-    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
-                       help="another host's claim with no heartbeat for this long is dead "
-                            "and taken over (default 600; on this host a claim whose process "
-                            "is gone is taken over at once)")
 
 
 def add_executor_options(parser: argparse.ArgumentParser) -> None:

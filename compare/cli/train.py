@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from compare import api
-from compare.cli.common import add_data_dir_option, add_engine_option, print_json, table
+from compare.cli.common import (
+    add_claim_options,
+    add_data_dir_option,
+    add_engine_option,
+    print_json,
+    table,
+)
 from dpcore.architectures import model_names
 from dpcore.backend import BACKENDS
 from dpcore.config import (
@@ -71,16 +77,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         "images (image conv models; default 500; 0 skips them)")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument("--json", action="store_true", help="print the RunResult as JSON")
-    group = parser.add_argument_group(
-        "run claim (two processes training one run into one --out train it once)")
-    group.add_argument("--claim-wait", type=float, default=None, metavar="SECONDS",
-                       help="when another process is training this run into --out, wait at "
-                            "most this long for its result (0: do not wait; default: until "
-                            "it ends), then stop without training (exit 2)")
-    group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
-                       help="another host's claim on the run with no heartbeat for this long "
-                            "is dead and taken over (default 600; on this host a claim whose "
-                            "process is gone is taken over at once)")
+    add_claim_options(
+        parser, title="run claim (two processes training one run into one --out train it once)",
+        wait_help="when another process is training this run into --out, wait at most this "
+                  "long for its result (0: do not wait; default: until it ends), then stop "
+                  "without training (exit 2)", stale_subject="claim on the run")
     parser.set_defaults(func=run)
 
 
