@@ -320,7 +320,6 @@ AWAITING_RETRAINING: dict[tuple[str, str], str] = {
     ("mnist-gap-attribution", "published_verdicts"): NOISE_KEY + " (no run to compare)",
     ("mnist-tuned", "five_seeds"): NOISE_KEY,
     ("mnist-tuned", "published_verdicts"): NOISE_KEY + " (no run to compare)",
-    ("pneumonia-noise-draws", "five_seeds"): NOISE_KEY,
     ("cats-vs-dogs-tuned", "five_seeds"): NOISE_KEY,
     ("pneumonia-tuned", "five_seeds"): NOISE_KEY,
     ("mnist-library-benchmark-15", "five_seeds"): NOISE_KEY,

@@ -50,7 +50,6 @@ AWAITING_REGENERATION: dict[str, str] = {
         "mnist-gap-attribution": "notes: the shuffled proved figure by PLD",
         "mnist-tuned": ("notes: the issue reference and unchecked figures removed; published: "
                         "trends, and why its epsilon cells are not comparable"),
-        "pneumonia-noise-draws": "notes: the drifted figure replaced by checked ones",
         "cats-vs-dogs-tuned": "notes: the issue reference and unchecked figures removed",
         "pneumonia-tuned": "notes: the issue reference and unchecked figures removed",
         "mnist-library-benchmark-15": "published: the paper's trends added",
