@@ -290,6 +290,7 @@ def figure(frame: Any, path: Path) -> None:
 
         pivot = data.pivot(index="bug", columns="step", values="verdict_code")
         pivot = pivot.reindex(index=order, columns=["fast", "reference", "library"])
+        pivot = pivot.rename(index={HONEST: "no bug (honest step)"})
         labels = pivot.map(lambda c: "" if c != c else VERDICTS[int(c)])
         sns.heatmap(pivot, cmap=ListedColormap(list(palette.values())), vmin=-0.5,
                     vmax=len(VERDICTS) - 0.5, annot=labels, fmt="", cbar=False,
