@@ -328,17 +328,24 @@ def report_differences(expected: str | Path, actual: str | Path) -> list[str]:
     """How the report folder ``actual`` (e.g. rebuilt from records) differs from ``expected``
     (e.g. the committed one); empty when they agree.
 
-    The rule: the same set of files (the ``latex/`` tables, written on request only, are
-    ignored); every file byte for byte (CSV, JSON, the records, the montage arrays), except
+    The rule: the same set of files (the ``latex/`` tables, written on request only, and the
+    files other generators write into a report folder,
+    :data:`compare.reporting.foreign.FOREIGN_FILES`, are ignored); every file byte for byte
+    (CSV, JSON, the records, the montage arrays), except
     ``report.md``, where the written-time line is ignored, and PNGs, which are compared by
     the digest of their plotted data (``records/figures.json``, which is compared byte for
     byte) rather than by their bytes, which depend on the matplotlib/FreeType/zlib build.
     """
     expected, actual = Path(expected), Path(actual)
 
+    from fnmatch import fnmatch
+
+    from compare.reporting.foreign import FOREIGN_FILES
+
     def files(root: Path) -> set[str]:
-        return {p.relative_to(root).as_posix() for p in root.rglob("*")
-                if p.is_file() and not p.relative_to(root).as_posix().startswith("latex/")}
+        names = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+        return {name for name in names if not name.startswith("latex/")
+                and not any(fnmatch(name, pattern) for pattern in FOREIGN_FILES)}
 
     mine, theirs = files(expected), files(actual)
     problems = [f"only in {expected}: {name}" for name in sorted(mine - theirs)]

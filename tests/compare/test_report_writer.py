@@ -37,3 +37,16 @@ def test_a_first_write_into_a_folder_with_other_files_removes_nothing(tmp_path: 
     (tmp_path / "plot.png").write_bytes(b"a user's own figure")
     write_report_files(tmp_path, [SectionOutput(["# report"])])
     assert (tmp_path / "plot.png").is_file()
+
+
+def test_a_rewrite_keeps_what_another_generator_wrote_into_the_folder(tmp_path: Path) -> None:
+    """The detection matrix (tests/verify/detection_matrix.py) writes its CSV and PNG into
+    reports/audit-check: regenerating that report must not remove them."""
+    write_report_files(tmp_path, [SectionOutput(["# first"])])
+    for name in ("detection-matrix.csv", "detection-matrix.png", "detection-matrix.md"):
+        (tmp_path / name).write_text("the matrix")
+    (tmp_path / "old-figure.png").write_bytes(b"the writer's own, now stale")
+    write_report_files(tmp_path, [SectionOutput(["# second"])])
+    left = sorted(p.name for p in tmp_path.iterdir())
+    assert left == ["detection-matrix.csv", "detection-matrix.md", "detection-matrix.png",
+                    "report.md"]
