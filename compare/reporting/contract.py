@@ -321,7 +321,6 @@ AWAITING_RETRAINING: dict[tuple[str, str], str] = {
     ("mnist-tuned", "five_seeds"): NOISE_KEY,
     ("mnist-tuned", "published_verdicts"): NOISE_KEY + " (no run to compare)",
     ("cats-vs-dogs-tuned", "five_seeds"): NOISE_KEY,
-    ("pneumonia-tuned", "five_seeds"): NOISE_KEY,
     ("mnist-library-benchmark-15", "five_seeds"): NOISE_KEY,
     ("medical-ldp-vs-dpsgd-cnn4", "baselines"): (
         "its non-private baseline, tuned on a validation split (validation accuracy 0.961, "
