@@ -27,7 +27,14 @@ from dpcore.audit.gradient_run import gradient_audit_record, run_gradient_canari
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
-from dpcore.frontcache import FixedFront, cache_inputs, front_not_cached_reason
+from dpcore.frontcache import (
+    FEATURE_MEMO,
+    FixedFront,
+    cache_inputs,
+    front_not_cached_reason,
+    front_spec,
+    memo_key,
+)
 from dpcore.ldp.record import LdpRecord
 from dpcore.libraryloop import canary_runner
 from dpcore.mechanisms import get_mechanism, privatises_images
@@ -289,7 +296,8 @@ def fit(
     details = dict(perf_details or {})
     inputs = None
     if front is not None:
-        inputs = cache_inputs(dataset, front, progress=progress)
+        key = memo_key(backend, front_spec(config, dataset), dataset)
+        inputs = cache_inputs(dataset, front, progress=progress, memo=(FEATURE_MEMO, key))
         details.update(inputs.record())
     elif (reason := front_not_cached_reason(config, perf, dataset)) is not None:
         details["fixed_front_not_cached_because"] = reason

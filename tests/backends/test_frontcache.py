@@ -179,3 +179,47 @@ def test_a_cached_run_trains_what_an_uncached_run_trains(
     proba = load_backend(backend).predict_proba(cached.model, x)
     assert proba.shape == (10, 10)
     assert np.abs(proba - load_backend(backend).predict_proba(plain.model, x)).max() <= 1e-4
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_second_run_reuses_the_features_and_trains_the_same_bits(backend: str) -> None:
+    """The process's memo: the second run of one front on one data set takes the features the
+    first computed (recorded as reused) and trains to the same bits as the first."""
+    from dpcore.frontcache import FEATURE_MEMO
+
+    FEATURE_MEMO.clear()
+    cfg = _scatter_config("scatter-linear", batch_size=TRAIN_BATCH)
+    first = _train(backend, cfg, cache=True)
+    second = _train(backend, cfg, cache=True)
+    assert "fixed_front_reused" not in first.result.perf
+    assert second.result.perf["fixed_front_reused"] is True
+    np.testing.assert_array_equal(flat(first.weights), flat(second.weights))
+    def figures(history: list[dict]) -> list[dict]:
+        return [{k: v for k, v in row.items() if "seconds" not in k} for row in history]
+    assert figures(first.result.history) == figures(second.result.history)
+
+
+def test_the_memo_keys_on_the_images_and_drops_the_least_recently_used() -> None:
+    from dpcore.frontcache import CachedInputs, FeatureMemo, memo_key
+
+    data = digits16(8, 4)
+    changed = dataclasses.replace(data, x_train=data.x_train.copy())
+    changed.x_train[0, 0, 0] = changed.x_train[0, 0, 0] + 1  # one pixel: an LDP-privatised set
+    assert memo_key("tf", "front", data) != memo_key("tf", "front", changed)
+    assert memo_key("tf", "front", data) != memo_key("torch", "front", data)
+    assert memo_key("tf", "front", data) == memo_key("tf", "front",
+                                                      dataclasses.replace(data))
+
+    def entry(n: int) -> CachedInputs:
+        return CachedInputs(np.zeros((n, 4), np.float32), np.zeros((1, 4), np.float32), 0.0,
+                            ("scatter",))
+
+    memo = FeatureMemo(max_bytes=100)  # an entry of 3 + 1 rows of 4 float32 is 64 bytes
+    memo.put(("a",), entry(3))
+    memo.put(("b",), entry(3))
+    assert len(memo) == 1 and memo.get(("a",)) is None  # a was dropped: both do not fit
+    memo.put(("huge",), entry(1000))  # larger than the whole memo: not kept
+    assert memo.get(("huge",)) is None and memo.get(("b",)) is not None
+    kept = memo.get(("b",))
+    with pytest.raises(ValueError, match="read-only"):
+        kept.x_train[0, 0] = 1.0
