@@ -51,7 +51,6 @@ AWAITING_REGENERATION: dict[str, str] = {
         "mnist-tuned": ("notes: the issue reference and unchecked figures removed; published: "
                         "trends, and why its epsilon cells are not comparable"),
         "cats-vs-dogs-tuned": "notes: the issue reference and unchecked figures removed",
-        "mnist-library-benchmark-15": "published: the paper's trends added",
     }.items()}
 
 
