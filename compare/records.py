@@ -54,6 +54,7 @@ from compare.montage_data import (
     save_montage_data,
 )
 from compare.report_context import ReportContext
+from compare.reporting.foreign import is_foreign
 from dpcore.data import portable_location
 from dpcore.errors import DataError, DpCompareError
 from dpcore.io import atomic_write_bytes, json_safe, json_text
@@ -338,14 +339,10 @@ def report_differences(expected: str | Path, actual: str | Path) -> list[str]:
     """
     expected, actual = Path(expected), Path(actual)
 
-    from fnmatch import fnmatch
-
-    from compare.reporting.foreign import FOREIGN_FILES
-
     def files(root: Path) -> set[str]:
         names = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
         return {name for name in names if not name.startswith("latex/")
-                and not any(fnmatch(name, pattern) for pattern in FOREIGN_FILES)}
+                and not is_foreign(name)}
 
     mine, theirs = files(expected), files(actual)
     problems = [f"only in {expected}: {name}" for name in sorted(mine - theirs)]

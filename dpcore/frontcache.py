@@ -247,16 +247,18 @@ def front_not_cached_reason(config: RunConfig, perf: PerfSpec, dataset: Dataset)
     return "augment" if _front_names(config, dataset) else None
 
 
-def _front_names(config: RunConfig, dataset: Dataset) -> tuple[str, ...]:
+def _front_layers(config: RunConfig, dataset: Dataset) -> tuple[Any, ...]:
+    """The architecture's fixed-front layer objects (``()``: none)."""
     arch = architecture(config.model, dataset.input_shape, dataset.n_classes,
                         dataset.vocabulary_size)
-    return fixed_front_names(arch)
+    return tuple(arch.layers[:len(fixed_front_names(arch))])
+
+
+def _front_names(config: RunConfig, dataset: Dataset) -> tuple[str, ...]:
+    return tuple(layer.name for layer in _front_layers(config, dataset))
 
 
 def front_spec(config: RunConfig, dataset: Dataset) -> str:
     """The specs of the model's fixed-front layers (``repr`` of the architecture's layer
     objects, which hold every parameter of the front, e.g. the scattering's J and L)."""
-    arch = architecture(config.model, dataset.input_shape, dataset.n_classes,
-                        dataset.vocabulary_size)
-    count = len(fixed_front_names(arch))
-    return repr(arch.layers[:count])
+    return repr(_front_layers(config, dataset))

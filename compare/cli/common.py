@@ -43,11 +43,6 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json_text(obj))
 
 
-#: The claim options' texts that differ between commands (title, ``--claim-wait``'s help).
-STALE_CLAIM_HELP = ("and taken over (default 600; on this host a claim whose process is gone "
-                    "is taken over at once)")
-
-
 def add_claim_options(parser: argparse.ArgumentParser, *, title: str, wait_help: str,
                       stale_subject: str = "claim") -> None:
     """``--claim-wait`` and ``--claim-stale-after`` (run claims: :mod:`dpcore.claims`), shared by
@@ -59,4 +54,5 @@ def add_claim_options(parser: argparse.ArgumentParser, *, title: str, wait_help:
                        help=wait_help)
     group.add_argument("--claim-stale-after", type=float, default=None, metavar="SECONDS",
                        help=f"another host's {stale_subject} with no heartbeat for this long "
-                            f"is dead {STALE_CLAIM_HELP}")
+                            "is dead and taken over (default 600; on this host a claim whose "
+                            "process is gone is taken over at once)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from compare.reporting.foreign import FOREIGN_FILES
+from compare.reporting.foreign import is_foreign
 from compare.reporting.section import SectionOutput
 from dpcore.io import atomic_path
 from dpcore.results import atomic_write_bytes
@@ -55,9 +55,8 @@ OWNED_FILES: tuple[str, ...] = ("*.csv", "*.png", "montages/*.png")
 
 
 def _owned_files(folder: Path) -> set[Path]:
-    foreign = {path for pattern in FOREIGN_FILES for path in folder.glob(pattern)}
     return {path for pattern in OWNED_FILES for path in folder.glob(pattern)
-            if path.is_file() and path not in foreign}
+            if path.is_file() and not is_foreign(path.relative_to(folder).as_posix())}
 
 
 def write_latex(out: str | Path) -> list[Path]:

@@ -117,11 +117,12 @@ def _catalogue() -> tuple[Any, Any, Any, Callable[..., Any]]:
 def planned_cases() -> list[tuple[str, str, str]]:
     """Every (bug, backend, step) of the matrix, honest rows first: the catalogue's cases
     whose code path exists, then the library-code bugs (step ``library``)."""
+    from tests.verify.bugs import cases as catalogue_cases
+
     bugs, steps, library_bugs, _ = _catalogue()
     cases = [(HONEST, backend, step) for backend in ("tf", "torch") for step in steps]
-    cases += [(name, backend, step) for name, bug in bugs.items()
-              for backend in ("tf", "torch") for step in steps
-              if bug.skip_reason(backend, step) is None]
+    cases += [(name, backend, step) for name, backend, step in catalogue_cases()
+              if bugs[name].skip_reason(backend, step) is None]
     cases += [(name + LIBRARY_CODE, backend, "library") for name, backend in library_bugs]
     return cases
 
