@@ -50,7 +50,6 @@ AWAITING_REGENERATION: dict[str, str] = {
         "mnist-gap-attribution": "notes: the shuffled proved figure by PLD",
         "mnist-tuned": ("notes: the issue reference and unchecked figures removed; published: "
                         "trends, and why its epsilon cells are not comparable"),
-        "cats-vs-dogs-tuned": "notes: the issue reference and unchecked figures removed",
     }.items()}
 
 
