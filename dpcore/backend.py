@@ -57,6 +57,11 @@ class Backend(Protocol):
     NAME: str
     #: One factory per engine name of :data:`ENGINE_NAMES` (tests run every one).
     ENGINES: Mapping[str, EngineFactory]
+    #: Whether several open step engines may drive one model, each setting the weights
+    #: before its step: true where engines attach nothing to the model (``verify`` then
+    #: builds one model for all its steppers), false where they attach what ``close``
+    #: removes.
+    ENGINES_SHARE_MODELS: bool
 
     def train(self, config: RunConfig, dataset: Dataset, perf: PerfSpec | None = None, *,
               initial_weights: Mapping[str, np.ndarray] | None = None, progress: bool = True,

@@ -46,6 +46,11 @@ def _fast_engine(model: Any, config: RunConfig, mechanism: StepMechanism, perf: 
     return FastTfStepEngine(model, config, mechanism, perf)
 
 
+#: Whether several open step engines may drive one model (each sets its weights before a
+#: step): the TF engines trace functions over the Keras model's variables and
+#: attach nothing to it.
+ENGINES_SHARE_MODELS = True
+
 #: The step engines by ``perf.engine`` name.
 ENGINES: Mapping[str, EngineFactory] = {"fast": _fast_engine, "reference": TfStepEngine}
 
@@ -81,7 +86,8 @@ def eval_mode(model: Any) -> None:
     """Nothing to set: a Keras model has no inference mode (``training=False`` is per call)."""
 
 
-__all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "configure", "describe",
+__all__ = ["ENGINES", "ENGINES_SHARE_MODELS", "NAME", "accountant_epsilons", "build_model",
+           "configure", "describe",
            "eval_mode", "get_weights", "gradcam", "library_epsilon", "library_recipe",
            "library_step",
            "load_checkpoint", "membership_attack_library", "membership_attack_names",

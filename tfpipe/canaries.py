@@ -16,6 +16,7 @@ step is traced once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -67,18 +68,31 @@ def canary_input(records: CanaryRecords | None, variable_keys: Sequence[str | No
     """The tensors of ``records`` (None: zero canaries) for a chunk step over variables of
     neutral keys ``variable_keys`` (in the engine's order; None for a variable with no key)
     and the routed ``layers`` (:func:`routed_layers`)."""
-    grad = {} if records is None else records.gradient
-    acts = {} if records is None else records.activations
-    outs = {} if records is None else records.output_gradients
+    if records is None or not records.count:
+        return _empty_input(tuple(variable_keys), tuple(layers.items()))
+    grad = records.gradient
+    acts, outs = records.activations, records.output_gradients
     unknown = sorted(set(acts) - set(layers))
     if unknown:
         raise ConfigError(f"gradient canary in layer {unknown[0]!r}, which the fast engine does "
                           f"not record; valid: {', '.join(layers)}")
-    return {"count": tf.constant(0 if records is None else records.count, tf.int32),
+    return {"count": tf.constant(records.count, tf.int32),
             "gradient": [_tensors(grad.get(k) if k is not None else None, None)
                          for k in variable_keys],
             "rows": {name: _tensors(acts.get(name), ra) + _tensors(outs.get(name), rg)
                      for name, (ra, rg) in layers.items()}}
+
+
+@functools.lru_cache(maxsize=8)
+def _empty_input(variable_keys: tuple[str | None, ...],
+                 layers: tuple[tuple[str, tuple[int, int]], ...]) -> CanaryInput:
+    """Zero canaries for these variables and layers, built once: every chunk of a run without
+    canaries takes it (hundreds of small tensors per chunk otherwise; tensors are immutable,
+    so one input serves every call)."""
+    return {"count": tf.constant(0, tf.int32),
+            "gradient": [_tensors(None, None) for _ in variable_keys],
+            "rows": {name: _tensors(None, ra) + _tensors(None, rg)
+                     for name, (ra, rg) in layers}}
 
 
 def gradient_rows(canary: CanaryInput, variables: Sequence[tf.Variable], repeat: int = 1

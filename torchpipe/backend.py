@@ -31,6 +31,11 @@ from torchpipe.train import configure_torch as configure
 
 NAME = BACKEND
 
+#: Whether several open step engines may drive one model (each sets its weights before a
+#: step): the torch engines attach hooks (Opacus's grad samplers, the fast
+#: engine's recorders) that :meth:`close` removes.
+ENGINES_SHARE_MODELS = False
+
 #: The step engines by ``perf.engine`` name.
 ENGINES: Mapping[str, EngineFactory] = {"fast": FastTorchStepEngine,
                                         "reference": TorchStepEngine}
@@ -66,7 +71,8 @@ def eval_mode(model: nn.Module) -> None:
     model.eval()
 
 
-__all__ = ["ENGINES", "NAME", "accountant_epsilons", "build_model", "configure", "describe",
+__all__ = ["ENGINES", "ENGINES_SHARE_MODELS", "NAME", "accountant_epsilons", "build_model",
+           "configure", "describe",
            "eval_mode", "get_weights", "gradcam", "library_epsilon", "library_recipe",
            "library_step",
            "load_checkpoint", "place_model", "predict_logits", "predict_outputs",

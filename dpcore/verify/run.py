@@ -171,10 +171,7 @@ def _engine_factories(backend: Backend, ctx: _Context, engine: str, perf: PerfSp
                       report: VerifyReport) -> dict[str, tuple[Factory, int | None]]:
     """The engines to check, each as a stepper factory; engines that do not apply are
     recorded in ``report.not_checked`` (or refused when asked for by name)."""
-    config, dataset = ctx.config, ctx.dataset
-    probe = backend.build_model(config.model, dataset.input_shape, dataset.n_classes,
-                                seed=config.seed, vocab_size=dataset.vocabulary_size)
-    unsupported = backend.unsupported_fast_layers(probe)
+    unsupported = backend.unsupported_fast_layers(_stepper_model(backend, ctx, ctx.config))
     why_not_fast = None
     if ctx.k > 1:
         why_not_fast = "factors.microbatch_size > 1 runs on the reference engine only"
@@ -191,15 +188,8 @@ def _engine_factories(backend: Backend, ctx: _Context, engine: str, perf: PerfSp
 
 
 def _engine_factory(backend: Backend, ctx: _Context, name: str, perf: PerfSpec) -> Factory:
-    from dpcore.pipeline import factor_initial_weights
-
     def make(kind: str, config: RunConfig) -> Stepper:
-        dataset = ctx.dataset
-        model = backend.build_model(config.model, dataset.input_shape, dataset.n_classes,
-                                    seed=config.seed, vocab_size=dataset.vocabulary_size)
-        initial = factor_initial_weights(config, dataset)
-        if initial is not None:
-            backend.set_weights(model, initial)
+        model = _stepper_model(backend, ctx, config)
         mech = ctx.mechanism
         if kind == "free":
             mech = dataclasses.replace(mech, noise_scale=0.0, noise_multiplier=0.0)
@@ -214,6 +204,31 @@ def _engine_factory(backend: Backend, ctx: _Context, name: str, perf: PerfSpec) 
         return EngineStepper(built, config, ctx.plan.batches.expected_batch_size, shared)
 
     return make
+
+
+def _stepper_model(backend: Backend, ctx: _Context, config: RunConfig) -> Any:
+    """The model a new engine stepper drives, at its initial weights: a model built for it,
+    or, where the backend's engines may share one (``ENGINES_SHARE_MODELS``), the one model
+    of this ``verify`` set back to its initial weights (every measurement sets its own
+    weights first; a Keras ResNet-18 takes about 1 s to build, and a ``verify`` of both
+    engines opens seven steppers). The weights of ``config.seed``, or of
+    ``factors.initial_weights``."""
+    from dpcore.pipeline import factor_initial_weights
+
+    dataset = ctx.dataset
+    cached = ctx.shared.get("model") if backend.ENGINES_SHARE_MODELS else None
+    if cached is not None:
+        model, weights = cached
+        backend.set_weights(model, weights)
+        return model
+    model = backend.build_model(config.model, dataset.input_shape, dataset.n_classes,
+                                seed=config.seed, vocab_size=dataset.vocabulary_size)
+    initial = factor_initial_weights(config, dataset)
+    if initial is not None:
+        backend.set_weights(model, initial)
+    if backend.ENGINES_SHARE_MODELS:
+        ctx.shared["model"] = (model, backend.get_weights(model))
+    return model
 
 
 def _library_factory(backend: Backend, config: RunConfig, dataset: Dataset, plan: Any,
