@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -18,15 +19,26 @@ def is_text_model(model: nn.Module) -> bool:
     return len(getattr(model, "input_shape", (0, 0, 0))) == 1
 
 
+def _from_numpy(array: np.ndarray) -> torch.Tensor:
+    """``torch.from_numpy`` without torch's warning for a read-only array (the fixed front's
+    memoised features are read-only, :mod:`dpcore.frontcache`): the model inputs made here are
+    only read (no in-place operation on an input), so sharing the memory is safe."""
+    if array.flags.writeable:
+        return torch.from_numpy(array)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        return torch.from_numpy(array)
+
+
 def to_tensor(x: np.ndarray, text: bool, device: torch.device | None = None,
               memory_format: torch.memory_format = torch.contiguous_format) -> torch.Tensor:
     """Model inputs as a torch tensor: NHWC float32 -> NCHW float32 (in ``memory_format``:
     NCHW-contiguous by default; ``torch.channels_last`` keeps the NHWC memory, no copy);
     token ids -> int64; on ``device`` when given (see :mod:`torchpipe.device`)."""
     if text:
-        tensor = torch.from_numpy(np.asarray(x, dtype=np.int64))
+        tensor = _from_numpy(np.asarray(x, dtype=np.int64))
     else:
-        images = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))
+        images = _from_numpy(np.ascontiguousarray(x, dtype=np.float32))
         tensor = images.permute(0, 3, 1, 2).contiguous(memory_format=memory_format)
     return tensor if device is None else tensor.to(device)
 

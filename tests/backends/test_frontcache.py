@@ -223,3 +223,19 @@ def test_the_memo_keys_on_the_images_and_drops_the_least_recently_used() -> None
     kept = memo.get(("b",))
     with pytest.raises(ValueError, match="read-only"):
         kept.x_train[0, 0] = 1.0
+
+
+def test_torch_inputs_from_read_only_features_warn_nothing() -> None:
+    """The memo's read-only features become torch inputs without torch's "not writable"
+    warning (the inputs are only read), in both memory formats, with the same values."""
+    import warnings
+
+    from torchpipe.predict import to_tensor
+
+    features = np.arange(2 * 3 * 3 * 4, dtype=np.float32).reshape(2, 3, 3, 4)
+    features.setflags(write=False)
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tensor = to_tensor(features, text=False, memory_format=memory_format)
+        np.testing.assert_array_equal(tensor.permute(0, 2, 3, 1).numpy(), features)
