@@ -215,12 +215,26 @@ def _step_seconds(runs: Sequence[Callable[[Sequence[Any]], None]], batches: Sequ
     return best
 
 
+#: A compiled twin measured at least this many times slower than its uncompiled tier is not
+#: tried again on a later case of the same model (a larger batch, other data): compiling
+#: the TF DP step of ResNet-18 with XLA gave 65.8 s per step against 1.48 uncompiled at
+#: batch 64, and its compilation at batch 256 had not ended after 35 minutes.
+COMPILE_GIVE_UP_RATIO = 2.0
+
+#: ``(framework, tier, model) -> (case, compiled / uncompiled s per step)`` of the compiled
+#: twins measured at least :data:`COMPILE_GIVE_UP_RATIO` slower, filled case by case.
+CompileHistory = dict[tuple[str, str, str], tuple[str, float]]
+
+
 def choose_compiled(v: Variant, warm: Sequence[Any], probe: Sequence[Any],
-                    log: Callable[[str], None] = lambda _: None) -> None:
+                    log: Callable[[str], None] = lambda _: None, *, model: str = "",
+                    case: str = "", history: CompileHistory | None = None) -> None:
     """Try ``v``'s compiled twin (if any): warm it up (the compilation, timed), time one step
     of each on every ``probe`` batch, alternating (the fastest counts), keep the compiled tier
     only where it is faster by :data:`COMPILE_MARGIN`; ``v.compile`` records what was tried,
-    what it cost and what it gave."""
+    what it cost and what it gave. ``history`` (of the run's earlier cases; updated): a twin
+    of the same framework, tier and ``model`` measured :data:`COMPILE_GIVE_UP_RATIO` times
+    slower in an earlier case is not compiled again, and the note says why."""
     twin, v.compiled = v.compiled, None
     if twin is None or v.run is None:
         return
@@ -228,6 +242,16 @@ def choose_compiled(v: Variant, warm: Sequence[Any], probe: Sequence[Any],
         "tried": "XLA (tf.function jit_compile), chunks padded to their size class"
         if v.framework == "tf" else "torch.compile (inductor), chunks padded to their size "
         "class", "determinism": COMPILE_DETERMINISM[v.framework]}
+    key = (v.framework, v.name, model)
+    if history is not None and key in history:
+        earlier, ratio = history[key]
+        note.update(kept=False, given_up=(
+            f"not compiled: its compiled twin took {ratio:.1f}x the uncompiled step's time "
+            f"in {earlier} (same model; the give-up ratio is {COMPILE_GIVE_UP_RATIO:g})"))
+        twin.close()
+        v.compile = note
+        log(f"[compile] {v.name}: {note['given_up']}")
+        return
     start = time.perf_counter()
     _guarded(twin, lambda: twin.run(warm))
     note["compile_seconds"] = time.perf_counter() - start
@@ -240,6 +264,8 @@ def choose_compiled(v: Variant, warm: Sequence[Any], probe: Sequence[Any],
     plain, compiled = _step_seconds([v.run, twin.run], probe)
     note.update(uncompiled_s_per_step=plain, compiled_s_per_step=compiled,
                 kept=compiled < (1.0 - COMPILE_MARGIN) * plain)
+    if history is not None and compiled >= COMPILE_GIVE_UP_RATIO * plain:
+        history[key] = (case, compiled / plain)
     if note["kept"]:
         v.close()
         v.run, v.close, v.engine = twin.run, twin.close, twin.engine
@@ -251,11 +277,12 @@ def choose_compiled(v: Variant, warm: Sequence[Any], probe: Sequence[Any],
 
 
 def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: None,
-             *, compile_steps: bool = False, roofline: dict[str, Any] | None = None
-             ) -> dict[str, Any]:
+             *, compile_steps: bool = False, roofline: dict[str, Any] | None = None,
+             compile_history: CompileHistory | None = None) -> dict[str, Any]:
     """Time every tier of ``case`` (alternating rounds); the case's figures as a dict.
-    ``compile_steps``: the "at its best" tiers are also tried compiled (kept where faster);
-    ``roofline``: this CPU's, for the per-layer cost model."""
+    ``compile_steps``: the "at its best" tiers are also tried compiled (kept where faster;
+    ``compile_history``: see :func:`choose_compiled`); ``roofline``: this CPU's, for the
+    per-layer cost model."""
     log(f"[{case.name}] building variants")
     variants = build_variants(case, data, compile_steps)
     for v in variants:
@@ -266,7 +293,8 @@ def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: 
             with peak_rss() as mem:
                 _guarded(v, lambda v=v, b=warm: v.run(b))
                 choose_compiled(v, warm, make_batches(data.x, data.y, case.batch_size, 3, 99,
-                                                      data.task), log)
+                                                      data.task), log, model=case.model,
+                                case=case.name, history=compile_history)
             v.memory["warmup_peak_increase_mb"] = mem["peak_increase_mb"]
     for r in range(case.rounds):
         batches = make_batches(data.x, data.y, case.batch_size, case.steps, 1 + r, data.task)
@@ -399,11 +427,13 @@ def run_benchmark(*, quick: bool = False, data_dir: str | None = None,
     roofline = measure()
     loaded: dict[str, CaseData] = {}
     results: dict[str, Any] = {}
+    compile_history: CompileHistory = {}
     for case in selected:
         if case.data not in loaded:
             loaded[case.data] = load_data(case.data, quick, data_dir)
         results[case.name] = run_case(case, loaded[case.data], log,
-                                      compile_steps=compile_steps, roofline=roofline)
+                                      compile_steps=compile_steps, roofline=roofline,
+                                      compile_history=compile_history)
     out: dict[str, Any] = {
         "quick": quick, "data": {k: v.description for k, v in loaded.items()},
         "machine": machine(), "loadavg_before": list(load_before),

@@ -68,6 +68,8 @@ def compile_note(v: dict[str, Any]) -> str:
         return ""
     if c.get("failed"):
         return f"; compiled: failed ({c['failed'][:120]})"
+    if c.get("given_up"):
+        return f"; {c['given_up']}"
     return (f"; compiled ({c['tried'].split(',')[0]}): {'kept' if c['kept'] else 'not kept'}, "
             f"{c['compiled_s_per_step']:.4f} vs {c['uncompiled_s_per_step']:.4f} s/step "
             f"uncompiled, compiling took {c['compile_seconds']:.0f} s")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from benchmarks import bench, costmodel
+from benchmarks import bench, costmodel, render
 from benchmarks.variants import Variant
 
 #: cnn4's conv2 on a chunk of 256 28x28 images: 13x13x16 input, 4x4 kernel, stride 2, 32
@@ -115,3 +115,39 @@ def test_a_compiled_twin_that_fails_is_recorded_and_not_kept() -> None:
     assert v.compile["kept"] is False and "XLA cannot compile" in v.compile["failed"]
     assert "op determinism off" in v.compile["determinism"]
     assert v.run is eager and closed == ["x"]
+
+
+def test_a_much_slower_compiled_twin_is_not_compiled_again_for_the_same_model(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A twin measured at least COMPILE_GIVE_UP_RATIO times slower in one case is not compiled
+    in a later case of the same model (its note says where it was measured); another model's
+    twin is still tried."""
+    # the step times as measured (1.48 s uncompiled, 65.8 s compiled): no clock involved
+    monkeypatch.setattr(bench, "_step_seconds", lambda runs, batches: [1.48, 65.8])
+    history: bench.CompileHistory = {}
+
+    def variant(compiled_calls: list[str]) -> Variant:
+        v = Variant("tf_dp_fast", "tf", True, _sleeping(0.0, [], "eager"))
+        v.compiled = Variant("tf_dp_fast", "tf", True,
+                             _sleeping(0.0, compiled_calls, "compiled"))
+        return v
+
+    first_calls: list[str] = []
+    first = variant(first_calls)
+    bench.choose_compiled(first, ["warm"], ["b1"], model="resnet18", case="resnet18_b64",
+                          history=history)
+    assert first.compile["kept"] is False and first_calls  # tried, slower, not kept
+    assert history[("tf", "tf_dp_fast", "resnet18")][0] == "resnet18_b64"
+
+    later_calls: list[str] = []
+    later = variant(later_calls)
+    bench.choose_compiled(later, ["warm"], ["b1"], model="resnet18", case="resnet18_b256",
+                          history=history)
+    assert later_calls == [] and later.compile["kept"] is False  # never compiled
+    assert "resnet18_b64" in later.compile["given_up"]
+    assert "resnet18_b64" in render.compile_note({"compile": later.compile})
+
+    other_calls: list[str] = []
+    bench.choose_compiled(variant(other_calls), ["warm"], ["b1"], model="cnn4",
+                          case="cnn4_b256", history=history)
+    assert other_calls  # another model: tried
