@@ -83,7 +83,8 @@ class TfStepEngine:
         Without autograph, here and in the update: the step's Python control flow depends
         on Python values only (a tensor-valued ``if`` or loop raises at trace time), so the
         graph has the same ops; autograph's conversion of every call made the traces about
-        12 % of a ResNet-18 `verify`'s wall time (104.8 s -> 92.4 s measured)."""
+        12 % of a ResNet-18 `verify`'s wall time (104.8 s -> 92.4 s, measured beside a
+        training job)."""
         return tf.function(chunk, jit_compile=self.compiled, autograph=False,
                            input_signature=self._chunk_signature)
 
