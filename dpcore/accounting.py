@@ -17,7 +17,9 @@ Conventions:
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -73,8 +75,38 @@ def dpsgd_event(
     return dpe.SelfComposedDpEvent(base, steps)
 
 
+#: Distinct results each accounting memo keeps per process (:func:`_memoised`).
+MEMO_SIZE = 4096
+
+
+def _memoised(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with its results kept per process for hashable arguments.
+
+    For the pure functions of this module only (the same event, delta, rate and steps give the
+    same epsilon or noise with one dp_accounting): a grid plans each run's privacy in its
+    pre-flight check and again when the run trains, and a preset's runs share settings across
+    seeds and backends. Errors are not kept (they are raised again); an argument that cannot
+    be hashed (a ``ComposedDpEvent`` holds a list) is computed every time.
+    """
+    cached = functools.lru_cache(maxsize=MEMO_SIZE)(function)
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            hash((args, tuple(sorted(kwargs.items()))))
+        except TypeError:
+            return function(*args, **kwargs)
+        return cached(*args, **kwargs)
+
+    call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+    call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    return call
+
+
+@_memoised
 def epsilon_rdp(event: dpe.DpEvent, delta: float) -> float | None:
-    """Epsilon of ``event`` at ``delta`` by dp_accounting's RDP accountant.
+    """Epsilon of ``event`` at ``delta`` by dp_accounting's RDP accountant (kept per process:
+    :func:`_memoised`).
 
     Returns ``None`` where the RDP accountant does not support the event (Poisson-subsampled
     Laplace), and ``inf`` for a non-private event.
@@ -85,8 +117,10 @@ def epsilon_rdp(event: dpe.DpEvent, delta: float) -> float | None:
     return float(accountant.compose(event).get_epsilon(delta))
 
 
+@_memoised
 def epsilon_pld(event: dpe.DpEvent, delta: float) -> float | None:
-    """Epsilon of ``event`` at ``delta`` by dp_accounting's PLD accountant (tighter than RDP);
+    """Epsilon of ``event`` at ``delta`` by dp_accounting's PLD accountant (tighter than RDP;
+    kept per process: :func:`_memoised`);
     ``None`` where it does not support the event, or where its grid fails numerically (a noise
     so large that the privacy loss spans less than a few grid steps: epsilon is about 0; or an
     epsilon in the millions, whose grid step overflows).
@@ -335,6 +369,15 @@ def calibrate_noise_multiplier(
             f"mechanism={mechanism!r} cannot be calibrated; valid: {', '.join(dpsgd_names())}"
         )
     calibrator = get_calibrator(accountant or calibration_accountant(mechanism))
+    return _calibrated(calibrator, mechanism, target_epsilon, sampling_rate, steps, delta,
+                       tolerance)
+
+
+@_memoised
+def _calibrated(calibrator: Calibrator, mechanism: str, target_epsilon: float,
+                sampling_rate: float, steps: int, delta: float, tolerance: float) -> float:
+    """``calibrator``'s noise multiplier, kept per process (:func:`_memoised`; keyed by the
+    calibrator itself, so a name registered again is not served another's result)."""
     return calibrator(mechanism, target_epsilon, sampling_rate, steps, delta,
                       tolerance=tolerance)
 
