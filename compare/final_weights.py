@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compare.exact_sums import exact_norm
 from dpcore.errors import CheckpointChangedError, DpCompareError
 from dpcore.io import read_npz, write_npz
 from dpcore.results import RunResult
@@ -122,8 +123,8 @@ def relative_difference(a: FinalWeights, b: FinalWeights) -> tuple[float, str]:
     if a.kind != b.kind or a.parameters != b.parameters or set(a.arrays) != set(b.arrays):
         return math.nan, "not comparable"
     va, vb = a.vector(), b.vector()
-    norm = float(np.linalg.norm(vb))
-    value = float(np.linalg.norm(va - vb) / norm) if norm > 0 else math.nan
+    norm = exact_norm(vb)  # the same bits on any machine (compare.exact_sums)
+    value = exact_norm(va - vb) / norm if norm > 0 else math.nan
     return value, "exact" if a.kind == "weights" else "JL estimate"
 
 
