@@ -27,6 +27,7 @@ from compare.reporting.contract import (
 from compare.reporting.labels import difference_label
 from compare.reporting.published_section import cell_figures
 from compare.reporting.reproduction import TrendVerdict, trend_verdicts, verdict_summary
+from compare.reporting.selection_text import selection_summary
 from compare.reporting.stats import verdict_word
 
 BEGIN = ("<!-- reports-digest: generated from the committed records by "
@@ -115,7 +116,9 @@ def status_of(name: str, problems: Mapping[str, Sequence[str]]) -> str:
 def report_entry(report: ContractReport) -> str:
     """The README entry of one report: its status and its verdicts."""
     status = status_of(report.name, contract_problems(report))
-    parts = [_backends_text(report), *_published_text(report)]
+    selection = selection_summary(report.data.context.selection, report.data.results)
+    parts = [_backends_text(report), *_published_text(report),
+             *([selection] if selection else [])]
     return (f"- [`{report.name}`](reports/{report.name}/report.md), {status}. "
             + "; ".join(parts) + ".")
 

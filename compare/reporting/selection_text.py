@@ -97,6 +97,28 @@ def selection_sentence(raw: Mapping[str, Any] | Sequence[Mapping[str, Any]] | No
     return " ".join(texts)
 
 
+def selection_summary(raw: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+                      results: Sequence[RunResult]) -> str | None:
+    """A short phrase for the README's list of reports: per accounted DP-SGD setting, the
+    epsilon including the selection, and which selections are not accounted; None without a
+    ``selection``."""
+    if raw is None:
+        return None
+    selections = parse_selections(raw)
+    totals = final_run_totals(selections, results)
+    ordered = sorted(totals, key=lambda row: (row[3] is None, row[3] or 0.0))  # small first
+    parts = [f"{setting} {'not bounded' if total is None else f'{total:.3g}'}"
+             for setting, _, _, total in ordered]
+    phrases = []
+    if parts:
+        phrases.append(f"epsilon including the hyper-parameter selection ({PROTOCOL_CITATION}): "
+                       + ", ".join(parts))
+    if any(not s.accounted for s in selections):
+        phrases.append("hyper-parameter selection not accounted (epsilons are the final runs' "
+                       "alone)")
+    return "; ".join(phrases) or None
+
+
 def selection_lines(raw: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
                     results: Sequence[RunResult]) -> list[str]:
     """The privacy section's paragraph on the selection (nothing without one)."""
@@ -106,4 +128,4 @@ def selection_lines(raw: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
     return ["### Selection of the hyper-parameters", "", sentence, ""]
 
 
-__all__ = ["final_run_totals", "selection_lines", "selection_sentence"]
+__all__ = ["final_run_totals", "selection_lines", "selection_sentence", "selection_summary"]

@@ -216,3 +216,48 @@ def test_the_committed_pneumonia_selection_is_what_its_facts_give() -> None:
         assert f"## total epsilon {total}" in table
         assert f"**{selection.epsilon:.3f}** at delta 1e-05" in table
         assert (root.parents[1] / selection.table).is_file()
+
+
+def test_the_readme_summary_gives_each_total_or_says_not_accounted() -> None:
+    from compare.reporting.selection_text import selection_summary
+
+    one = {**accounted_block(), "settings": ["eps=1"]}
+    eight = {**NOT_ACCOUNTED, "settings": ["eps=8"]}
+    runs = [private_run("tf", 0)]
+    other = private_run("tf", 1)
+    other.labels = {"privacy": "eps=8"}
+    runs.append(other)
+    [(_, _, _, total)] = final_run_totals(parse_selections([one]), runs)
+    assert selection_summary([one, eight], runs) == (
+        "epsilon including the hyper-parameter selection (Papernot & Steinke 2022): "
+        f"eps=1 {total:.3g}; hyper-parameter selection not accounted (epsilons are the final "
+        "runs' alone)")
+    assert selection_summary(None, runs) is None
+    assert selection_summary(NOT_ACCOUNTED, runs) == (
+        "hyper-parameter selection not accounted (epsilons are the final runs' alone)")
+
+
+def test_the_accounted_preset_copies_the_committed_protocol_blocks() -> None:
+    """pneumonia-selected retrains the protocol's winners: its blocks are the committed
+    selection's, each naming its setting, and each setting's noise is its winner's."""
+    import json
+
+    root = Path(__file__).resolve().parents[2] / "reports" / "tuning"
+    blocks = json.loads((root / "pneumoniamnist-protocol-selection.json").read_text("utf-8"))
+    grid = expand_grid(load_preset("pneumonia-selected"))
+    selections = parse_selections(grid.selection, [c.setting for c in grid.cells])
+    for total, selection in zip(("1", "8"), selections, strict=True):
+        assert selection.settings == (f"selection eps={total}",)
+        assert {k: v for k, v in selection.to_dict().items() if k != "settings"} == blocks[total]
+    table = (root / "pneumoniamnist-protocol.md").read_text("utf-8")
+    winners = {"1": ("cnn4", "tanh"), "8": ("scatter-cnn", "tanh")}
+    for cell in grid.cells:
+        total = cell.setting.rsplit("=", 1)[1]
+        model, activation = winners[total]
+        assert (cell.config.model.name, cell.config.model.activation) == (model, activation)
+        label = f"{model} {activation} lr0.1 b64 e10"
+        assert f"Winner: **{label}**" in table.split(f"## total epsilon {total}")[1]
+        first = blocks[total]["repetitions"][0]  # the b64 e10 candidates' event
+        assert cell.config.privacy.noise_multiplier == first["noise_multiplier"]
+        assert (cell.config.train.lr, cell.config.train.batch_size, cell.config.train.epochs) \
+            == (0.1, 64, 10)
