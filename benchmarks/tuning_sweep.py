@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -200,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"--only: unknown labels {sorted(unknown)}")
         candidates = [c for c in candidates if c["label"] in wanted]
-    command = "python -m benchmarks.tuning_sweep " + " ".join(
+    command = "python -m benchmarks.tuning_sweep " + shlex.join(  # quoted: copy-pasteable
         sys.argv[1:] if argv is None else argv)
     if args.protocol:
         from dpcore.tuning import parse_law
