@@ -237,27 +237,48 @@ def test_the_readme_summary_gives_each_total_or_says_not_accounted() -> None:
         "hyper-parameter selection not accounted (epsilons are the final runs' alone)")
 
 
-def test_the_accounted_preset_copies_the_committed_protocol_blocks() -> None:
-    """pneumonia-selected retrains the protocol's winners: its blocks are the committed
-    selection's, each naming its setting, and each setting's noise is its winner's."""
+#: The accounted presets: (preset, data set, committed protocol files' stem, candidates file,
+#: the winner's candidate label per total epsilon).
+SELECTED = [
+    ("pneumonia-selected", "pneumoniamnist", "pneumoniamnist-protocol", "pneumoniamnist",
+     {"1": "cnn4 tanh lr0.1 b64 e10", "8": "scatter-cnn tanh lr0.1 b64 e10"}),
+    ("cats-vs-dogs-selected", "cats_vs_dogs", "cats_vs_dogs-protocol", "cats_vs_dogs",
+     {"8": "scatter-linear lr0.1 b256 e20"}),
+]
+
+
+@pytest.mark.parametrize(("preset", "dataset", "stem", "candidates", "winners"), SELECTED)
+def test_an_accounted_preset_retrains_the_committed_protocol_winners(
+        preset: str, dataset: str, stem: str, candidates: str,
+        winners: dict[str, str]) -> None:
+    """Each setting of an accounted preset is its selection's winner (the committed table
+    names it), configured as the sweep's candidate, at the winner's noise; its block is the
+    committed selection's."""
     import json
 
-    root = Path(__file__).resolve().parents[2] / "reports" / "tuning"
-    blocks = json.loads((root / "pneumoniamnist-protocol-selection.json").read_text("utf-8"))
-    grid = expand_grid(load_preset("pneumonia-selected"))
+    from benchmarks.tuning_candidates import load_candidates, run_config
+
+    root = Path(__file__).resolve().parents[2]
+    blocks = json.loads((root / "reports" / "tuning" / f"{stem}-selection.json")
+                        .read_text("utf-8"))
+    table = (root / "reports" / "tuning" / f"{stem}.md").read_text("utf-8")
+    by_label = {c["label"]: c for c in load_candidates(
+        root / "benchmarks" / "tuning" / f"{candidates}.yaml")}
+    grid = expand_grid(load_preset(preset))
     selections = parse_selections(grid.selection, [c.setting for c in grid.cells])
-    for total, selection in zip(("1", "8"), selections, strict=True):
+    assert sorted(blocks) == sorted(winners) and len(selections) == len(winners)
+    for total, selection in zip(sorted(winners, key=float), selections, strict=True):
         assert selection.settings == (f"selection eps={total}",)
         assert {k: v for k, v in selection.to_dict().items() if k != "settings"} == blocks[total]
-    table = (root / "pneumoniamnist-protocol.md").read_text("utf-8")
-    winners = {"1": ("cnn4", "tanh"), "8": ("scatter-cnn", "tanh")}
+    assert {c.setting for c in grid.cells} == {f"selection eps={t}" for t in winners}
     for cell in grid.cells:
         total = cell.setting.rsplit("=", 1)[1]
-        model, activation = winners[total]
-        assert (cell.config.model.name, cell.config.model.activation) == (model, activation)
-        label = f"{model} {activation} lr0.1 b64 e10"
+        label = winners[total]
         assert f"Winner: **{label}**" in table.split(f"## total epsilon {total}")[1]
-        first = blocks[total]["repetitions"][0]  # the b64 e10 candidates' event
-        assert cell.config.privacy.noise_multiplier == first["noise_multiplier"]
-        assert (cell.config.train.lr, cell.config.train.batch_size, cell.config.train.epochs) \
-            == (0.1, 64, 10)
+        candidate = run_config(dataset, by_label[label], float(total))
+        assert (cell.config.model, cell.config.train) == (candidate.model, candidate.train)
+        noise = next(float(row.strip('| ').split(' | ')[3]) for row in table.split(
+            f"## total epsilon {total}")[1].splitlines() if row.startswith(f"| {label} |"))
+        assert cell.config.privacy.noise_multiplier == pytest.approx(noise, abs=5e-4)
+        assert cell.config.privacy.noise_multiplier in {
+            r["noise_multiplier"] for r in blocks[total]["repetitions"]}
