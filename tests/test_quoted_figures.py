@@ -308,6 +308,9 @@ QUOTES: list[Quote] = [
 SETTINGS = "a setting, a target or a paper's printed figure"
 ALLOWED: dict[str, list[str]] = {
     "preset cats-vs-dogs-tuned": ["(20 % of", "lr 0.1 for 20", "lr 0.4,", ">= 0.80", ">= 0.70"],
+    "preset cats-vs-dogs-selected": ["tnb:1:0.1", "--score-noise 0.01", "80 % of",
+                                     "other 20 %", "std 0.01", "lr 0.1 with momentum 0.9",
+                                     "(noise multiplier 2.165)"],
     "preset pneumonia-selected": ["tnb:1:0.1", "--score-noise 0.01", "gamma 0.1",
                                   "80 % of", "other 20 %", "std 0.01", "lr 0.1 with momentum 0.9",
                                   "(noise multiplier 8.324;", "(noise multiplier 0.844)"],
