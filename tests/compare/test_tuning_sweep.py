@@ -4,6 +4,7 @@ trained on the validation split at each epsilon, and the table names its command
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -65,15 +66,19 @@ def test_sweep_scores_the_validation_split(tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "c.yaml"
     path.write_text(CANDIDATES, encoding="utf-8")
-    out = tmp_path / "t.md"
-    assert main(["--dataset", "digits", "--candidates", str(path), "--epsilons", "4,8",
-                 "--only", "small", "--out", str(out)]) == 0
+    (tmp_path / "my tables").mkdir()
+    out = tmp_path / "my tables" / "t.md"  # a space: the header's command must quote it
+    argv = ["--dataset", "digits", "--candidates", str(path), "--epsilons", "4,8",
+            "--only", "small", "--out", str(out)]
+    assert main(argv) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [(r["label"], r["epsilon"]) for r in rows] == [("small", 4.0), ("small", 8.0)]
     assert all(r["n_validation"] == 40 and r["n_fit"] == 160 for r in rows)  # 20 % of 200
     assert [round(r["epsilon_rdp"], 2) for r in rows] == [4.0, 8.0]
     text = out.read_text(encoding="utf-8")
     assert "python -m benchmarks.tuning_sweep --dataset digits" in text
+    command = text.split("Command: `", 1)[1].split("`", 1)[0]
+    assert shlex.split(command) == ["python", "-m", "benchmarks.tuning_sweep", *argv]
     assert "## epsilon 4" in text and "No test image is scored" in text
     with pytest.raises(SystemExit):
         main(["--dataset", "digits", "--candidates", str(path), "--only", "nope"])
