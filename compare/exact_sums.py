@@ -20,8 +20,8 @@ __all__ = ["exact_norm", "exact_pearson"]
 
 
 def exact_norm(values: np.ndarray) -> float:
-    """Euclidean norm of ``values`` (any shape, as float64): ``sqrt`` of the exactly rounded
-    sum of squares."""
+    """Euclidean norm of ``values`` (any shape, as float64): ``sqrt`` of the sum of the
+    (rounded) squares, that sum exactly rounded."""
     flat = np.asarray(values, np.float64).ravel()
     return math.sqrt(math.fsum(np.square(flat)))
 
@@ -35,5 +35,7 @@ def exact_pearson(first: np.ndarray, second: np.ndarray) -> float:
         raise ValueError(f"arrays of {a.size} and {b.size} values; valid: equal sizes")
     a = a - math.fsum(a) / a.size
     b = b - math.fsum(b) / b.size
-    spread = math.sqrt(math.fsum(np.square(a)) * math.fsum(np.square(b)))
-    return math.fsum(a * b) / spread if spread > 0 else math.nan
+    spread = math.sqrt(math.fsum(np.square(a))) * math.sqrt(math.fsum(np.square(b)))
+    if not spread > 0:
+        return math.nan
+    return min(1.0, max(-1.0, math.fsum(a * b) / spread))  # rounding may step past +-1

@@ -369,15 +369,17 @@ def calibrate_noise_multiplier(
             f"mechanism={mechanism!r} cannot be calibrated; valid: {', '.join(dpsgd_names())}"
         )
     calibrator = get_calibrator(accountant or calibration_accountant(mechanism))
-    return _calibrated(calibrator, mechanism, target_epsilon, sampling_rate, steps, delta,
-                       tolerance)
+    return _calibrated(calibrator, get_mechanism(mechanism), mechanism, target_epsilon,
+                       sampling_rate, steps, delta, tolerance)
 
 
 @_memoised
-def _calibrated(calibrator: Calibrator, mechanism: str, target_epsilon: float,
-                sampling_rate: float, steps: int, delta: float, tolerance: float) -> float:
-    """``calibrator``'s noise multiplier, kept per process (:func:`_memoised`; keyed by the
-    calibrator itself, so a name registered again is not served another's result)."""
+def _calibrated(calibrator: Calibrator, registered: object, mechanism: str,
+                target_epsilon: float, sampling_rate: float, steps: int, delta: float,
+                tolerance: float) -> float:
+    """``calibrator``'s noise multiplier, kept per process (:func:`_memoised`). Keyed by the
+    calibrator and the registered mechanism objects themselves (``registered``, only a key),
+    so a name registered again is not served another's result."""
     return calibrator(mechanism, target_epsilon, sampling_rate, steps, delta,
                       tolerance=tolerance)
 

@@ -116,7 +116,10 @@ def status_of(name: str, problems: Mapping[str, Sequence[str]]) -> str:
 def report_entry(report: ContractReport) -> str:
     """The README entry of one report: its status and its verdicts."""
     status = status_of(report.name, contract_problems(report))
-    selection = selection_summary(report.data.context.selection, report.data.results)
+    raw = report.data.context.selection  # else the bundled preset's (records written before
+    if raw is None and report.grid is not None:  # the block existed carry none)
+        raw = report.grid.selection
+    selection = selection_summary(raw, report.data.results)
     parts = [_backends_text(report), *_published_text(report),
              *([selection] if selection else [])]
     return (f"- [`{report.name}`](reports/{report.name}/report.md), {status}. "

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,9 @@ second = FinalWeights("weights", b.size, {"w": b})
 maps = rng.random((2, 300, 300))
 print(repr(relative_difference(first, second)[0]),
       repr(gradcam_pearson(maps, maps + 0.01 * rng.random(maps.shape))))
+# what the report computed before (BLAS): tells whether this machine's BLAS splits the sums
+va, vb = first.vector(), second.vector()
+print(repr(float(np.linalg.norm(va - vb) / np.linalg.norm(vb))))
 """
 
 
@@ -44,7 +48,11 @@ def _figures(threads: int) -> str:
 
 
 def test_the_figures_do_not_depend_on_the_blas_thread_count() -> None:
-    assert _figures(1) == _figures(2)
+    one, two = _figures(1).splitlines(), _figures(2).splitlines()
+    if one[1] == two[1]:
+        pytest.skip("this machine's BLAS gives the same bits with 1 and 2 threads (one core?), "
+                    "so the thread count cannot change a figure here: nothing to compare")
+    assert one[0] == two[0]
 
 
 def test_exact_norm_and_pearson_agree_with_numpy() -> None:
@@ -53,6 +61,8 @@ def test_exact_norm_and_pearson_agree_with_numpy() -> None:
     assert exact_norm(x) == pytest.approx(float(np.linalg.norm(x)), rel=1e-14)
     assert exact_norm(x.reshape(10, 100)) == exact_norm(x)
     assert exact_norm(np.zeros(3)) == 0.0
+    squares = np.square(x)  # the sum of the rounded squares, rounded once: as Fractions
+    assert exact_norm(x) == math.sqrt(float(sum(Fraction(v) for v in squares.tolist())))
     assert exact_pearson(x, 2 * x + 1) == pytest.approx(1.0, abs=1e-15)
     assert exact_pearson(x, y) == pytest.approx(float(np.corrcoef(x, y)[0, 1]), abs=1e-12)
     assert math.isnan(exact_pearson(np.ones(5), np.arange(5.0)))

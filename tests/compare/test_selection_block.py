@@ -274,11 +274,12 @@ def test_an_accounted_preset_retrains_the_committed_protocol_winners(
     for cell in grid.cells:
         total = cell.setting.rsplit("=", 1)[1]
         label = winners[total]
-        assert f"Winner: **{label}**" in table.split(f"## total epsilon {total}")[1]
+        section = table.split(f"## total epsilon {total}\n")[1].split("\n## ")[0]  # its own
+        assert f"Winner: **{label}**" in section
         candidate = run_config(dataset, by_label[label], float(total))
         assert (cell.config.model, cell.config.train) == (candidate.model, candidate.train)
-        noise = next(float(row.strip('| ').split(' | ')[3]) for row in table.split(
-            f"## total epsilon {total}")[1].splitlines() if row.startswith(f"| {label} |"))
+        noise = next(float(row.strip("| ").split(" | ")[3]) for row in section.splitlines()
+                     if row.startswith(f"| {label} |"))
         assert cell.config.privacy.noise_multiplier == pytest.approx(noise, abs=5e-4)
         assert cell.config.privacy.noise_multiplier in {
             r["noise_multiplier"] for r in blocks[total]["repetitions"]}
