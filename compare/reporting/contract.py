@@ -317,8 +317,6 @@ AWAITING_RETRAINING: dict[tuple[str, str], str] = {
         "it are new configs; and " + NOISE_KEY),
     ("interpretability-vs-epsilon-tuned", "five_seeds"): NOISE_KEY,
     ("mnist-gap-attribution", "five_seeds"): NOISE_KEY,
-    ("mnist-tuned", "five_seeds"): NOISE_KEY,
-    ("mnist-tuned", "published_verdicts"): NOISE_KEY + " (no run to compare)",
     ("medical-ldp-vs-dpsgd-cnn4", "baselines"): (
         "its non-private baseline, tuned on a validation split (validation accuracy 0.961, "
         "reports/tuning/medical_pneumonia_cnn4.md), scores a mean test accuracy of 0.842 on "

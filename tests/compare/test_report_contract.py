@@ -48,8 +48,6 @@ AWAITING_REGENERATION: dict[str, str] = {
         "interpretability-clip-sweep": "description and notes: cnn4 retired from cats vs dogs",
         "interpretability-vs-epsilon-tuned": "published: the paper's trends added; notes",
         "mnist-gap-attribution": "notes: the shuffled proved figure by PLD",
-        "mnist-tuned": ("notes: the issue reference and unchecked figures removed; published: "
-                        "trends, and why its epsilon cells are not comparable"),
     }.items()}
 
 
