@@ -187,13 +187,17 @@ def test_several_blocks_each_name_their_settings() -> None:
         expand_grid({**raw, "selection": [{**one, "settings": ["eps=3"]}]})
 
 
-def test_each_setting_is_totalled_with_its_own_selection() -> None:
+def _two_selections() -> tuple[dict[str, Any], dict[str, Any], list[RunResult]]:
+    """An accounted block for 'eps=1', an unaccounted one for 'eps=8', one run of each."""
     one = {**accounted_block(), "settings": ["eps=1"]}
     eight = {**NOT_ACCOUNTED, "settings": ["eps=8"]}
-    runs = [private_run("tf", 0)]
     other = private_run("tf", 1)
     other.labels = {"privacy": "eps=8"}
-    runs.append(other)
+    return one, eight, [private_run("tf", 0), other]
+
+
+def test_each_setting_is_totalled_with_its_own_selection() -> None:
+    one, eight, runs = _two_selections()
     [row] = final_run_totals(parse_selections([one, eight]), runs)
     assert row[0] == "eps=1" and row[1].accounted
     text = section_text(headline_section, runs, selection=[one, eight])
@@ -221,12 +225,7 @@ def test_the_committed_pneumonia_selection_is_what_its_facts_give() -> None:
 def test_the_readme_summary_gives_each_total_or_says_not_accounted() -> None:
     from compare.reporting.selection_text import selection_summary
 
-    one = {**accounted_block(), "settings": ["eps=1"]}
-    eight = {**NOT_ACCOUNTED, "settings": ["eps=8"]}
-    runs = [private_run("tf", 0)]
-    other = private_run("tf", 1)
-    other.labels = {"privacy": "eps=8"}
-    runs.append(other)
+    one, eight, runs = _two_selections()
     [(_, _, _, total)] = final_run_totals(parse_selections([one]), runs)
     assert selection_summary([one, eight], runs) == (
         "epsilon including the hyper-parameter selection (Papernot & Steinke 2022): "
