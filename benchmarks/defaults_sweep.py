@@ -37,7 +37,7 @@ import numpy as np
 from dpcore.backend import BACKENDS, load_backend
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
-from dpcore.data.splits import stratified_split
+from dpcore.data.splits import keyed_split, stratified_split
 from dpcore.pipeline import prepare_dataset
 
 #: Share of the training split held out to score each setting.
@@ -101,7 +101,22 @@ def validation_split(dataset: Dataset, seed: int = 0,
     """``dataset`` whose train split is 1 - ``fraction`` of its training split and whose test
     split is the held-out ``fraction`` (seeded, stratified). The real test split is dropped."""
     fit, val = stratified_split(dataset.y_train, fraction, seed)
+    return _carved(dataset, fit, val, f"validation: {fraction:g} of the training split")
 
+
+def keyed_validation_split(dataset: Dataset, fraction: float = VALIDATION_FRACTION) -> Dataset:
+    """As :func:`validation_split`, but each training example is held out by a keyed hash of
+    the example itself (:func:`dpcore.data.splits.keyed_split`; about ``fraction`` of them,
+    not stratified): removing or adding one example moves no other between the fit and the
+    validation part, which a private selection scored on the validation part needs
+    (:mod:`benchmarks.tuning_protocol`). The real test split is dropped."""
+    fit, val = keyed_split(dataset.x_train, dataset.y_train, fraction)
+    return _carved(dataset, fit, val,
+                   f"validation: keyed hash of each example, {fraction:g} of the training split "
+                   "expected")
+
+
+def _carved(dataset: Dataset, fit: np.ndarray, val: np.ndarray, description: str) -> Dataset:
     def pick(values: np.ndarray | None, idx: np.ndarray) -> np.ndarray | None:
         return None if values is None else values[idx]
 
@@ -109,7 +124,7 @@ def validation_split(dataset: Dataset, seed: int = 0,
         dataset, x_train=dataset.x_train[fit], y_train=dataset.y_train[fit],
         x_test=dataset.x_train[val], y_test=dataset.y_train[val],
         groups_train=pick(dataset.groups_train, fit), groups_test=pick(dataset.groups_train, val),
-        extra={**dataset.extra, "split": f"validation: {fraction:g} of the training split"})
+        extra={**dataset.extra, "split": description})
 
 
 def run_config(data: dict[str, Any], point: Point, seed: int = 0) -> RunConfig:

@@ -10,7 +10,9 @@ For each target epsilon (the epsilon of the WHOLE selection):
    SelectionDraws`; the same draws at every target);
 3. each repetition trains its candidate on the fit part of the validation split (training
    seed = the repetition's index), scores it on the validation part (private data: a split of
-   the training split) and releases the score plus Gaussian noise;
+   the training split by a keyed hash of each example, so that one example added or removed
+   changes one part only; :func:`benchmarks.defaults_sweep.keyed_validation_split`) and
+   releases the score plus Gaussian noise;
 4. the best noised score wins. The exact scores are kept for the reader only, labelled so.
 
 The table also gives the plain alternative: every candidate run once with its noised score,
@@ -26,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.defaults_sweep import validation_split
+from benchmarks.defaults_sweep import keyed_validation_split
 from benchmarks.tuning_candidates import DELTA, run_config
 from dpcore.backend import load_backend
 from dpcore.config import PerfSpec, RunConfig
@@ -79,7 +81,7 @@ def protocol_sweep(backend_name: str, dataset_name: str,
     ``repetitions`` (one row per repetition) and its ``winner``."""
     backend = load_backend(backend_name)
     base = prepare_dataset(run_config(dataset_name, candidates[0], 1.0), data_dir)
-    dataset = validation_split(base)
+    dataset = keyed_validation_split(base)
     n_fit, n_val = len(dataset.x_train), len(dataset.x_test)
     score = score_mechanism(metric, score_noise, dataset.y_test)
     steps = [candidate_steps(run_config(dataset_name, c, 1.0), n_fit) for c in candidates]
@@ -155,8 +157,12 @@ def markdown(summaries: Sequence[Mapping[str, Any]], command: str, backend: str)
         f"images and releases its validation {score.metric} on {first['n_validation']} "
         f"images plus Gaussian noise of std {score.noise_std:g} (sensitivity "
         f"{score.sensitivity:.3g}, noise multiplier {score.noise_multiplier:.3g}); the best "
-        f"noised score wins. The validation images are 20 % of the training split (seeded, "
-        f"stratified), private data like the rest: the bound counts them. No test image is "
+        f"noised score wins. The validation images are about 20 % of the training split, each "
+        f"held out by a keyed hash of the image and its label (BLAKE2b, a public key: "
+        f"dpcore.data.splits.keyed_split), so that adding or removing one image changes one "
+        f"part only and moves no other, as the bound needs; the parts' sizes are taken as "
+        f"public, as the training set's size is in every DP-SGD accountant. The validation "
+        f"images are private data like the rest: the bound counts them. No test image is "
         f"scored. The exact scores are shown for the reader only; nothing was chosen on them. "
         f"The bound covers what the selection releases: the winner (its candidate, model and "
         f"noised score). This table also shows every repetition and its exact scores, a "
@@ -188,8 +194,9 @@ def selection_block(summary: Mapping[str, Any], table: str) -> dict[str, Any]:
     b: SelectionBudget = summary["budget"]
     distinct = dict.fromkeys(zip(summary["steps"], b.noise_multipliers, strict=True))
     return {"accounted": True, "candidates": len(summary["candidates"]),
-            "scored_on": (f"validation {b.score.metric} of 20 % of the private training split, "
-                          f"Gaussian noise std {b.score.noise_std:g}"),
+            "scored_on": (f"validation {b.score.metric} of about 20 % of the private training "
+                          f"split (keyed hash of each example), Gaussian noise std "
+                          f"{b.score.noise_std:g}"),
             "table": table, "law": b.law.to_dict(), "score": b.score.to_dict(),
             "repetitions": [{"sampling_rate": s.sampling_rate, "steps": s.steps,
                              "noise_multiplier": nm} for s, nm in distinct],

@@ -1,4 +1,5 @@
-"""Seeded train/test splits and seeded subsets (scikit-learn's stratified shuffle split).
+"""Seeded train/test splits and seeded subsets (scikit-learn's stratified shuffle split), and
+a keyed split whose every example's side depends on that example alone (:func:`keyed_split`).
 
 Guarantees:
 
@@ -10,6 +11,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -47,6 +49,58 @@ def stratified_split(
     """
     n_train, n_test = split_counts(len(y), test_fraction)
     return _pick(y, n_train, n_test, seed)
+
+
+#: The key of :func:`keyed_split` when the caller gives none. Public: the split needs no
+#: secret, only independence from the data (anyone may recompute which side an example is on).
+DEFAULT_SPLIT_KEY = b"dpcompare validation split v1"
+
+
+def keyed_split(x: np.ndarray, y: np.ndarray, test_fraction: float,
+                key: bytes = DEFAULT_SPLIT_KEY) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``range(len(y))`` into sorted (train, test) index arrays by a keyed hash of each
+    example: example i is on the test side iff BLAKE2b-64(key; label i, bytes of x[i]) / 2**64
+    < ``test_fraction``.
+
+    The guarantee a stratified shuffle cannot give: an example's side is a function of that
+    example (its label and its bytes) and the key only, so adding or removing one example moves
+    no other example to the other side. A private selection scored on a split of private data
+    (Papernot & Steinke 2022) needs exactly this: each neighbouring data set then differs in
+    one example on one side only. The sides' sizes are random (binomial about
+    ``test_fraction * N``, not stratified); equal examples fall on one side. Written here by
+    hand: scikit-learn's splitters all permute the whole index set.
+
+    Args:
+        x: the examples, shape (N, ...); hashed as their C-order bytes and dtype.
+        y: integer labels, shape (N,).
+        test_fraction: expected share of examples on the test side, in (0, 1).
+        key: the hash key (at most 64 bytes; :data:`DEFAULT_SPLIT_KEY` by default).
+
+    Raises:
+        DataError: the fraction is outside (0, 1), ``x`` and ``y`` differ in length, or one
+            side is empty.
+    """
+    if not 0.0 < test_fraction < 1.0:
+        raise DataError(f"test_fraction={test_fraction!r} is out of range; valid: (0, 1)")
+    if len(x) != len(y):
+        raise DataError(f"keyed_split: {len(x)} examples but {len(y)} labels; valid: as many "
+                        "labels as examples")
+    threshold = test_fraction * 2.0**64
+    labels = np.asarray(y).astype(np.int64)
+    dtype = str(np.asarray(x).dtype).encode()
+    on_test = np.empty(len(y), dtype=bool)
+    for i in range(len(y)):
+        digest = hashlib.blake2b(dtype + labels[i].tobytes()
+                                 + np.ascontiguousarray(x[i]).tobytes(),
+                                 digest_size=8, key=key).digest()
+        on_test[i] = int.from_bytes(digest, "big") < threshold
+    test = np.flatnonzero(on_test)
+    train = np.flatnonzero(~on_test)
+    if len(test) == 0 or len(train) == 0:
+        raise DataError(f"keyed_split of {len(y)} example(s) at test_fraction={test_fraction:g} "
+                        f"left a side empty ({len(train)} train, {len(test)} test); valid: more "
+                        "examples or a fraction further from 0 and 1")
+    return train, test
 
 
 def subset_indices(y: np.ndarray, limit: int | None, seed: int) -> np.ndarray:

@@ -111,14 +111,25 @@ def test_protocol_selects_on_noised_scores_and_states_the_total(
     law = RepetitionLaw.truncated_negative_binomial(1, 0.4)
     draws = SelectionDraws(law, 2, 3)
     assert [r["candidate"] for r in rows] == list(draws.candidates) and len(rows) == draws.k
+    # the validation part: a keyed hash of each example (one example added or removed
+    # moves no other), about 20 % of the 200 training images
+    from benchmarks.defaults_sweep import keyed_validation_split
+    from dpcore.data.splits import keyed_split
+    from dpcore.pipeline import prepare_dataset
+
+    base = prepare_dataset(run_config("digits", load_candidates(path)[0], 1.0), None)
+    n_val = len(keyed_split(base.x_train, base.y_train, 0.2)[1])
+    assert 20 <= n_val <= 60 and n_val == len(keyed_validation_split(base).y_test)
     # the released scores are the exact accuracies plus the seeded noise, nothing else
-    score = ScoreMechanism("accuracy", 0.1, 1 / 40)
+    score = ScoreMechanism("accuracy", 0.1, 1 / n_val)
     assert [r["noised_score"] for r in rows] == pytest.approx(
         [draws.noised(r["exact_accuracy"], score) for r in rows])
     best = max(rows, key=lambda r: r["noised_score"])
     text = out.read_text(encoding="utf-8")
     assert f"Winner: **{best['label']}** (repetition {best['repetition']}" in text
     assert "exact accuracy (reader only)" in text and "## total epsilon 3" in text
+    assert f"on {n_val} images plus Gaussian noise" in text and "keyed hash" in text
+    assert "keyed hash" in json.loads(blocks.read_text(encoding="utf-8"))["3"]["scored_on"]
     assert "python -m benchmarks.tuning_sweep --dataset digits" in text
     block = json.loads(blocks.read_text(encoding="utf-8"))["3"]
     selection = parse_selection(block)  # its epsilon is what its facts give
