@@ -6,8 +6,10 @@
   converted at the run's delta), e.g. "eps=1: epsilon 1 for the final run; 2.31 including the
   selection of its hyper-parameters (Papernot & Steinke 2022, truncated negative binomial,
   eta=1, E[K]=10)".
-* Not accounted: the final runs' epsilons leave the selection out, and the report says on what
-  the candidates were scored and among how many.
+* Not accounted: the epsilon including the selection is unbounded (a choice made on the
+  private data without a DP mechanism, e.g. the best exact validation score, has no finite
+  epsilon: one example can flip it), the final runs' epsilons leave the selection out, and the
+  report says on what the candidates were scored and among how many.
 """
 
 from __future__ import annotations
@@ -61,10 +63,12 @@ def final_run_totals(selections: Sequence[Selection], results: Sequence[RunResul
 def _unaccounted(selection: Selection) -> str:
     table = f" ({selection.table})" if selection.table else ""
     among = "" if selection.candidates is None else f" among {selection.candidates} candidates"
-    which = (f"of {', '.join(repr(x) for x in selection.settings)} "
-             if selection.settings else "of these hyper-parameters ")
-    return (f"The selection {which}is not accounted: chosen on {selection.scored_on}{among}"
-            f"{table}; every epsilon in this report is the final run's alone.")
+    which = (f"of {', '.join(repr(x) for x in selection.settings)}"
+             if selection.settings else "of these hyper-parameters")
+    return (f"Epsilon including the selection {which}: unbounded. The selection is not "
+            f"accounted: chosen on {selection.scored_on}{among}{table}, and a choice made on "
+            f"the private data without a DP mechanism has no finite epsilon (one example can "
+            f"change it); every epsilon in this report is the final run's alone.")
 
 
 def _accounted(selection: Selection,
@@ -113,9 +117,12 @@ def selection_summary(raw: Mapping[str, Any] | Sequence[Mapping[str, Any]] | Non
     if parts:
         phrases.append(f"epsilon including the hyper-parameter selection ({PROTOCOL_CITATION}): "
                        + ", ".join(parts))
-    if any(not s.accounted for s in selections):
-        phrases.append("hyper-parameter selection not accounted (epsilons are the final runs' "
-                       "alone)")
+    unaccounted = [s for s in selections if not s.accounted]
+    if unaccounted:
+        named = [repr(x) for s in unaccounted for x in s.settings]
+        which = f" for {', '.join(named)}" if named and len(unaccounted) < len(selections) else ""
+        phrases.append(f"epsilon including the hyper-parameter selection unbounded{which} (not "
+                       "accounted; the epsilons are the final runs' alone)")
     return "; ".join(phrases) or None
 
 

@@ -141,13 +141,15 @@ def test_headline_and_privacy_section_give_the_total_with_the_selection() -> Non
     assert "### Selection of the hyper-parameters" in section and expected in section
 
 
-def test_reports_say_an_unaccounted_selection_is_not_accounted() -> None:
+def test_reports_say_an_unaccounted_selection_is_unbounded() -> None:
     runs = [private_run(b, 0) for b in ("tf", "torch")]
     for section in (headline_section, privacy):
         text = section_text(section, runs, selection=NOT_ACCOUNTED)
-        assert ("The selection of these hyper-parameters is not accounted: chosen on exact "
-                "validation AUC of 20 % of the private training split among 11 candidates "
-                "(reports/tuning/pneumoniamnist.md); every epsilon in this report is the "
+        assert ("Epsilon including the selection of these hyper-parameters: unbounded. The "
+                "selection is not accounted: chosen on exact validation AUC of 20 % of the "
+                "private training split among 11 candidates (reports/tuning/pneumoniamnist.md),"
+                " and a choice made on the private data without a DP mechanism has no finite "
+                "epsilon (one example can change it); every epsilon in this report is the "
                 "final run's alone.") in text
         plain = section_text(section, runs)
         assert "selection" not in plain.lower()
@@ -202,7 +204,7 @@ def test_each_setting_is_totalled_with_its_own_selection() -> None:
     assert row[0] == "eps=1" and row[1].accounted
     text = section_text(headline_section, runs, selection=[one, eight])
     assert "including the selection of its hyper-parameters" in text
-    assert "The selection of 'eps=8' is not accounted" in text
+    assert "Epsilon including the selection of 'eps=8': unbounded" in text
 
 
 def test_the_committed_pneumonia_selection_is_what_its_facts_give() -> None:
@@ -229,11 +231,12 @@ def test_the_readme_summary_gives_each_total_or_says_not_accounted() -> None:
     [(_, _, _, total)] = final_run_totals(parse_selections([one]), runs)
     assert selection_summary([one, eight], runs) == (
         "epsilon including the hyper-parameter selection (Papernot & Steinke 2022): "
-        f"eps=1 {total:.3g}; hyper-parameter selection not accounted (epsilons are the final "
-        "runs' alone)")
+        f"eps=1 {total:.3g}; epsilon including the hyper-parameter selection unbounded for "
+        "'eps=8' (not accounted; the epsilons are the final runs' alone)")
     assert selection_summary(None, runs) is None
     assert selection_summary(NOT_ACCOUNTED, runs) == (
-        "hyper-parameter selection not accounted (epsilons are the final runs' alone)")
+        "epsilon including the hyper-parameter selection unbounded (not accounted; the "
+        "epsilons are the final runs' alone)")
 
 
 #: The accounted presets: (preset, data set, committed protocol files' stem, candidates file,
@@ -282,3 +285,36 @@ def test_an_accounted_preset_retrains_the_committed_protocol_winners(
         assert cell.config.privacy.noise_multiplier == pytest.approx(noise, abs=5e-4)
         assert cell.config.privacy.noise_multiplier in {
             r["noise_multiplier"] for r in blocks[total]["repetitions"]}
+
+
+def _presets_with_a_selection() -> list[str]:
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    names = []
+    for path in sorted((root / "compare" / "presets").glob("*.yaml")):
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if isinstance(raw, dict) and raw.get("selection") is not None:
+            names.append(path.stem)
+    return names
+
+
+@pytest.mark.parametrize("preset", _presets_with_a_selection())
+def test_every_tuned_preset_prints_the_epsilon_including_its_selection(preset: str) -> None:
+    """Accounted: the total per setting; not accounted: "unbounded", with what it was chosen
+    on. A committed report older than its preset's wording waits for its regeneration."""
+    from tests.compare.test_report_contract import AWAITING_REGENERATION
+
+    root = Path(__file__).resolve().parents[2]
+    report = root / "reports" / preset / "report.md"
+    if not report.is_file():
+        pytest.skip(f"{preset}: no committed report")
+    head = report.read_text(encoding="utf-8").split("\n## Headline\n", 1)[-1].split("\n## ")[0]
+    blocks = parse_selections(load_preset(preset)["selection"])
+    printed = [("including the selection of its hyper-parameters" in head) if s.accounted
+               else ("Epsilon including the selection" in head and ": unbounded." in head)
+               for s in blocks]
+    if preset in AWAITING_REGENERATION and not all(printed):
+        pytest.xfail(f"{preset} awaits regeneration: {AWAITING_REGENERATION[preset][:80]}")
+    assert all(printed), (f"{preset}: the headline does not give the epsilon including "
+                          "each selection")
