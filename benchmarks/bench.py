@@ -1,5 +1,6 @@
-"""Steady-state training speed and peak memory of every tier, in one process; the batch-size
-sweep; the speed and memory targets.
+"""Steady-state training speed and peak memory of every tier, all tiers of a case in one
+process (each case in a fresh one when several run: :mod:`benchmarks.case_process`); the
+batch-size sweep; the speed and memory targets.
 
 For each case (model, batch size B, data) every tier (:mod:`benchmarks.variants`) gets its
 own model and step; each is first warmed up (its first steps trace / compile and are not
@@ -35,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks.case_process import run_case_in_process
 from benchmarks.layer_costs import layer_costs
 from benchmarks.memory import available_bytes, memory_method, peak_rss
 from benchmarks.ratios import ratio_spreads, ratios, target_rows
@@ -411,10 +413,14 @@ def select_cases(quick: bool, names: Sequence[str] | None) -> list[Case]:
 def run_benchmark(*, quick: bool = False, data_dir: str | None = None,
                   case_names: Sequence[str] | None = None, sweep: bool = True,
                   isolate_sweep: bool = True, compile_steps: bool | None = None,
+                  isolate_cases: bool | None = None,
                   log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Run the cases and the sweep; one JSON-ready dict with every figure, the machine, the
     load, this CPU's roofline and the targets (met / missed). ``compile_steps``: try the
-    "at its best" tiers compiled (default: unless ``quick``; compiling takes minutes)."""
+    "at its best" tiers compiled (default: unless ``quick``; compiling takes minutes).
+    ``isolate_cases``: each case in a fresh process (:mod:`benchmarks.case_process`; default:
+    whenever more than one case runs), so that one case's memory is given back before the
+    next: in one process the full benchmark outgrew a 24 GB machine."""
     from benchmarks.roofline import measure
     from benchmarks.sweep import run_sweep
 
@@ -428,14 +434,22 @@ def run_benchmark(*, quick: bool = False, data_dir: str | None = None,
     loaded: dict[str, CaseData] = {}
     results: dict[str, Any] = {}
     compile_history: CompileHistory = {}
+    isolate_cases = len(selected) > 1 if isolate_cases is None else isolate_cases
+    descriptions: dict[str, str] = {}
     for case in selected:
+        if isolate_cases:
+            results[case.name], descriptions[case.data] = run_case_in_process(
+                case, quick=quick, data_dir=data_dir, compile_steps=compile_steps,
+                roofline=roofline, history=compile_history, log=log)
+            continue
         if case.data not in loaded:
             loaded[case.data] = load_data(case.data, quick, data_dir)
+            descriptions[case.data] = loaded[case.data].description
         results[case.name] = run_case(case, loaded[case.data], log,
                                       compile_steps=compile_steps, roofline=roofline,
                                       compile_history=compile_history)
     out: dict[str, Any] = {
-        "quick": quick, "data": {k: v.description for k, v in loaded.items()},
+        "quick": quick, "data": descriptions, "cases_isolated": isolate_cases,
         "machine": machine(), "loadavg_before": list(load_before),
         "wall_seconds": 0.0, "memory_method": memory_method(), "roofline": roofline,
         "settings": {"sigma": SIGMA, "clip": CLIP, "lr": LR, "optimizer": "sgd",

@@ -426,7 +426,9 @@ def markdown(results: dict[str, Any], command: str) -> str:
         f"- {settings_line(results)}",
         *([f"- Roofline of the cost model: {roofline_line(results['roofline'])}."]
           if results.get("roofline") else []),
-        "- Method: all tiers of a case in one process; each warmed up first (tracing/"
+        "- Method: all tiers of a case in one process"
+        + (", each case in a fresh process" if results.get("cases_isolated") else "")
+        + "; each warmed up first (tracing/"
         "compilation steps not timed), then timed in alternating rounds (order rotated per "
         "round), on the same batches. **Seconds per epoch are extrapolated** from the timed "
         "steps: seconds/step x ceil(N / B); no variant ran a whole epoch. 'round spread' is "
@@ -435,8 +437,11 @@ def markdown(results: dict[str, Any], command: str) -> str:
         "other processes' load).",
         f"- Memory of a tier (column 'tier MiB', the larger of its two rises): "
         f"{results['memory_method']}."
-        + (f" The whole process (both frameworks, every tier's model and the data loaded) "
-           f"peaked at {results['process_peak_rss_mb']:.0f} MiB: a figure of no single tier."
+        + ((f" The largest case's process (both frameworks, every tier's model and the data "
+            f"loaded) peaked at {results['process_peak_rss_mb']:.0f} MiB: a figure of no "
+            "single tier." if results.get("cases_isolated") else
+            f" The whole process (both frameworks, every tier's model and the data loaded) "
+            f"peaked at {results['process_peak_rss_mb']:.0f} MiB: a figure of no single tier.")
            if results.get("process_peak_rss_mb") else "")
         + " The memory targets use the sweep, where every point runs in a process of its "
         "own (its peak is that point's alone).",

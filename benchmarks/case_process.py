@@ -1,0 +1,86 @@
+"""One benchmark case in a fresh Python process (:func:`run_case_in_process`), so that what
+a case allocates (both frameworks' models, traced and compiled steps, the per-layer probes,
+the allocators' kept memory) is given back before the next case starts.
+
+Measured: the full ``dpcompare bench`` in one process grew past 20 GB of resident memory by
+``resnet18_b256``'s per-layer costs and was killed by the kernel's out-of-memory killer on
+this 24 GB machine; each case's own peak is far lower. A case's figures are the same
+whichever process runs it (its tiers still share one process, as :mod:`benchmarks.bench`
+describes); only the process peak becomes per case.
+
+The worker (``python -m benchmarks.case_worker JSON``, :mod:`benchmarks.case_worker`) prints
+its progress lines on stderr (prefixed by :data:`LOG_PREFIX`, forwarded live to the caller's
+``log``) and its result as JSON on the last line of stdout. A plain ``subprocess``, as
+:mod:`benchmarks.sweep`'s isolated points use: ``multiprocessing`` would unpickle the
+parent's objects, and their frameworks, into the child.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from dpcore.errors import DpCompareError
+
+#: Marks a worker's progress line on its stderr (other stderr lines are the frameworks').
+LOG_PREFIX = "@@bench "
+#: Lines of a failed worker's stderr kept for its error message.
+TAIL_LINES = 5
+
+
+def history_to_json(history: dict[tuple[str, str, str], tuple[str, float]]) -> list[Any]:
+    return [[*key, case, ratio] for key, (case, ratio) in history.items()]
+
+
+def history_from_json(rows: list[Any]) -> dict[tuple[str, str, str], tuple[str, float]]:
+    return {(fw, name, model): (case, float(ratio)) for fw, name, model, case, ratio in rows}
+
+
+def run_case_in_process(case: Any, *, quick: bool, data_dir: str | None, compile_steps: bool,
+                        roofline: dict[str, Any] | None,
+                        history: dict[tuple[str, str, str], tuple[str, float]],
+                        log: Callable[[str], None] = lambda _: None
+                        ) -> tuple[dict[str, Any], str]:
+    """:func:`benchmarks.bench.run_case` of ``case`` (a :class:`benchmarks.bench.Case`) in a
+    fresh process; returns (its figures, its data's description) and updates ``history``
+    (the compile give-ups, :func:`benchmarks.bench.choose_compiled`) in place.
+
+    Raises:
+        DpCompareError: the worker failed (its exit status, whether the kernel killed it, and
+            the last lines of its stderr).
+    """
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    spec = {"case": dataclasses.asdict(case), "quick": quick, "data_dir": data_dir,
+            "compile_steps": compile_steps, "roofline": roofline,
+            "history": history_to_json(history)}
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    with subprocess.Popen([sys.executable, "-m", "benchmarks.case_worker", json.dumps(spec)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                          cwd=root) as child:
+        assert child.stderr is not None and child.stdout is not None
+        for line in child.stderr:
+            line = line.rstrip("\n")
+            if line.startswith(LOG_PREFIX):
+                log(line[len(LOG_PREFIX):])
+            elif line.strip():
+                tail.append(line.strip())
+        out = child.stdout.read()
+        code = child.wait()
+    if code != 0:
+        killed = (" (killed by signal 9: most likely the kernel's out-of-memory killer)"
+                  if code == -9 else "")
+        raise DpCompareError(f"benchmark case {case.name} failed in its own process: exit "
+                             f"{code}{killed}; last lines: " + " | ".join(tail))
+    result = json.loads(out.strip().splitlines()[-1])
+    history.update(history_from_json(result["history"]))
+    return result["figures"], result["data"]

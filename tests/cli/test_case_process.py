@@ -1,0 +1,70 @@
+"""benchmarks/case_process.py: a benchmark case runs in a fresh process (what it allocates is
+given back before the next case), its figures come back whole, its progress is forwarded, and
+a failed worker is one clear error naming the case."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from benchmarks import bench  # noqa: E402
+from benchmarks.case_process import run_case_in_process  # noqa: E402
+from dpcore.errors import DpCompareError  # noqa: E402
+
+TINY = bench.Case("tiny_torch", "cnn4", 8, data="pneumoniamnist", rounds=1, steps=1, warmup=1,
+                  tiers=("torch_plain",))
+
+
+def test_a_case_runs_in_another_process_and_returns_its_figures(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    def not_here(*_args, **_kwargs):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("the case ran in the calling process")
+
+    monkeypatch.setattr(bench, "run_case", not_here)  # the child does not see this patch
+    lines: list[str] = []
+    history: dict = {}
+    figures, described = run_case_in_process(
+        TINY, quick=True, data_dir=str(tmp_path / "no-data"), compile_steps=False,
+        roofline=None, history=history, log=lines.append)
+    variant = figures["variants"]["torch_plain"]
+    assert variant["steps_timed"] == 1 and variant["seconds_per_step"] > 0
+    assert figures["batch_size"] == 8 and figures["model"] == "cnn4"
+    assert "random uint8 images of pneumoniamnist's shape" in described
+    assert any("[tiny_torch] round 1/1 torch_plain" in line for line in lines)
+    assert history == {}
+
+
+def test_a_failed_case_is_one_error_naming_it() -> None:
+    broken = bench.Case("broken", "cnn4", 8, data="no-such-data", rounds=1, steps=1, warmup=1,
+                        tiers=("torch_plain",))
+    with pytest.raises(DpCompareError, match=r"benchmark case broken failed in its own "
+                                             r"process: exit 1; last lines: .*no-such-data"):
+        run_case_in_process(broken, quick=True, data_dir=None, compile_steps=False,
+                            roofline=None, history={})
+
+
+def test_full_runs_isolate_their_cases_and_single_cases_do_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str] = []
+
+    def in_process(case, data, log, **_kwargs):  # noqa: ANN001, ANN003, ANN202
+        calls.append(f"here {case.name}")
+        return {"variants": {}}
+
+    def elsewhere(case, **_kwargs):  # noqa: ANN001, ANN003, ANN202
+        calls.append(f"child {case.name}")
+        return {"variants": {}}, "described"
+
+    monkeypatch.setattr(bench, "run_case", in_process)
+    monkeypatch.setattr(bench, "run_case_in_process", elsewhere)
+    monkeypatch.setattr(bench, "load_data", lambda *_a: bench.CaseData(
+        None, None, "image", 2, 1, "described"))  # type: ignore[arg-type]
+    monkeypatch.setattr("benchmarks.roofline.measure", lambda: None)
+    monkeypatch.setattr(bench, "target_rows", lambda _out: [])
+    two = ["cnn4_b256", "cnn4_b1024"]
+    out = bench.run_benchmark(case_names=two, sweep=False, compile_steps=False)
+    assert calls == ["child cnn4_b256", "child cnn4_b1024"] and out["cases_isolated"] is True
+    calls.clear()
+    out = bench.run_benchmark(case_names=two[:1], sweep=False, compile_steps=False)
+    assert calls == ["here cnn4_b256"] and out["cases_isolated"] is False
