@@ -22,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,32 @@ def history_to_json(history: dict[tuple[str, str, str], tuple[str, float]]) -> l
 
 def history_from_json(rows: list[Any]) -> dict[tuple[str, str, str], tuple[str, float]]:
     return {(fw, name, model): (case, float(ratio)) for fw, name, model, case, ratio in rows}
+
+
+def run_worker(argv: list[str], env: dict[str, str], cwd: str,
+               log: Callable[[str], None]) -> tuple[int, str, list[str]]:
+    """Run ``argv``; forward its stderr lines that start with :data:`LOG_PREFIX` to ``log``
+    as they come. Returns (exit status, its whole stdout, the last :data:`TAIL_LINES` other
+    stderr lines). Stdout is drained by a thread of its own while stderr is read: a worker
+    whose result outgrows the pipe's buffer would otherwise block on its write while this
+    side waits for its stderr to end (measured: the ResNet-18 case's figures hung there)."""
+    tail: deque[str] = deque(maxlen=TAIL_LINES)
+    chunks: list[str] = []
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=env, cwd=cwd) as child:
+        assert child.stderr is not None and child.stdout is not None
+        stdout = child.stdout
+        reader = threading.Thread(target=lambda: chunks.append(stdout.read()), daemon=True)
+        reader.start()
+        for line in child.stderr:
+            line = line.rstrip("\n")
+            if line.startswith(LOG_PREFIX):
+                log(line[len(LOG_PREFIX):])
+            elif line.strip():
+                tail.append(line.strip())
+        reader.join()
+        code = child.wait()
+    return code, "".join(chunks), list(tail)
 
 
 def run_case_in_process(case: Any, *, quick: bool, data_dir: str | None, compile_steps: bool,
@@ -63,19 +90,8 @@ def run_case_in_process(case: Any, *, quick: bool, data_dir: str | None, compile
     spec = {"case": dataclasses.asdict(case), "quick": quick, "data_dir": data_dir,
             "compile_steps": compile_steps, "roofline": roofline,
             "history": history_to_json(history)}
-    tail: deque[str] = deque(maxlen=TAIL_LINES)
-    with subprocess.Popen([sys.executable, "-m", "benchmarks.case_worker", json.dumps(spec)],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                          cwd=root) as child:
-        assert child.stderr is not None and child.stdout is not None
-        for line in child.stderr:
-            line = line.rstrip("\n")
-            if line.startswith(LOG_PREFIX):
-                log(line[len(LOG_PREFIX):])
-            elif line.strip():
-                tail.append(line.strip())
-        out = child.stdout.read()
-        code = child.wait()
+    code, out, tail = run_worker(
+        [sys.executable, "-m", "benchmarks.case_worker", json.dumps(spec)], env, root, log)
     if code != 0:
         killed = (" (killed by signal 9: most likely the kernel's out-of-memory killer)"
                   if code == -9 else "")

@@ -68,3 +68,24 @@ def test_full_runs_isolate_their_cases_and_single_cases_do_not(
     calls.clear()
     out = bench.run_benchmark(case_names=two[:1], sweep=False, compile_steps=False)
     assert calls == ["here cnn4_b256"] and out["cases_isolated"] is False
+
+
+def test_a_worker_whose_result_outgrows_the_pipe_does_not_hang() -> None:
+    """Stdout is drained while stderr is read: 4 MB of result before the last log line."""
+    import os
+    import sys
+    import threading
+
+    from benchmarks.case_process import LOG_PREFIX, run_worker
+
+    script = ("import sys; sys.stdout.write('x' * 4_000_000 + '\\n'); sys.stdout.flush(); "
+              f"print({LOG_PREFIX!r} + 'done', file=sys.stderr); print('noise', file=sys.stderr)")
+    lines: list[str] = []
+    outcome: list[tuple[int, str, list[str]]] = []
+    worker = threading.Thread(target=lambda: outcome.append(run_worker(
+        [sys.executable, "-c", script], dict(os.environ), ".", lines.append)), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert outcome, "run_worker hung: the worker blocked writing its stdout"
+    code, out, tail = outcome[0]
+    assert code == 0 and len(out) == 4_000_001 and lines == ["done"] and tail == ["noise"]
