@@ -280,11 +280,13 @@ def choose_compiled(v: Variant, warm: Sequence[Any], probe: Sequence[Any],
 
 def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: None,
              *, compile_steps: bool = False, roofline: dict[str, Any] | None = None,
-             compile_history: CompileHistory | None = None) -> dict[str, Any]:
+             compile_history: CompileHistory | None = None, layers: bool = True
+             ) -> dict[str, Any]:
     """Time every tier of ``case`` (alternating rounds); the case's figures as a dict.
     ``compile_steps``: the "at its best" tiers are also tried compiled (kept where faster;
     ``compile_history``: see :func:`choose_compiled`); ``roofline``: this CPU's, for the
-    per-layer cost model."""
+    per-layer cost model; ``layers``: also the per-layer tables (False: the caller measures
+    them, e.g. each in a process of its own, :mod:`benchmarks.case_process`)."""
     log(f"[{case.name}] building variants")
     variants = build_variants(case, data, compile_steps)
     for v in variants:
@@ -323,8 +325,9 @@ def run_case(case: Case, data: CaseData, log: Callable[[str], None] = lambda _: 
                            else None)
         v.close()
     figures = case_figures(case, data, variants)
-    log(f"[{case.name}] per-layer costs of the fast DP step")
-    figures["layers"] = layer_costs(model_case(case, data), case.tiers, roofline)
+    if layers:
+        log(f"[{case.name}] per-layer costs of the fast DP step")
+        figures["layers"] = layer_costs(model_case(case, data), case.tiers, roofline)
     return figures
 
 

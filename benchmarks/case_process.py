@@ -28,6 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from benchmarks.layer_costs import layer_tables
 from dpcore.errors import DpCompareError
 
 #: Marks a worker's progress line on its stderr (other stderr lines are the frameworks').
@@ -76,7 +77,11 @@ def run_case_in_process(case: Any, *, quick: bool, data_dir: str | None, compile
                         log: Callable[[str], None] = lambda _: None
                         ) -> tuple[dict[str, Any], str]:
     """:func:`benchmarks.bench.run_case` of ``case`` (a :class:`benchmarks.bench.Case`) in a
-    fresh process; returns (its figures, its data's description) and updates ``history``
+    fresh process, then each of its per-layer tables in a fresh process of its own (a table
+    whose process fails, e.g. killed for memory, is recorded as skipped with why: measured,
+    the ResNet-18 case at batch 256, in a process of its own, was killed for memory during
+    its per-layer tables, and its timings went with it); returns (its figures, its data's
+    description) and updates ``history``
     (the compile give-ups, :func:`benchmarks.bench.choose_compiled`) in place.
 
     Raises:
@@ -93,10 +98,24 @@ def run_case_in_process(case: Any, *, quick: bool, data_dir: str | None, compile
     code, out, tail = run_worker(
         [sys.executable, "-m", "benchmarks.case_worker", json.dumps(spec)], env, root, log)
     if code != 0:
-        killed = (" (killed by signal 9: most likely the kernel's out-of-memory killer)"
-                  if code == -9 else "")
         raise DpCompareError(f"benchmark case {case.name} failed in its own process: exit "
-                             f"{code}{killed}; last lines: " + " | ".join(tail))
+                             f"{code}{_killed(code)}; last lines: " + " | ".join(tail))
     result = json.loads(out.strip().splitlines()[-1])
     history.update(history_from_json(result["history"]))
-    return result["figures"], result["data"]
+    figures = result["figures"]
+    figures["layers"] = {}
+    for table in layer_tables(case.tiers):  # each table in a process of its own
+        code, out, tail = run_worker([sys.executable, "-m", "benchmarks.case_worker",
+                                      json.dumps({**spec, "layers": table})], env, root, log)
+        if code == 0:
+            figures["layers"].update(json.loads(out.strip().splitlines()[-1])["layers"])
+        else:  # recorded, as a table that raises is (the benchmark goes on)
+            figures["layers"][table] = {"skipped": (
+                f"failed in its own process: exit {code}{_killed(code)}; last lines: "
+                + " | ".join(tail))[:300]}
+    return figures, result["data"]
+
+
+def _killed(code: int) -> str:
+    return (" (killed by signal 9: most likely the kernel's out-of-memory killer)"
+            if code == -9 else "")

@@ -27,11 +27,21 @@ def _worker(raw: str) -> int:
         print(LOG_PREFIX + message, file=sys.stderr, flush=True)
 
     data = bench.load_data(case.data, spec["quick"], spec["data_dir"])
-    history = history_from_json(spec["history"])
-    figures = bench.run_case(case, data, log, compile_steps=spec["compile_steps"],
-                             roofline=spec["roofline"], compile_history=history)
-    print(json.dumps({"figures": figures, "data": data.description,
-                      "history": history_to_json(history)}, default=_plain))
+    table = spec.get("layers")
+    if table is not None:  # one per-layer table, alone in this process
+        from benchmarks.layer_costs import layer_costs
+
+        log(f"[{case.name}] per-layer costs of the fast DP step ({table})")
+        result: dict[str, Any] = {"layers": layer_costs(
+            bench.model_case(case, data), case.tiers, spec["roofline"], only=table)}
+    else:
+        history = history_from_json(spec["history"])
+        figures = bench.run_case(case, data, log, compile_steps=spec["compile_steps"],
+                                 roofline=spec["roofline"], compile_history=history,
+                                 layers=False)
+        result = {"figures": figures, "data": data.description,
+                  "history": history_to_json(history)}
+    print(json.dumps(result, default=_plain))
     return 0
 
 

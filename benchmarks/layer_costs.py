@@ -229,14 +229,21 @@ LAYER_TABLES: dict[str, tuple[str, Callable[[ModelCase, int], tuple[list[LayerPr
     = {"tf": ("tf_dp_fast", tf_probes), "torch_cl": ("torch_dp_fast_cl", torch_probes)}
 
 
+def layer_tables(tiers: tuple[str, ...]) -> list[str]:
+    """The keys of :data:`LAYER_TABLES` whose tier is among ``tiers``."""
+    return [key for key, (tier, _) in LAYER_TABLES.items() if tier in tiers]
+
+
 def layer_costs(case: ModelCase, tiers: tuple[str, ...],
-                roofline: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every per-layer table of :data:`LAYER_TABLES` whose tier the case runs; a table that
-    fails records why instead (the benchmark goes on)."""
+                roofline: dict[str, Any] | None = None, only: str | None = None
+                ) -> dict[str, Any]:
+    """Every per-layer table of :data:`LAYER_TABLES` whose tier the case runs (``only``: that
+    table alone); a table that fails records why instead (the benchmark goes on)."""
     out: dict[str, Any] = {}
-    for key, (tier, probe) in LAYER_TABLES.items():
-        if tier not in tiers:
+    for key in layer_tables(tiers):
+        if only is not None and key != only:
             continue
+        probe = LAYER_TABLES[key][1]
         try:
             probes, n = probe(case, CHUNK)
             out[key] = _rows(probes, n, roofline)

@@ -89,3 +89,35 @@ def test_a_worker_whose_result_outgrows_the_pipe_does_not_hang() -> None:
     assert outcome, "run_worker hung: the worker blocked writing its stdout"
     code, out, tail = outcome[0]
     assert code == 0 and len(out) == 4_000_001 and lines == ["done"] and tail == ["noise"]
+
+
+def test_each_layer_table_runs_in_its_own_process_and_a_killed_one_is_recorded(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # noqa: ANN001
+    import benchmarks.case_process as case_process
+
+    case = bench.Case("tiny_layers", "cnn4", 8, data="pneumoniamnist", rounds=1, steps=1,
+                      warmup=1, tiers=("torch_plain_cl", "torch_dp_fast_cl"))
+    lines: list[str] = []
+    figures, _ = run_case_in_process(
+        case, quick=True, data_dir=str(tmp_path / "no-data"), compile_steps=False,
+        roofline=None, history={}, log=lines.append)
+    rows = figures["layers"]["torch_cl"]
+    assert [r["layer"] for r in rows][:1] and all("route" in r for r in rows)
+    assert "[tiny_layers] per-layer costs of the fast DP step (torch_cl)" in lines
+    # the layer table's process killed (as the kernel's OOM killer does): recorded, the
+    # case's timings kept
+    real = case_process.run_worker
+
+    def killed_layers(argv, env, cwd, log):  # noqa: ANN001, ANN202
+        if '"layers": "torch_cl"' in argv[-1]:
+            return -9, "", ["MemoryError-ish last line"]
+        return real(argv, env, cwd, log)
+
+    monkeypatch.setattr(case_process, "run_worker", killed_layers)
+    figures, _ = run_case_in_process(
+        case, quick=True, data_dir=str(tmp_path / "no-data"), compile_steps=False,
+        roofline=None, history={})
+    assert figures["variants"]["torch_dp_fast_cl"]["steps_timed"] == 1
+    assert figures["layers"]["torch_cl"] == {"skipped": (
+        "failed in its own process: exit -9 (killed by signal 9: most likely the kernel's "
+        "out-of-memory killer); last lines: MemoryError-ish last line")}
