@@ -376,9 +376,9 @@ QUOTES: list[Quote] = [
           lambda: "whose seed 0 reached test accuracy {:.4f} on torch and {:.4f} on tf".format(
               seed_accuracy("medical-ldp-vs-dpsgd-cnn4", MEDICAL_EPS8, "torch", 0),
               seed_accuracy("medical-ldp-vs-dpsgd-cnn4", MEDICAL_EPS8, "tf", 0))),
-    Quote("README", "estimates its training here at 8.0 h",
+    Quote("README", "estimates its training here at 6.9 h",
           lambda: f"estimates its training here at {grid_cost_hours('medical-ldp-vs-dpsgd')} h"),
-    Quote("README", "with ResNet-18 at 8.0 h of training",
+    Quote("README", "with ResNet-18 at 6.9 h of training",
           lambda: f"with ResNet-18 at {grid_cost_hours('medical-ldp-vs-dpsgd')} h of training"),
 ]
 
