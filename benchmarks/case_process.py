@@ -19,16 +19,15 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from benchmarks.layer_costs import layer_tables
+from benchmarks.runtime import worker_env
 from dpcore.errors import DpCompareError
 
 #: Marks a worker's progress line on its stderr (other stderr lines are the frameworks').
@@ -88,10 +87,7 @@ def run_case_in_process(case: Any, *, quick: bool, data_dir: str | None, compile
         DpCompareError: the worker failed (its exit status, whether the kernel killed it, and
             the last lines of its stderr).
     """
-    root = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env, root = worker_env()
     spec = {"case": dataclasses.asdict(case), "quick": quick, "data_dir": data_dir,
             "compile_steps": compile_steps, "roofline": roofline,
             "history": history_to_json(history)}

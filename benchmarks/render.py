@@ -437,11 +437,10 @@ def markdown(results: dict[str, Any], command: str) -> str:
         "other processes' load).",
         f"- Memory of a tier (column 'tier MiB', the larger of its two rises): "
         f"{results['memory_method']}."
-        + ((f" The largest case's process (both frameworks, every tier's model and the data "
-            f"loaded) peaked at {results['process_peak_rss_mb']:.0f} MiB: a figure of no "
-            "single tier." if results.get("cases_isolated") else
-            f" The whole process (both frameworks, every tier's model and the data loaded) "
-            f"peaked at {results['process_peak_rss_mb']:.0f} MiB: a figure of no single tier.")
+        + ((" The largest case's process" if results.get("cases_isolated")
+            else " The whole process")
+           + f" (both frameworks, every tier's model and the data loaded) peaked at "
+           f"{results['process_peak_rss_mb']:.0f} MiB: a figure of no single tier."
            if results.get("process_peak_rss_mb") else "")
         + " The memory targets use the sweep, where every point runs in a process of its "
         "own (its peak is that point's alone).",

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from pathlib import Path
 
 from dpcore.config import PerfSpec
-from dpcore.threads import prefer_passive_openmp
+from dpcore.threads import OMP_WAIT_POLICY, prefer_passive_openmp
 
 
 def configure(frameworks: Sequence[str] = ("tf", "torch")) -> str:
@@ -22,3 +24,15 @@ def configure(frameworks: Sequence[str] = ("tf", "torch")) -> str:
 
         configure_torch(0, PerfSpec())
     return policy
+
+
+def worker_env() -> tuple[dict[str, str], str]:
+    """(environment, working folder) of a benchmark worker process (an isolated sweep point,
+    a case, a per-layer table): this checkout first on ``PYTHONPATH``, passive OpenMP waits
+    and TF's C++ logging at warnings unless the caller set them."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+    env.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env, root

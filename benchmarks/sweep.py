@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -29,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.memory import available_bytes, reset_peak, status_kib
+from benchmarks.runtime import worker_env
 from benchmarks.variants import FAST_TIERS, ModelCase
-from dpcore.threads import OMP_WAIT_POLICY
 
 #: The sweep's batch sizes (powers of 2 from 64 to 4096) and ``--quick``'s.
 BATCHES = (64, 128, 256, 512, 1024, 2048, 4096)
@@ -80,11 +79,7 @@ def measure_point(variant: str, batch: int, steps: int, seed: int = 0) -> dict[s
 
 def _isolated(variant: str, batch: int, steps: int) -> dict[str, Any]:
     """:func:`measure_point` in a fresh process (its JSON on stdout)."""
-    root = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
-    env.setdefault("OMP_WAIT_POLICY", OMP_WAIT_POLICY)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env, root = worker_env()
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.sweep", "--worker",
          json.dumps({"variant": variant, "batch": batch, "steps": steps})],
