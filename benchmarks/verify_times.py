@@ -2,7 +2,9 @@
 
 ``python -m benchmarks.verify_times [--out reports/benchmarks/verify-times.json] [--quick]``
 runs ``python -m compare.cli.main verify --backend B --dataset D --model M --epsilon E`` (both
-engines; and ``--engine fast`` for ResNet-18) in a fresh process per configuration and
+engines, ``--processes auto``; and for ResNet-18 also ``--engine fast``, and both engines one
+after another, ``--processes 1``, and at the same time, ``--processes 2``) in a fresh process
+per configuration and
 backend, and records its wall-clock seconds (the framework's import included), its exit
 status and the load average before and after (a loaded machine gives upper figures).
 ``--quick`` leaves ResNet-18 out. The JSON holds the exact command of every row;
@@ -26,6 +28,8 @@ CONFIGURATIONS: tuple[tuple[str, str, float, tuple[str, ...]], ...] = (
     ("mnist", "cnn4", 1.0, ()),
     ("retinamnist", "resnet18", 8.0, ()),
     ("retinamnist", "resnet18", 8.0, ("--engine", "fast")),
+    ("retinamnist", "resnet18", 8.0, ("--processes", "1")),
+    ("retinamnist", "resnet18", 8.0, ("--processes", "2")),
 )
 BACKENDS = ("tf", "torch")
 DEFAULT_OUT = Path("reports/benchmarks/verify-times.json")

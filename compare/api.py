@@ -250,15 +250,15 @@ def reproduce(report_dir: str | Path, *, runs: int | None = None,
 
 
 def verify(config: RunConfig | Mapping[str, Any] | str | Path, backend: str, *,
-           data_dir: str | Path | None = None, engine: str = "all",
-           perf: PerfSpec | None = None, log: Callable[[str], None] | None = None) -> Any:
+           data_dir: str | Path | None = None, engine: str = "all", perf: PerfSpec | None = None,
+           log: Callable[[str], None] | None = None, processes: int | str = 1) -> Any:
     """``dpcompare verify``: a conformance check of one configured DP step (sensitivity,
     noise, divisor, accounting) on ``backend``, training nothing. ``config`` is anything
     :func:`train` takes, completed by :func:`resolve_config`; the rest is
     :func:`compare.verify.verify_config`'s (arguments, report and errors there)."""
     backend = check_backend(backend)
     return verify_config(resolve_config(config, backend)[0], backend, data_dir=data_dir,
-                         engine=engine, perf=perf, log=log)
+                         engine=engine, perf=perf, log=log, processes=processes)
 
 
 # --- models and data -------------------------------------------------------------------------

@@ -20,8 +20,8 @@ ENGINE_CHOICES = ("all", "fast", "reference")
 
 def verify_config(config: RunConfig, backend: str, *,
                   data_dir: str | Path | None = None, engine: str = "all",
-                  perf: PerfSpec | None = None, log: Callable[[str], None] | None = None
-                  ) -> VerifyReport:
+                  perf: PerfSpec | None = None, log: Callable[[str], None] | None = None,
+                  processes: int | str = 1) -> VerifyReport:
     """Check one configured DP step of ``backend`` (sensitivity, noise, divisor, accounting).
 
     Args:
@@ -32,6 +32,8 @@ def verify_config(config: RunConfig, backend: str, *,
         engine: ``all`` (every engine that applies to the model), ``fast`` or ``reference``.
         perf: performance switches the engines are built with.
         log: receives one line as each step's checks start.
+        processes: engines checked at the same time, each beyond the first in a process of
+            its own (1: one after another; see :func:`dpcore.verify.run.verify`).
 
     Returns:
         The report; ``report.passed`` is False when some check failed
@@ -55,4 +57,5 @@ def verify_config(config: RunConfig, backend: str, *,
     check_names(config)
     check_backend_recipe(config, name)
     dataset = prepare_dataset(config, data_dir)
-    return verify(config, dataset, load_backend(name), engine=engine, perf=perf, log=log)
+    return verify(config, dataset, load_backend(name), engine=engine, perf=perf, log=log,
+                  processes=processes)

@@ -62,6 +62,11 @@ class Backend(Protocol):
     #: builds one model for all its steppers), false where they attach what ``close``
     #: removes.
     ENGINES_SHARE_MODELS: bool
+    #: From how many trained weights on ``dpcompare verify --processes auto`` checks the
+    #: engines at the same time, each in a process of its own (None: never): worth it where
+    #: building a step costs Python time that one process cannot spread over the cores (a
+    #: traced step, a large model), not where a second process's import costs more.
+    VERIFY_PARALLEL_MIN_WEIGHTS: int | None
 
     def train(self, config: RunConfig, dataset: Dataset, perf: PerfSpec | None = None, *,
               initial_weights: Mapping[str, np.ndarray] | None = None, progress: bool = True,

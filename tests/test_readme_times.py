@@ -95,19 +95,26 @@ def quoted_times() -> Iterator[tuple[str, str]]:
 def verify_table_rows() -> list[str]:
     """The README's rows of ``verify`` wall times, one per configuration, from the committed
     ``reports/benchmarks/verify-times.json``: ``| D, M, epsilon E | tf | torch |``, each cell
-    the time of both engines and, where measured, `` (`--engine fast`: N s)``."""
+    the time of both engines and, where measured, the variants in brackets
+    (`` (`--engine fast`: N s; `--processes 1`: N s)``)."""
     data = json.loads((REPORTS / "benchmarks" / "verify-times.json").read_text())
-    cells: dict[tuple[str, str, float], dict[str, str]] = {}
+    plain: dict[tuple[str, str, float], dict[str, str]] = {}
+    variants: dict[tuple[str, str, float], dict[str, list[str]]] = {}
     for row in data["rows"]:
         key = (row["dataset"], row["model"], row["epsilon"])
-        by_backend = cells.setdefault(key, {})
         text = f"{row['seconds']:.0f} s"
         if row["options"]:
-            by_backend[row["backend"]] += f" (`{' '.join(row['options'])}`: {text})"
+            variants.setdefault(key, {}).setdefault(row["backend"], []).append(
+                f"`{' '.join(row['options'])}`: {text}")
         else:
-            by_backend[row["backend"]] = text
-    return [f"| {d}, {m}, epsilon {e:g} | {c['tf']} | {c['torch']} |"
-            for (d, m, e), c in cells.items()]
+            plain.setdefault(key, {})[row["backend"]] = text
+
+    def cell(key: tuple[str, str, float], backend: str) -> str:
+        more = variants.get(key, {}).get(backend)
+        return plain[key][backend] + (f" ({'; '.join(more)})" if more else "")
+
+    return [f"| {d}, {m}, epsilon {e:g} | {cell((d, m, e), 'tf')} | "
+            f"{cell((d, m, e), 'torch')} |" for (d, m, e) in plain]
 
 
 def reproduction_wall_time() -> str:

@@ -54,6 +54,13 @@ ENGINES_SHARE_MODELS = True
 #: The step engines by ``perf.engine`` name.
 ENGINES: Mapping[str, EngineFactory] = {"fast": _fast_engine, "reference": TfStepEngine}
 
+#: ``verify --processes auto`` checks the engines at the same time from this many weights:
+#: each engine's steppers trace their steps (single-threaded Python, about 2.8 s per ResNet-18
+#: chunk step); measured here, 2 cores, nothing else running: ResNet-18 (11.2M weights)
+#: 55.6 s one engine after another, 42.2 s at the same time; cnn4 on digits 7.3 s against
+#: 9.8 s (a second process's TensorFlow import costs more than its traces).
+VERIFY_PARALLEL_MIN_WEIGHTS: int | None = 1_000_000
+
 
 def unsupported_fast_layers(model: Any) -> list[str]:
     """Layers of ``model`` the fast engine has no rule for
@@ -86,8 +93,8 @@ def eval_mode(model: Any) -> None:
     """Nothing to set: a Keras model has no inference mode (``training=False`` is per call)."""
 
 
-__all__ = ["ENGINES", "ENGINES_SHARE_MODELS", "NAME", "accountant_epsilons", "build_model",
-           "configure", "describe",
+__all__ = ["ENGINES", "ENGINES_SHARE_MODELS", "NAME", "VERIFY_PARALLEL_MIN_WEIGHTS",
+           "accountant_epsilons", "build_model", "configure", "describe",
            "eval_mode", "get_weights", "gradcam", "library_epsilon", "library_recipe",
            "library_step",
            "load_checkpoint", "membership_attack_library", "membership_attack_names",

@@ -39,8 +39,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="the step engine(s) to check: all (default: every engine that "
                         "applies to the model), fast or reference; a --recipe library run is "
                         "checked on its library's own step")
+    parser.add_argument("--processes", type=_processes, default="auto", metavar="N|auto",
+                        help="engines checked at the same time, each beyond the first in a "
+                        "process of its own (the report is the same); default auto: every "
+                        "engine at once where the backend gains by it (from 1M weights on "
+                        "both backends), else 1")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.set_defaults(func=run)
+
+
+def _processes(text: str) -> int | str:
+    """``--processes``: ``auto`` or a whole number >= 1."""
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1 or 'auto'")
+    return value
 
 
 def dry_run(args: argparse.Namespace) -> int:
@@ -73,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     perf = build_perf(argparse.Namespace(**{**vars(args), "engine": None}))
     log = None if args.json else (lambda line: print(line, file=sys.stderr, flush=True))
     report = api.verify(given_settings(args), args.backend, data_dir=args.data_dir,
-                        engine=args.engine, perf=perf, log=log)
+                        engine=args.engine, perf=perf, log=log, processes=args.processes)
     if args.json:
         print_json(report.to_dict())
     else:

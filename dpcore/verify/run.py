@@ -20,6 +20,13 @@ The engines of one run share what does not depend on the engine: the weights at 
 probe example's gradient is at least :data:`RAW_TARGET` C (measured once, on the first
 engine's step without clipping) and the replay of the run's sampler.
 
+With ``processes > 1`` the engines are checked at the same time, each after the first in a
+fresh (spawned) Python process of its own that imports the backend from its files: the
+adversarial weights are measured first, in this process, and handed to every engine, so the
+report is the one a serial check gives (the same steps, weights, batches and noise keys; only
+the seconds differ). A patch made in this process (a test's monkeypatch) does not reach the
+other processes: check one engine at a time to see it.
+
 Seeded and deterministic: the probe examples come from a generator of the config's seed, the
 noise from the engines' own seeded generators. The false-alarm rate of every statistical test
 is in :data:`ALPHA` (per step checked); the others are exact up to the float allowance they
@@ -30,8 +37,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import multiprocessing
+import os
+import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, cast
 
 import numpy as np
@@ -92,8 +104,8 @@ MEASURED_HOW = [
 
 
 def verify(config: RunConfig, dataset: Dataset, backend: Backend, *,
-           engine: str = "all", perf: PerfSpec | None = None, log: Log | None = None
-           ) -> VerifyReport:
+           engine: str = "all", perf: PerfSpec | None = None, log: Log | None = None,
+           processes: int | str = 1) -> VerifyReport:
     """Check one configured DP step of ``backend`` (see the module docstring).
 
     Args:
@@ -103,7 +115,12 @@ def verify(config: RunConfig, dataset: Dataset, backend: Backend, *,
         engine: ``all`` (every engine that applies to the model), ``fast`` or ``reference``;
             a ``library`` recipe is checked on its library's own step.
         perf: performance switches the engines are built with (chunking is verify's own).
-        log: receives a line as each step starts.
+        log: receives a line as each step starts (from another process: printed to its
+            standard error instead).
+        processes: how many engines may be checked at the same time, each beyond the first
+            in a process of its own (1: one after another, in this process); ``auto``: every
+            engine at once, up to the machine's CPUs, where the backend gains by it
+            (:func:`auto_processes`), else 1.
 
     Raises:
         ConfigError: a mechanism without a DP-SGD step, an engine that does not apply.
@@ -118,6 +135,11 @@ def verify(config: RunConfig, dataset: Dataset, backend: Backend, *,
             f"valid: a DP-SGD mechanism ({', '.join(dpsgd_names())})")
     if engine not in ("all", "fast", "reference"):
         raise ConfigError(f"--engine {engine!r} is not known; valid: all, fast, reference")
+    if processes != "auto" and (isinstance(processes, bool) or not isinstance(processes, int)
+                                or processes < 1):
+        raise ConfigError(f"processes={processes!r} is not a whole number >= 1 or 'auto'; "
+                          "valid: 1 (one engine after another), more (engines checked at the "
+                          "same time) or auto")
     check_backend_recipe(config, backend.NAME)
     dataset = apply_data_factors(config, dataset)
     plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
@@ -131,11 +153,82 @@ def verify(config: RunConfig, dataset: Dataset, backend: Backend, *,
         steps = {"library": _library_factory(backend, config, dataset, plan, perf)}
     else:
         steps = _engine_factories(backend, context, engine, perf, report)
+    names = list(steps)
+    if processes == "auto":
+        processes = auto_processes(backend, config, dataset, len(names))
+    if int(processes) > 1 and len(names) > 1 and config.recipe != "library":
+        report.steps += _check_engines_in_processes(names, steps, context, perf,
+                                                    int(processes), log)
+        return report
     for name, (factory, fixed) in steps.items():
         if log is not None:
             log(f"verify {backend.NAME}: checking the {name} step")
         report.steps.append(_check_step(name, factory, fixed, context))
     return report
+
+
+def auto_processes(backend: Backend, config: RunConfig, dataset: Dataset, engines: int) -> int:
+    """What ``processes="auto"`` means for this check: every engine at once (up to the CPUs)
+    where the model has at least the backend's ``VERIFY_PARALLEL_MIN_WEIGHTS`` weights, else
+    1 (measured per backend: see that attribute)."""
+    threshold = getattr(backend, "VERIFY_PARALLEL_MIN_WEIGHTS", None)
+    if threshold is None or engines < 2:
+        return 1
+    shapes = architecture(config.model, dataset.input_shape, dataset.n_classes,
+                          dataset.vocabulary_size).weight_shapes()
+    weights = sum(math.prod(shape) for shape in shapes.values())
+    return min(engines, os.cpu_count() or 1) if weights >= threshold else 1
+
+
+def _check_engines_in_processes(names: list[str], steps: dict[str, tuple[Factory, int | None]],
+                                ctx: _Context, perf: PerfSpec, processes: int,
+                                log: Log | None) -> list[StepReport]:
+    """The engines' checks at the same time: the first in this process, the others each in a
+    spawned process (at most ``processes`` at once), after the shared adversarial weights are
+    measured here; the reports in ``names``' order."""
+    first = names[0]
+    factory = steps[first][0]
+    config = verification_config(ctx.config)
+    free = factory("free", config)
+    try:
+        w_init = {k: np.array(v) for k, v in free.get_weights().items()}
+    finally:
+        free.close()
+    ctx.shared["adversarial"] = (*_adversarial_weights(ctx, factory, config, w_init, None, 1.0),
+                                 first)
+    portable = dataclasses.replace(ctx, shared={"adversarial": ctx.shared["adversarial"]})
+    spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked TF / torch
+    with ProcessPoolExecutor(max_workers=min(processes, len(names)) - 1,
+                             mp_context=spawn) as pool:
+        others: dict[str, Future[StepReport]] = {
+            name: pool.submit(_check_engine_elsewhere, name, portable, perf, log is not None)
+            for name in names[1:]}
+        if log is not None:
+            log(f"verify {ctx.backend}: checking the {first} step (and "
+                f"{', '.join(names[1:])} in {len(names) - 1} other process(es))")
+        reports = {first: _check_step(first, factory, None, ctx)}
+        for name, future in others.items():
+            try:
+                reports[name] = future.result()
+            except BrokenProcessPool as error:
+                raise RuntimeError(
+                    f"verify {ctx.backend}: the process checking the {name} step ended "
+                    f"abruptly ({error}; out of memory?); run again with --processes 1 to "
+                    "check the engines one after another in one process") from error
+    return [reports[name] for name in names]
+
+
+def _check_engine_elsewhere(name: str, ctx: _Context, perf: PerfSpec, logging: bool
+                            ) -> StepReport:
+    """One engine's checks in a process of its own (see :func:`_check_engines_in_processes`):
+    the backend loaded here, the engine built on a model of its own."""
+    from dpcore.backend import load_backend
+
+    backend = load_backend(ctx.backend)
+    if logging:
+        print(f"verify {ctx.backend}: checking the {name} step (process {name})",
+              file=sys.stderr, flush=True)
+    return _check_step(name, _engine_factory(backend, ctx, name, perf), None, ctx)
 
 
 @dataclasses.dataclass(frozen=True)
