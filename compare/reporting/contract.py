@@ -309,9 +309,6 @@ NOISE_KEY = ("the noise key (privacy.noise_key: the config hash mixed into seede
              "trained, the grid's current runs are not trained yet")
 
 AWAITING_RETRAINING: dict[tuple[str, str], str] = {
-    ("imdb-library-benchmark-15", "five_seeds"): (
-        "the preset now runs 5 seeds (was 3): seeds 3 and 4 of its 2 settings on both "
-        "backends, 8 runs; and " + NOISE_KEY),
     ("interpretability-clip-sweep", "five_seeds"): (
         "cnn4 was retired from its cats vs dogs half: the 50 scatter-linear runs that replace "
         "it are new configs; and " + NOISE_KEY),

@@ -44,7 +44,6 @@ AWAITING_REGENERATION: dict[str, str] = {
     name: f"{what}; regenerating it waits for the grid's DP-SGD runs, whose config hashes "
           "moved (contract.NOISE_KEY), to be trained: a regeneration now would drop them"
     for name, what in {
-        "imdb-library-benchmark-15": "published: the paper's trends added",
         "interpretability-clip-sweep": "description and notes: cnn4 retired from cats vs dogs",
         "interpretability-vs-epsilon-tuned": "published: the paper's trends added; notes",
         "mnist-gap-attribution": "notes: the shuffled proved figure by PLD",
