@@ -141,6 +141,11 @@ def verify(config: RunConfig, dataset: Dataset, backend: Backend, *,
                           "valid: 1 (one engine after another), more (engines checked at the "
                           "same time) or auto")
     check_backend_recipe(config, backend.NAME)
+    # the framework's process-wide state (seeds, deterministic kernels, threads) set as
+    # training sets it, here and in every other process of the check, so that a check does
+    # not depend on what ran before it in this process (an earlier training switches
+    # TensorFlow's op determinism on) and engines checked elsewhere compute as here
+    backend.configure(config.seed, perf)
     dataset = apply_data_factors(config, dataset)
     plan = privacy_plan(config, len(dataset.x_train), dataset.ldp)
     mechanism = step_mechanism(config, plan)
@@ -225,6 +230,7 @@ def _check_engine_elsewhere(name: str, ctx: _Context, perf: PerfSpec, logging: b
     from dpcore.backend import load_backend
 
     backend = load_backend(ctx.backend)
+    backend.configure(ctx.config.seed, perf)
     if logging:
         print(f"verify {ctx.backend}: checking the {name} step (process {name})",
               file=sys.stderr, flush=True)

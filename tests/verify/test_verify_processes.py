@@ -5,6 +5,7 @@ bad values are refused before anything is checked."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,8 +31,26 @@ def _without_seconds(report: Any) -> dict[str, Any]:
     return out
 
 
+@pytest.fixture
+def op_determinism_on() -> Iterator[None]:
+    """TensorFlow's op determinism switched on in this process, as an earlier training leaves
+    it (a fresh process starts with it off), restored afterwards."""
+    import tensorflow as tf
+    from tensorflow.python.framework import config as tf_config
+
+    was_on = tf_config.is_op_determinism_enabled()
+    tf.config.experimental.enable_op_determinism()
+    yield
+    if not was_on:
+        tf_config.disable_op_determinism()
+
+
 @pytest.mark.parametrize("backend", ["tf", "torch"])
-def test_engines_in_two_processes_give_the_serial_report(backend: str) -> None:
+def test_engines_in_two_processes_give_the_serial_report(backend: str,
+                                                         op_determinism_on: None) -> None:
+    """Also when this process's framework state is not a fresh one's (the test suite's
+    earlier trainings leave op determinism on: the reports differed in float rounding until
+    every process of a check set the state as training does)."""
     lines: list[str] = []
     serial = api.verify(CONFIG, backend, processes=1)
     parallel = api.verify(CONFIG, backend, processes=2, log=lines.append)
