@@ -28,7 +28,7 @@ import itertools
 import json
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,13 +140,26 @@ def run_config(data: dict[str, Any], point: Point, seed: int = 0) -> RunConfig:
     })
 
 
+def balanced_accuracy(metrics: Mapping[str, Any]) -> float | None:
+    """The mean recall over the classes with test examples (scikit-learn's
+    ``balanced_accuracy_score``), from a run's ``per_class`` metrics; None without them (a
+    diverged run)."""
+    recalls = [c["recall"] for c in metrics.get("per_class") or () if c.get("support")]
+    if not recalls or any(r is None or not np.isfinite(r) for r in recalls):
+        return None
+    return float(np.mean(recalls))
+
+
 def validation_scores(backend: Any, config: RunConfig, dataset: Dataset) -> dict[str, Any]:
     """Train ``config`` on ``dataset`` (a :func:`validation_split`) with the given backend
-    module: status, validation accuracy and AUC, noise multiplier, epsilon and seconds."""
+    module: status, validation accuracy, balanced accuracy (the mean of the per-class
+    recalls: what the accuracy would be with every class equally frequent) and AUC, noise
+    multiplier, epsilon and seconds."""
     start = time.perf_counter()
     result = backend.train(config, dataset, PerfSpec(), progress=False).result
     assert result is not None
     return {"status": result.status, "val_accuracy": result.metrics.get("accuracy"),
+            "val_balanced_accuracy": balanced_accuracy(result.metrics),
             "val_auc": result.metrics.get("auc"),
             "noise_multiplier": result.privacy.get("noise_multiplier"),
             "epsilon_rdp": result.privacy.get("epsilon_rdp"),

@@ -2,9 +2,10 @@
 
 ``python -m benchmarks.tuning_sweep --dataset pneumoniamnist --epsilons 1,8
 --candidates benchmarks/tuning/pneumoniamnist.yaml [--backend torch] [--data-dir DIR]
-[--seeds 0,1,2] [--rank-by auc|accuracy] [--out FILE.md]`` trains every candidate setting (a
-YAML list of ``{label, model, train}`` sections, optionally ``data``, ``privacy`` and
-``augment``, laid over the base below) with harmonised Gaussian DP-SGD at each target epsilon
+[--seeds 0,1,2] [--rank-by auc|accuracy|balanced_accuracy] [--out FILE.md]`` trains every
+candidate setting (a YAML list of ``{label, model, train}`` sections, optionally ``data``,
+``privacy`` and ``augment``, laid over the base below) with harmonised Gaussian DP-SGD at each
+target epsilon
 (delta 1e-5, clip norm 1 unless a candidate sets ``privacy.max_grad_norm``, Poisson sampling,
 the noise multiplier calibrated by the shared accountant) and scores it on a VALIDATION split:
 20 % of the data set's training split, seeded and stratified
@@ -44,6 +45,10 @@ from dpcore.backend import BACKENDS, load_backend
 from dpcore.errors import ConfigError
 from dpcore.mechanisms import noises_gradients
 from dpcore.pipeline import prepare_dataset
+
+#: ``--rank-by`` name -> how the table names it.
+RANK_BY = {"auc": "AUC", "accuracy": "accuracy",
+           "balanced_accuracy": "balanced accuracy (mean per-class recall)"}
 
 
 def is_dpsgd(candidate: Mapping[str, Any]) -> bool:
@@ -100,6 +105,7 @@ def aggregate(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         groups.setdefault((r["epsilon"], r["label"]), []).append(r)
     return [{**group[0], "val_accuracy": _mean(group, "val_accuracy"),
+             "val_balanced_accuracy": _mean(group, "val_balanced_accuracy"),
              "val_auc": _mean(group, "val_auc"), "seeds": [g.get("seed", 0) for g in group],
              "seconds": float(sum(g["seconds"] for g in group))}
             for group in groups.values()]
@@ -108,7 +114,7 @@ def aggregate(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
 def markdown(rows: Sequence[Mapping[str, Any]], command: str, backend: str,
              rank_by: str | None = None) -> str:
     """One table per epsilon (candidates without DP-SGD in one table of their own), best
-    first by ``rank_by`` (``auc`` or ``accuracy``; default: AUC for binary tasks)."""
+    first by ``rank_by`` (a :data:`RANK_BY` name; default: AUC for binary tasks)."""
     first = rows[0]
     binary = first["majority"] is not None and all(r.get("val_auc") is not None
                                                    for r in rows if r["status"] == "finished")
@@ -135,18 +141,21 @@ def markdown(rows: Sequence[Mapping[str, Any]], command: str, backend: str,
         f"seeded, stratified: {first['n_validation']} images) carved from the training split; "
         f"the model trains on the other {first['n_fit']}. No test image is scored. Majority "
         f"class of the validation split: {first['majority']:.3f}. Sorted by "
-        f"validation {'AUC' if rank_by == 'auc' else 'accuracy'}.", ""]
+        f"validation {RANK_BY[rank_by]}.", ""]
     for epsilon in dict.fromkeys(r["epsilon"] for r in rows):
         mine = sorted((r for r in rows if r["epsilon"] == epsilon),
                       key=lambda r: -_score(r, key))
         heading = "without DP-SGD" if epsilon is None else f"epsilon {epsilon:g}"
         lines += [f"## {heading}", "",
-                  "| candidate | noise | val. accuracy | val. AUC | s |", "|---|---|---|---|---|"]
+                  "| candidate | noise | val. accuracy | val. balanced accuracy | val. AUC | s |",
+                  "|---|---|---|---|---|---|"]
         for r in mine:
             acc, auc = r["val_accuracy"], r["val_auc"]
+            balanced = r.get("val_balanced_accuracy")
             noise = r.get("noise_multiplier")
             lines.append(f"| {r['label']} | {'–' if noise is None else f'{noise:.3f}'} | "
                          f"{'diverged' if acc is None else f'{acc:.3f}'} | "
+                         f"{'–' if balanced is None else f'{balanced:.3f}'} | "
                          f"{'–' if auc is None else f'{auc:.3f}'} | {r['seconds']:.0f} |")
         lines.append("")
     return "\n".join(lines)
@@ -163,9 +172,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated candidate labels to run (default all)")
     parser.add_argument("--seeds", default="0",
                         help="comma-separated seeds; the table shows the mean over them")
-    parser.add_argument("--rank-by", choices=("auc", "accuracy"),
+    parser.add_argument("--rank-by", choices=tuple(RANK_BY),
                         help="the validation score the table sorts by (default: AUC for "
-                             "binary tasks, else accuracy)")
+                             "binary tasks, else accuracy; balanced_accuracy: the mean "
+                             "per-class recall, blind to the classes' proportions)")
     parser.add_argument("--out", help="write the Markdown tables here")
     parser.add_argument("--jsonl", help="append the JSON lines here too")
     parser.add_argument("--protocol", metavar="LAW",

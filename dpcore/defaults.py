@@ -157,6 +157,10 @@ def describe_settings(config: Any, filled: Mapping[str, Any]) -> str:
         parts.append(f"{train.steps} steps")
     else:
         parts.append(mark("train.epochs", f"{train.epochs:g} epochs"))
+    if train.ema_decay is not None:
+        parts.append(f"weight EMA {train.ema_decay:g}")
+    if train.class_weights != "none":
+        parts.append(f"{train.class_weights} class weights")
     if privacy.is_dpsgd:
         parts.append(f"clip {privacy.max_grad_norm:g}")
         parts.append(mark("privacy.sampling", f"{privacy.sampling} sampling"))

@@ -24,6 +24,7 @@ from typing import Any
 from dpcore.accounting import PrivacyPlan, plan_privacy
 from dpcore.architectures import architecture
 from dpcore.audit.gradient_run import gradient_audit_record, run_gradient_canaries
+from dpcore.class_weights import loss_class_weights
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.data.dataset import Dataset
 from dpcore.errors import ConfigError
@@ -302,6 +303,11 @@ def fit(
     elif (reason := front_not_cached_reason(config, perf, dataset)) is not None:
         details["fixed_front_not_cached_because"] = reason
     mechanism = step_mechanism(config, plan)
+    class_weights = loss_class_weights(config.train.class_weights, dataset.y_train,
+                                       dataset.n_classes)
+    if class_weights is not None:  # train.class_weights (non-private runs only)
+        mechanism = dataclasses.replace(mechanism, class_weights=class_weights)
+        details["class_weights"] = list(class_weights)
     engine = make_engine(plan, framework_mechanism(config, mechanism))
     # privacy.noise_source shared: the noise of each step drawn here, once, for both backends
     shared = shared_noise_for(config, mechanism, {

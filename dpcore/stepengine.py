@@ -56,6 +56,9 @@ class StepMechanism:
         microbatch_size: k, examples per clipped unit (``factors.microbatch_size``): the
             per-example gradients of k consecutive examples are averaged before clipping, as
             TF Privacy does with ``num_microbatches = batch / k``. 1 = per example.
+        class_weights: the weight of each class's examples in the non-private step's summed
+            loss (``train.class_weights``, :mod:`dpcore.class_weights`), or ``None``: every
+            example weighs 1. Never set on a private step (the configs refuse it).
     """
 
     clip_kind: str | None
@@ -65,6 +68,7 @@ class StepMechanism:
     noise_multiplier: float
     expected_batch_size: int
     microbatch_size: int = 1
+    class_weights: tuple[float, ...] | None = None
 
     @property
     def private(self) -> bool:

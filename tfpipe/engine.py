@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.chunkpad import pad_chunk, padded_size
+from dpcore.class_weights import row_weights
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
@@ -135,10 +136,13 @@ class TfStepEngine:
     def _weighted(self, x: np.ndarray, y: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(x, y, weights)`` of a chunk: padded to its size class with zero-weight rows when
-        the steps are compiled, else itself with weights 1."""
+        the steps are compiled, else itself with weights 1; each row's weight times its
+        class's (``mechanism.class_weights``, non-private steps only)."""
         if self.pad_chunks:
-            return pad_chunk(x, y, padded_size(len(y), self.physical))
-        return x, y, np.ones(len(y), np.float32)
+            x, y, weights = pad_chunk(x, y, padded_size(len(y), self.physical))
+        else:
+            weights = np.ones(len(y), np.float32)
+        return x, y, row_weights(self.mechanism.class_weights, y, weights)
 
     def _canary_chunk(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The chunk that carries canaries left over after the real chunks: one microbatch of

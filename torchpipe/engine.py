@@ -21,6 +21,7 @@ from torch import nn
 
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
 from dpcore.chunkpad import pad_chunk, padded_size
+from dpcore.class_weights import row_weights
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
@@ -194,10 +195,15 @@ class TorchStepEngine:
 
     def _padded(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(x, y, weights)``: the chunk padded to its size class with zero-weight rows when
-        the steps are compiled (:func:`dpcore.chunkpad.pad_chunk`), else itself, weights 1."""
+        the steps are compiled (:func:`dpcore.chunkpad.pad_chunk`), else itself, weights 1;
+        each row's weight times its class's (``mechanism.class_weights``, non-private steps
+        only)."""
         if self.pad_chunks:
-            return pad_chunk(np.asarray(x), np.asarray(y), padded_size(len(y), self.physical))
-        return x, y, np.ones(len(y), np.float32)
+            x, y, weights = pad_chunk(np.asarray(x), np.asarray(y),
+                                      padded_size(len(y), self.physical))
+        else:
+            weights = np.ones(len(y), np.float32)
+        return x, y, row_weights(self.mechanism.class_weights, y, weights)
 
     def _loss_of(self, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
                  ) -> torch.Tensor:
@@ -210,7 +216,8 @@ class TorchStepEngine:
         device = model_device(self.model)
         total = 0.0
         for x, y in chunks:
-            if self.pad_chunks:  # weighted rows: a padding row adds nothing
+            if self.pad_chunks or self.mechanism.class_weights is not None:
+                # weighted rows: a padding row adds nothing; a class weight scales its rows
                 x, y, weights = self._padded(x, y)
                 loss = self._weighted_loss(to_tensor(x, self.text, device, self.memory_format),
                                            labels_tensor(y, device),

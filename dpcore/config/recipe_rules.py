@@ -9,7 +9,7 @@ from __future__ import annotations
 from dpcore.config.specs import COMBINATION_RULES, RunConfig
 from dpcore.datasets import DATASETS
 from dpcore.errors import ConfigError
-from dpcore.mechanisms import dpsgd_names, get_mechanism, mechanism_names
+from dpcore.mechanisms import dpsgd_names, get_mechanism, is_non_private, mechanism_names
 
 
 @COMBINATION_RULES.register()
@@ -127,3 +127,26 @@ def check_audit_combination(config: RunConfig) -> None:
             f"{', '.join(dpsgd_names())}, or audit_canaries.kind=input"
         )
 
+
+
+@COMBINATION_RULES.register()
+def check_class_weights_combination(config: RunConfig) -> None:
+    """Refuse ``train.class_weights`` on a private run or under ``recipe: library``.
+
+    Raises:
+        ConfigError: class weights other than ``none`` with a mechanism that promises
+            privacy (the weights are computed from the training labels, which no mechanism
+            here accounts for) or with the libraries' own recipes (whose losses are theirs).
+    """
+    rule = config.train.class_weights
+    if rule == "none":
+        return
+    if not is_non_private(config.privacy.mechanism):
+        raise ConfigError(
+            f"train.class_weights={rule!r} weights each loss by a statistic of the training "
+            f"labels, which privacy.mechanism={config.privacy.mechanism!r} does not account "
+            "for; valid: train.class_weights=none, or privacy.mechanism=none")
+    if config.recipe != "harmonised":
+        raise ConfigError(
+            f"train.class_weights={rule!r} is not part of either library's recipe; valid "
+            "under recipe=library: none")

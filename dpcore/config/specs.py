@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from dpcore.class_weights import class_weight_names
 from dpcore.config.choices import (
     ACTIVATIONS,
     CANARY_KINDS,
@@ -332,6 +333,10 @@ class TrainSpec:
         momentum: SGD momentum in [0, 1).
         ema_decay: decay of the exponential moving average of the weights used for evaluation,
             in [0, 1); ``None`` evaluates the raw weights.
+        class_weights: how each example's loss is weighted by its class, a name of
+            :data:`dpcore.class_weights.CLASS_WEIGHTINGS` (``none``: all 1; ``balanced``:
+            ``n / (K n_c)`` from the training labels). Non-private runs only; left out of the
+            hash at its default.
     """
 
     epochs: float | None = 1.0
@@ -341,6 +346,7 @@ class TrainSpec:
     optimizer: str = "sgd"
     momentum: float = 0.0
     ema_decay: float | None = None
+    class_weights: str = "none"
 
     def __post_init__(self) -> None:
         if (self.epochs is None) == (self.steps is None):
@@ -355,6 +361,7 @@ class TrainSpec:
         check_range("train.lr", self.lr, low=0, low_open=True, finite=True,
                      valid="a finite number > 0")
         check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
+        check_choice("train.class_weights", self.class_weights, class_weight_names())
         check_range(
             "train.momentum", self.momentum, low=0, high=1, high_open=True, valid="[0, 1)"
         )
@@ -646,6 +653,7 @@ _OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
     "data": ("options", "ldp_test_inputs"),
     "model": ("layers", "pretrained", "pretrained_skip", "freeze"),
     "privacy": ("noise_source", "noise_key"),
+    "train": ("class_weights",),
 }
 
 

@@ -163,3 +163,31 @@ def test_candidates_without_dp_sgd_are_tabled_once_with_the_mean_over_seeds() ->
     assert "mean over seeds 0, 1" in text and "Sorted by validation accuracy" in text
     assert "(mechanism none) trained once" in text
     assert text.index("| sgd |") < text.index("| adam |")  # 0.85 beats a diverged seed
+
+
+def test_balanced_accuracy_ranks_by_the_mean_per_class_recall() -> None:
+    """``--rank-by balanced_accuracy``: the mean of the per-class recalls (blind to the
+    classes' proportions), from a run's per_class metrics; a candidate that is better on the
+    minority class ranks first although its plain accuracy is lower."""
+    from benchmarks.defaults_sweep import balanced_accuracy
+    from benchmarks.tuning_sweep import main, markdown
+
+    per_class = [{"support": 25, "recall": 0.6}, {"support": 75, "recall": 0.98},
+                 {"support": 0, "recall": float("nan")}]  # a class without examples: left out
+    assert balanced_accuracy({"per_class": per_class}) == pytest.approx(0.79)
+    assert balanced_accuracy({}) is None
+    base = {"dataset": "pneumoniamnist", "n_fit": 80, "n_validation": 100, "majority": 0.75,
+            "status": "finished", "noise_multiplier": None, "epsilon": None,
+            "mechanism": "none", "seed": 0, "seconds": 1.0}
+    rows = [{**base, "label": "plain", "val_accuracy": 0.885, "val_balanced_accuracy": 0.79,
+             "val_auc": 0.95},
+            {**base, "label": "balanced", "val_accuracy": 0.87, "val_balanced_accuracy": 0.85,
+             "val_auc": 0.95}]
+    text = markdown(rows, "python -m benchmarks.tuning_sweep ...", "torch", "balanced_accuracy")
+    assert "Sorted by validation balanced accuracy (mean per-class recall)" in text
+    assert text.index("| balanced |") < text.index("| plain |")
+    assert "| balanced | – | 0.870 | 0.850 | 0.950 | 1 |" in text
+    by_accuracy = markdown(rows, "...", "torch", "accuracy")
+    assert by_accuracy.index("| plain |") < by_accuracy.index("| balanced |")
+    with pytest.raises(SystemExit):
+        main(["--dataset", "digits", "--candidates", "x.yaml", "--rank-by", "recall"])
