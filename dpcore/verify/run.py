@@ -199,8 +199,7 @@ def _check_engines_in_processes(names: list[str], steps: dict[str, tuple[Factory
         w_init = {k: np.array(v) for k, v in free.get_weights().items()}
     finally:
         free.close()
-    ctx.shared["adversarial"] = (*_adversarial_weights(ctx, factory, config, w_init, None, 1.0),
-                                 first)
+    _shared_adversarial(ctx, factory, config, w_init, None, 1.0, first)
     portable = dataclasses.replace(ctx, shared={"adversarial": ctx.shared["adversarial"]})
     spawn = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked TF / torch
     with ProcessPoolExecutor(max_workers=min(processes, len(names)) - 1,
@@ -396,13 +395,9 @@ def _check_step(name: str, factory: Factory, fixed_declared: int | None, ctx: _C
         explicit = None if _is_library(free) or fixed else 1.0
         w_init = {k: np.array(v) for k, v in free.get_weights().items()}
         library = _is_library(free)
-        if library or "adversarial" not in ctx.shared:  # the engines share one model init
-            measured = (*_adversarial_weights(ctx, factory, config, w_init, fixed, explicit),
-                        name)
-            if not library:
-                ctx.shared["adversarial"] = measured
-        else:
-            measured = ctx.shared["adversarial"]
+        measured = ((*_adversarial_weights(ctx, factory, config, w_init, fixed, explicit), name)
+                    if library else
+                    _shared_adversarial(ctx, factory, config, w_init, fixed, explicit, name))
         w_big, raw_norm, scale, measured_on = measured
         step.facts["adversarial example"] = (
             f"raw gradient norm {raw_norm / ctx.clip:.3g} C (last layer "
@@ -418,6 +413,20 @@ def _check_step(name: str, factory: Factory, fixed_declared: int | None, ctx: _C
         free.close()
     step.seconds = time.perf_counter() - start
     return step
+
+
+def _shared_adversarial(ctx: _Context, factory: Factory, config: RunConfig,
+                        w_init: dict[str, np.ndarray], fixed: int | None,
+                        explicit: float | None, name: str
+                        ) -> tuple[dict[str, np.ndarray], float, float, str]:
+    """The adversarial weights every harmonised engine's check uses (the engines share one
+    model init): measured on the first engine that asks (``name``), kept in ``ctx.shared``,
+    and the same tuple for every later engine (and for the engines checked in other
+    processes, which are handed it)."""
+    if "adversarial" not in ctx.shared:
+        ctx.shared["adversarial"] = (
+            *_adversarial_weights(ctx, factory, config, w_init, fixed, explicit), name)
+    return ctx.shared["adversarial"]
 
 
 def _adversarial_weights(ctx: _Context, factory: Factory, config: RunConfig,
