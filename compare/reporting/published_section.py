@@ -215,7 +215,9 @@ def trend_headline(entries: Sequence[Mapping[str, Any]], frame: pd.DataFrame) ->
         unit = units.get(claim, "")
         backends = "; ".join(_short(v, unit) for v in group)
         if not all(v.verdict == IN_SIZE for v in group):
-            reasons += [e for v in group for e in v.explanations if e not in reasons]
+            for reason in (e for v in group for e in v.explanations):
+                if reason not in reasons:  # each once, though both backends' verdicts give it
+                    reasons.append(reason)
         parts.append(f"'{claim}' (the paper {group[0].published_change:+.2f}{unit}): "
                      f"{backends}")
     why = ("" if not reasons else
