@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dpcore.config.specs import COMBINATION_RULES, RunConfig
 from dpcore.datasets import DATASETS
-from dpcore.errors import ConfigError
+from dpcore.errors import ConfigError, PrivacyConfigError
 from dpcore.mechanisms import dpsgd_names, get_mechanism, is_non_private, mechanism_names
 
 
@@ -134,7 +134,7 @@ def check_class_weights_combination(config: RunConfig) -> None:
     """Refuse ``train.class_weights`` on a private run or under ``recipe: library``.
 
     Raises:
-        ConfigError: class weights other than ``none`` with a mechanism that promises
+        PrivacyConfigError: class weights other than ``none`` with a mechanism that promises
             privacy (the weights are computed from the training labels, which no mechanism
             here accounts for) or with the libraries' own recipes (whose losses are theirs).
     """
@@ -142,7 +142,7 @@ def check_class_weights_combination(config: RunConfig) -> None:
     if rule == "none":
         return
     if not is_non_private(config.privacy.mechanism):
-        raise ConfigError(
+        raise PrivacyConfigError(
             f"train.class_weights={rule!r} weights each loss by a statistic of the training "
             f"labels, which privacy.mechanism={config.privacy.mechanism!r} does not account "
             "for; valid: train.class_weights=none, or privacy.mechanism=none")

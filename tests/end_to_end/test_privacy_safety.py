@@ -4,7 +4,8 @@ reason (PrivacyError, exit 2), and what only weakens it (delta >= 1/N) is warned
 * BatchNorm in a DP model: :mod:`dpcore.privacy_checks` on torch and Keras models (Opacus's
   own validator agrees), and the runner refuses to store such a DP run as finished;
 * a weighted / class-balanced sampler, and dividing by the actual batch size: not options;
-  a config naming them is refused with the reason; no config field or CLI option sets them;
+  a config naming them is refused with the reason; no config field or CLI option sets them
+  (the loss's class weights, ``train.class_weights``, are refused on every private run);
 * a delta not below 1/N: a one-line warning in the CLI;
 * training past the planned steps (what the accountant charged): the shared loop takes
   exactly ``plan.batches.steps`` steps, whatever N, B, epochs, sampling and chunking.
@@ -165,14 +166,37 @@ def test_privacy_defeating_keys_are_refused_with_the_reason(key: str, reason: st
     assert "is refused" in str(excinfo.value) and reason in str(excinfo.value)
 
 
+#: Fields whose names the check below flags but that set no sampler and no divisor, each with
+#: a value that changes the run; every mechanism that promises privacy must refuse that value
+#: with the privacy reason (checked by the same test), so none of them can reach a private run.
+NON_PRIVATE_ONLY_FIELDS = {(TrainSpec, "class_weights"): ("train", "balanced")}
+
+
 def test_no_config_field_or_cli_option_sets_a_sampler_or_the_normalisation() -> None:
     """The only sampling knob is poisson|shuffle; the divisor of the noised sum is not
     configurable at all (it is always the expected batch size, see the backend contract tests
-    ``tests/backends/test_train_contract.py``: actual batch 20, divisor 32)."""
+    ``tests/backends/test_train_contract.py``: actual batch 20, divisor 32). A field listed in
+    :data:`NON_PRIVATE_ONLY_FIELDS` (the loss's class weights: no sampler, no divisor) is
+    refused by every private mechanism."""
+    from dpcore.mechanisms import is_non_private, mechanism_names
+
     suspicious = re.compile(r"normali[sz]|weight|sampler|balanc|divi|actual", re.IGNORECASE)
     for spec in (DataSpec, ModelSpec, PrivacySpec, TrainSpec, PerfSpec, RunConfig):
-        names = [f.name for f in dataclasses.fields(spec)]
+        names = [f.name for f in dataclasses.fields(spec)
+                 if (spec, f.name) not in NON_PRIVATE_ONLY_FIELDS]
         assert not [n for n in names if suspicious.search(n)], spec
+    private = [m for m in mechanism_names() if not is_non_private(m)]
+    assert "dpsgd-gaussian" in private and "ldp" in private
+    for (_, field), (section, value) in NON_PRIVATE_ONLY_FIELDS.items():
+        for mechanism in private:
+            raw: dict[str, Any] = {"data": {"name": "digits"}, "privacy": {"mechanism": mechanism},
+                                   section: {field: value}}
+            if mechanism == "ldp":
+                raw["data"].update(ldp_mechanism="laplace", ldp_params={"scale": 1.0})
+            else:
+                raw["privacy"]["noise_multiplier"] = 1.0
+            with pytest.raises(PrivacyError, match=f"{section}.{field}={value!r}"):
+                RunConfig.from_dict(raw)
     from compare.cli.main import build_parser
 
     parser = build_parser()
