@@ -40,3 +40,19 @@ def pad_chunk(x: np.ndarray, y: np.ndarray, size: int
     pad_x = np.zeros((size - n, *x.shape[1:]), x.dtype)
     pad_y = np.zeros(size - n, y.dtype)
     return np.concatenate([x, pad_x]), np.concatenate([y, pad_y]), weights
+
+
+def weighted_chunk(x: np.ndarray, y: np.ndarray, pad_to: int | None,
+                   class_weights: tuple[float, ...] | None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(x, y, weights)`` of one chunk as the engines step it: padded to ``pad_to`` rows with
+    zero-weight rows (:func:`pad_chunk`) when given, else itself with weights 1; each row's
+    weight then times its class's weight (``class_weights``: the non-private step's
+    ``train.class_weights``, :func:`dpcore.class_weights.row_weights`; None: unchanged)."""
+    from dpcore.class_weights import row_weights
+
+    if pad_to is not None:
+        x, y, weights = pad_chunk(x, y, pad_to)
+    else:
+        weights = np.ones(len(y), np.float32)
+    return x, y, row_weights(class_weights, y, weights)

@@ -15,8 +15,7 @@ import numpy as np
 import tensorflow as tf
 
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
-from dpcore.chunkpad import pad_chunk, padded_size
-from dpcore.class_weights import row_weights
+from dpcore.chunkpad import padded_size, weighted_chunk
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
@@ -138,11 +137,9 @@ class TfStepEngine:
         """``(x, y, weights)`` of a chunk: padded to its size class with zero-weight rows when
         the steps are compiled, else itself with weights 1; each row's weight times its
         class's (``mechanism.class_weights``, non-private steps only)."""
-        if self.pad_chunks:
-            x, y, weights = pad_chunk(x, y, padded_size(len(y), self.physical))
-        else:
-            weights = np.ones(len(y), np.float32)
-        return x, y, row_weights(self.mechanism.class_weights, y, weights)
+        pad_to = padded_size(len(y), self.physical) if self.pad_chunks else None
+        return weighted_chunk(np.asarray(x), np.asarray(y), pad_to,
+                              self.mechanism.class_weights)
 
     def _canary_chunk(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The chunk that carries canaries left over after the real chunks: one microbatch of

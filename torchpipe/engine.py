@@ -20,8 +20,7 @@ from opacus.optimizers import DPOptimizer
 from torch import nn
 
 from dpcore.audit.canary_records import CanaryRecords, with_canaries
-from dpcore.chunkpad import pad_chunk, padded_size
-from dpcore.class_weights import row_weights
+from dpcore.chunkpad import padded_size, weighted_chunk
 from dpcore.config import PerfSpec, RunConfig
 from dpcore.errors import ConfigError
 from dpcore.noise_key import noise_key
@@ -195,15 +194,12 @@ class TorchStepEngine:
 
     def _padded(self, x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(x, y, weights)``: the chunk padded to its size class with zero-weight rows when
-        the steps are compiled (:func:`dpcore.chunkpad.pad_chunk`), else itself, weights 1;
+        the steps are compiled (:func:`dpcore.chunkpad.weighted_chunk`), else itself, weights 1;
         each row's weight times its class's (``mechanism.class_weights``, non-private steps
         only)."""
-        if self.pad_chunks:
-            x, y, weights = pad_chunk(np.asarray(x), np.asarray(y),
-                                      padded_size(len(y), self.physical))
-        else:
-            weights = np.ones(len(y), np.float32)
-        return x, y, row_weights(self.mechanism.class_weights, y, weights)
+        pad_to = padded_size(len(y), self.physical) if self.pad_chunks else None
+        return weighted_chunk(np.asarray(x), np.asarray(y), pad_to,
+                              self.mechanism.class_weights)
 
     def _loss_of(self, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor
                  ) -> torch.Tensor:

@@ -136,7 +136,9 @@ def check_class_weights_combination(config: RunConfig) -> None:
     Raises:
         PrivacyConfigError: class weights other than ``none`` with a mechanism that promises
             privacy (the weights are computed from the training labels, which no mechanism
-            here accounts for) or with the libraries' own recipes (whose losses are theirs).
+            here accounts for).
+        ConfigError: class weights under ``recipe: library`` (whose losses are the
+            libraries' own).
     """
     rule = config.train.class_weights
     if rule == "none":

@@ -30,3 +30,19 @@ def test_a_full_chunk_is_itself_with_weights_one() -> None:
 def test_a_pad_size_below_the_chunk_is_refused_naming_both() -> None:
     with pytest.raises(ValueError, match="pad size 2 is smaller than the chunk of 3 examples"):
         pad_chunk(np.ones((3, 1)), np.zeros(3), 2)
+
+
+def test_weighted_chunk_pads_and_weights_rows_by_class() -> None:
+    """Padding rows keep weight 0 whatever their (zero) label's class weight; real rows get
+    their class's weight; without padding or class weights the chunk is itself, weights 1."""
+    from dpcore.chunkpad import weighted_chunk
+
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    y = np.array([1, 0, 1])
+    px, py, w = weighted_chunk(x, y, 5, (2.0, 0.5))
+    assert px.shape == (5, 2) and list(py) == [1, 0, 1, 0, 0]
+    np.testing.assert_array_equal(w, np.array([0.5, 2.0, 0.5, 0.0, 0.0], np.float32))
+    assert w.dtype == np.float32
+    same_x, same_y, ones = weighted_chunk(x, y, None, None)
+    assert same_x is x and same_y is y
+    np.testing.assert_array_equal(ones, np.ones(3, np.float32))
