@@ -377,8 +377,6 @@ QUOTES: list[Quote] = [
           lambda: f"the ceiling only to {audit_ceiling(10000, 1000, 1e-5):.2f}"),
     Quote("preset mnist-gap-attribution", "5000 is 19 % of cnn4's 26 010",
           lambda: f"5000 is {100 * 5000 / 26010:.0f} % of cnn4's 26 010"),
-    Quote("preset mnist-gap-attribution", "about 2500 mislabelled images (4 %) to the 60 000",
-          lambda: f"about 2500 mislabelled images ({100 * 2500 / 60000:.0f} %) to the 60 000"),
     Quote("preset mnist-gap-attribution", "(the shuffled-batch and microbatch settings, 62.2)",
           lambda: "(the shuffled-batch and microbatch settings, {:.1f})".format(
               _setting_value("mnist-gap-attribution", "flip: shuffled fixed batches",

@@ -46,7 +46,8 @@ AWAITING_REGENERATION: dict[str, str] = {
     for name, what in {
         "interpretability-clip-sweep": "description and notes: cnn4 retired from cats vs dogs",
         "interpretability-vs-epsilon-tuned": "published: the paper's trends added; notes",
-        "mnist-gap-attribution": "notes: the shuffled proved figure by PLD",
+        "mnist-gap-attribution": "notes: the shuffled proved figure by PLD; the library "
+                                 "recipes audited by gradient canaries in their own steps",
     }.items()}
 
 
