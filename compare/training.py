@@ -24,6 +24,7 @@ the next invocation redoes the run) and is re-raised, never swallowed: the CLI e
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +133,7 @@ def train_and_record(
         # the inputs as the model was trained on them (factors.input_scaling / eval_split):
         # the evaluations below see them too
         dataset = trained.dataset
+        evaluation_started = time.perf_counter()
         if result.status == "finished" and evaluation.asks_faithfulness:
             record_faithfulness(result, train, trained, dataset,
                                 evaluation.faithfulness_subset, seed=0)
@@ -141,6 +143,9 @@ def train_and_record(
         if result.status == "finished" and evaluation.audit:
             result.audit = {**(result.audit or {}),
                             **audit_trained(train, trained, dataset, result.privacy)}
+        # seconds of the evaluations after training (faithfulness, local-DP test inputs,
+        # membership audit): what pricing a grid from its records needs beside train_seconds
+        result.timing["evaluation_seconds"] = round(time.perf_counter() - evaluation_started, 3)
         record_privacy_figures(result)
         result.labels = dict(labels or {})
         result.grid = grid_name

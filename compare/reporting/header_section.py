@@ -61,6 +61,12 @@ def header_lines(context: ReportContext, results: Sequence[RunResult], frame: pd
         run_seconds = sum(float(r.timing.get("total_seconds") or 0.0) for r in results)
         lines.append(f"- training time summed over the {len(results)} stored runs: "
                      f"{run_seconds:.0f} s")
+        evaluated = [float(r.timing["evaluation_seconds"]) for r in results
+                     if r.timing.get("evaluation_seconds") is not None]
+        if evaluated:  # records written before runs timed their evaluation have none
+            lines.append(f"- evaluation time after training (faithfulness, audits) summed over "
+                         f"the {len(evaluated)} stored runs that record it: "
+                         f"{sum(evaluated):.0f} s")
         versions = results[0].versions
         shown = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "platform")
         lines += [f"- versions: {shown}", f"- machine: {versions.get('platform', '?')}",

@@ -63,6 +63,8 @@ def test_train_cli_and_runner_store_the_same_record(tmp_path: Path,
     assert from_cli.faithfulness == from_grid.faithfulness
     assert from_grid.labels == dict(grid.cells[0].labels) and from_grid.grid == "one"
     assert from_cli.labels == {} and from_cli.grid is None
+    for record in (from_cli, from_grid):  # the faithfulness took time, recorded apart
+        assert 0 < record.timing["evaluation_seconds"] < record.timing["total_seconds"] + 600
 
 
 @pytest.fixture
