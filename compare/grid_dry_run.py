@@ -13,6 +13,8 @@ grid will come from, and what the runs to train would cost here.
   of is priced by its committed record's measured training time where one exists (same run
   id), else named as not estimated. Training only: evaluation (faithfulness, the audit), data
   loading and start-up are not included;
+* the evaluation time of the runs to train whose committed record measured it
+  (``timing.evaluation_seconds``), on a line of its own (none when no record has it);
 * the closing line ``dry run: NAME: N run(s), P to train into OUT; all checked; nothing
   trained or written``.
 """
@@ -109,7 +111,21 @@ def estimate_lines(grid: Grid, pending: Sequence[tuple[GridCell, str]],
              "not included")
     lines = [text]
     lines += [f"  not estimated: {n} run(s): {why}" for why, n in missing.items()]
-    return lines
+    return lines + evaluation_lines(pending, committed)
+
+
+def evaluation_lines(pending: Sequence[tuple[GridCell, str]],
+                     committed: Mapping[str, RunResult]) -> list[str]:
+    """The evaluation time (faithfulness, audits) of the runs to train whose committed record
+    measured it (``timing.evaluation_seconds``), one line; none when no record has it."""
+    seconds = [float(record.timing["evaluation_seconds"]) for cell, backend in pending
+               if (record := committed.get(run_id(cell.config.config_hash, backend)))
+               is not None and (record.timing or {}).get("evaluation_seconds") is not None]
+    if not seconds:
+        return []
+    return [f"estimated evaluation time after training (faithfulness, audits) of the "
+            f"{len(seconds)} of {len(pending)} run(s) to train whose committed record measured "
+            f"it: {_duration(sum(seconds))}, from those records"]
 
 
 def source_line(grid: Grid, plan: RunPlan, out: Path, resumed: bool,

@@ -245,3 +245,28 @@ def test_a_model_the_bench_does_not_time_is_priced_by_its_committed_record() -> 
     assert estimate_lines(grid, pending, lambda _c: None, {}, None, None) == [
         "estimated time: not estimated: no bench results here (reports/benchmarks/results.json "
         "not found; `dpcompare bench` writes them)"]
+
+
+def test_the_evaluation_of_the_runs_to_train_is_priced_by_their_committed_records() -> None:
+    """Runs whose committed record measured its evaluation (timing.evaluation_seconds) add
+    one line; a record without it (written before runs timed it) adds nothing."""
+    from compare.grid_dry_run import evaluation_lines
+    from dpcore.results import run_id as make_run_id
+
+    grid = expand_grid({"name": "g", "base": {"data": {"name": "digits"},
+                                              "privacy": {"mechanism": "none"}},
+                        "seeds": 3, "backends": ["torch"]})
+    pending = grid.runs()
+
+    def record(i: int, timing: dict) -> RunResult:
+        h = pending[i][0].config.config_hash
+        return RunResult(run_id=make_run_id(h, "torch"), config={}, config_hash=h,
+                         backend="torch", seed=i, timing=timing)
+
+    committed = {r.run_id: r for r in (record(0, {"evaluation_seconds": 100.0}),
+                                       record(1, {"evaluation_seconds": 80.0}),
+                                       record(2, {"train_seconds": 9.0}))}
+    assert evaluation_lines(pending, committed) == [
+        "estimated evaluation time after training (faithfulness, audits) of the 2 of 3 run(s) "
+        "to train whose committed record measured it: 3.0 min, from those records"]
+    assert evaluation_lines(pending, {}) == []
