@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dpcore.class_weights import row_weights
 from dpcore.fastroutes import size_class
 
 
@@ -49,8 +50,6 @@ def weighted_chunk(x: np.ndarray, y: np.ndarray, pad_to: int | None,
     zero-weight rows (:func:`pad_chunk`) when given, else itself with weights 1; each row's
     weight then times its class's weight (``class_weights``: the non-private step's
     ``train.class_weights``, :func:`dpcore.class_weights.row_weights`; None: unchanged)."""
-    from dpcore.class_weights import row_weights
-
     if pad_to is not None:
         x, y, weights = pad_chunk(x, y, pad_to)
     else:

@@ -65,11 +65,6 @@ def _balanced(labels: np.ndarray, n_classes: int) -> np.ndarray | None:
     return compute_class_weight("balanced", classes=np.arange(n_classes), y=labels)
 
 
-def class_weight_names() -> tuple[str, ...]:
-    """The registered ``train.class_weights`` names, ``none`` first."""
-    return tuple(CLASS_WEIGHTINGS)
-
-
 def loss_class_weights(rule: str, labels: np.ndarray, n_classes: int
                        ) -> tuple[float, ...] | None:
     """The weight of each class under ``rule`` (a :data:`CLASS_WEIGHTINGS` name), or ``None``
@@ -88,5 +83,4 @@ def row_weights(class_weights: tuple[float, ...] | None, labels: np.ndarray,
     return (weights * table[np.asarray(labels, np.int64)]).astype(np.float32)
 
 
-__all__ = ["CLASS_WEIGHTINGS", "ClassWeighting", "class_weight_names", "loss_class_weights",
-           "row_weights"]
+__all__ = ["CLASS_WEIGHTINGS", "ClassWeighting", "loss_class_weights", "row_weights"]

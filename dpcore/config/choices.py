@@ -4,15 +4,17 @@ Where a registry owns the names they are read from it when asked, never repeated
 mechanisms from :data:`dpcore.mechanisms.DP_MECHANISMS`, calibration accountants from
 :data:`dpcore.accountants.ACCOUNTANTS`, local-DP mechanisms from
 :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`, audit faults from
-:data:`dpcore.audit.faults.FAULTS`. Each registry lives in a leaf module its implementations
-register into, so the configs import no layer above them. The rest are the config's own
-vocabulary.
+:data:`dpcore.audit.faults.FAULTS`, loss class weightings from
+:data:`dpcore.class_weights.CLASS_WEIGHTINGS`. Each registry lives in a leaf module its
+implementations register into, so the configs import no layer above them. The rest are the
+config's own vocabulary.
 """
 
 from __future__ import annotations
 
 from dpcore.accountants import ACCOUNTANTS
 from dpcore.audit.faults import FAULTS as _FAULT_STEPS
+from dpcore.class_weights import CLASS_WEIGHTINGS
 from dpcore.ldp.mechanisms import LDP_MECHANISMS
 from dpcore.mechanisms import mechanism_names
 
@@ -64,3 +66,9 @@ def fault_names() -> tuple[str, ...]:
 def ldp_mechanism_names() -> tuple[str, ...]:
     """``data.ldp_mechanism``: the names of :data:`dpcore.ldp.mechanisms.LDP_MECHANISMS`."""
     return tuple(LDP_MECHANISMS)
+
+
+def class_weighting_names() -> tuple[str, ...]:
+    """``train.class_weights``: the names of :data:`dpcore.class_weights.CLASS_WEIGHTINGS`
+    (``none`` first)."""
+    return tuple(CLASS_WEIGHTINGS)

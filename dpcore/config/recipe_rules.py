@@ -128,7 +128,6 @@ def check_audit_combination(config: RunConfig) -> None:
         )
 
 
-
 @COMBINATION_RULES.register()
 def check_class_weights_combination(config: RunConfig) -> None:
     """Refuse ``train.class_weights`` on a private run or under ``recipe: library``.

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from dpcore.class_weights import class_weight_names
 from dpcore.config.choices import (
     ACTIVATIONS,
     CANARY_KINDS,
@@ -37,6 +36,7 @@ from dpcore.config.choices import (
     ROUTE_CHOICES,
     SAMPLING_MODES,
     calibration_accountants,
+    class_weighting_names,
     fault_names,
     ldp_mechanism_names,
     privacy_mechanisms,
@@ -361,7 +361,7 @@ class TrainSpec:
         check_range("train.lr", self.lr, low=0, low_open=True, finite=True,
                      valid="a finite number > 0")
         check_choice("train.optimizer", self.optimizer, OPTIMIZERS)
-        check_choice("train.class_weights", self.class_weights, class_weight_names())
+        check_choice("train.class_weights", self.class_weights, class_weighting_names())
         check_range(
             "train.momentum", self.momentum, low=0, high=1, high_open=True, valid="[0, 1)"
         )
